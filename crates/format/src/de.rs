@@ -1,0 +1,909 @@
+//! JSON decoding of both header formats.
+//!
+//! The header is decoded in one pass by serde visitors driven by simd-json
+//! (with `std`) or serde_json (without). The visitors see every key of every
+//! object, duplicates included, and stop at the first problem. Serde errors
+//! carry only text, so a visitor that finds a problem stores the typed
+//! [`Error`] in a slot shared by all visitors of one parse and returns an
+//! empty serde error to unwind; the entry point then prefers the slot.
+
+use alloc::collections::BTreeMap;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::cell::Cell;
+use core::fmt;
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+
+use crate::header::{Format, Metadata, RawHeader, RawTensor};
+use crate::{Dtype, Error, ErrorKind, Limits, Result};
+
+/// Decodes the JSON text of a header of either format, without the layout
+/// checks (those need every tensor and live in `layout`).
+pub(crate) fn parse(json: &[u8], format: Format, limits: &Limits) -> Result<RawHeader> {
+    if let Err(e) = core::str::from_utf8(json) {
+        return Err(Error::at(ErrorKind::InvalidUtf8, e.valid_up_to() as u64));
+    }
+    let slot = Cell::new(None);
+    let ctx = Ctx {
+        limits,
+        slot: &slot,
+    };
+    let result = backend::parse(json, Top { ctx, format });
+    match (result, slot.take()) {
+        (_, Some(err)) => Err(err),
+        (Ok(raw), None) => Ok(raw),
+        (Err(message), None) => Err(Error::new(ErrorKind::InvalidJson {
+            message: message.into(),
+        })),
+    }
+}
+
+#[cfg(feature = "std")]
+mod backend {
+    use super::Top;
+    use crate::header::RawHeader;
+    use alloc::string::{String, ToString};
+    use serde::de::DeserializeSeed;
+
+    pub(super) fn parse(json: &[u8], top: Top<'_>) -> Result<RawHeader, String> {
+        // simd-json unescapes strings in place, so it needs its own copy.
+        let mut buf = json.to_vec();
+        let mut de = simd_json::Deserializer::from_slice(&mut buf).map_err(|e| e.to_string())?;
+        top.deserialize(&mut de).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(not(feature = "std"))]
+mod backend {
+    use super::Top;
+    use crate::header::RawHeader;
+    use alloc::string::{String, ToString};
+    use serde::de::DeserializeSeed;
+
+    pub(super) fn parse(json: &[u8], top: Top<'_>) -> Result<RawHeader, String> {
+        let mut de = serde_json::Deserializer::from_slice(json);
+        let raw = top.deserialize(&mut de).map_err(|e| e.to_string())?;
+        de.end().map_err(|e| e.to_string())?;
+        Ok(raw)
+    }
+}
+
+/// What every visitor of one parse shares.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    limits: &'a Limits,
+    slot: &'a Cell<Option<Error>>,
+}
+
+impl Ctx<'_> {
+    /// Records `err` (the first error wins) and returns a serde error to unwind with.
+    fn fail<E: de::Error>(self, err: Error) -> E {
+        let old = self.slot.take();
+        self.slot.set(Some(old.unwrap_or(err)));
+        E::custom("")
+    }
+
+    fn fail_kind<E: de::Error>(self, kind: ErrorKind) -> E {
+        self.fail(Error::new(kind))
+    }
+
+    fn wrong_type<E: de::Error>(self, what: &'static str, expected: &'static str) -> E {
+        self.fail_kind(ErrorKind::WrongType { what, expected })
+    }
+
+    /// Attaches the tensor's name to the recorded error, if there is one.
+    fn annotate(self, name: &str) {
+        if let Some(err) = self.slot.take() {
+            self.slot.set(Some(err.with_tensor(name)));
+        }
+    }
+}
+
+/// Implements every non-matching `visit_*` of a visitor as a `WrongType`
+/// error, so that a value of the wrong JSON type gets a typed error whatever
+/// the backend.
+macro_rules! reject_others {
+    ($what:expr, $expected:expr; $($method:ident($ty:ty)),*) => {
+        $(fn $method<E: de::Error>(self, _: $ty) -> core::result::Result<Self::Value, E> {
+            Err(self.ctx.wrong_type($what, $expected))
+        })*
+    };
+}
+
+macro_rules! reject_non_string {
+    ($what:expr, $expected:expr) => {
+        reject_others!($what, $expected; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64));
+        fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
+            Err(self.ctx.wrong_type($what, $expected))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
+            Err(self.ctx.wrong_type($what, $expected))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
+            Err(self.ctx.wrong_type($what, $expected))
+        }
+    };
+}
+
+/// An object key, borrowed from the input when it has no escapes.
+enum Key<'de> {
+    Borrowed(&'de str),
+    Owned(String),
+}
+
+impl Key<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Key::Borrowed(s) => s,
+            Key::Owned(s) => s,
+        }
+    }
+
+    fn into_string(self) -> String {
+        match self {
+            Key::Borrowed(s) => s.to_string(),
+            Key::Owned(s) => s,
+        }
+    }
+}
+
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Key<'de>;
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> core::result::Result<Key<'de>, D::Error> {
+        d.deserialize_str(KeySeed)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Key<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> core::result::Result<Key<'de>, E> {
+        Ok(Key::Borrowed(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> core::result::Result<Key<'de>, E> {
+        Ok(Key::Owned(v.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> core::result::Result<Key<'de>, E> {
+        Ok(Key::Owned(v))
+    }
+}
+
+/// The whole header object.
+struct Top<'a> {
+    ctx: Ctx<'a>,
+    format: Format,
+}
+
+impl<'de> DeserializeSeed<'de> for Top<'_> {
+    type Value = RawHeader;
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> core::result::Result<RawHeader, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Top<'_> {
+    type Value = RawHeader;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> core::result::Result<RawHeader, A::Error> {
+        match self.format {
+            Format::Deathtensors => deathtensors_top(self.ctx, map),
+            Format::Safetensors => safetensors_top(self.ctx, map),
+        }
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> core::result::Result<RawHeader, E> {
+        Err(self.ctx.wrong_type("header", "a JSON object"))
+    }
+
+    reject_others!("header", "a JSON object"; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64));
+
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<RawHeader, E> {
+        Err(self.ctx.wrong_type("header", "a JSON object"))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<RawHeader, A::Error> {
+        Err(self.ctx.wrong_type("header", "a JSON object"))
+    }
+}
+
+fn duplicate<E: de::Error>(ctx: Ctx<'_>, within: &'static str, key: &str) -> E {
+    ctx.fail_kind(ErrorKind::DuplicateKey {
+        within,
+        key: key.into(),
+    })
+}
+
+fn deathtensors_top<'de, A: MapAccess<'de>>(
+    ctx: Ctx<'_>,
+    mut map: A,
+) -> core::result::Result<RawHeader, A::Error> {
+    let mut format_seen = false;
+    let mut version_seen = false;
+    let mut created_by: Option<String> = None;
+    let mut alignment: Option<u64> = None;
+    let mut metadata: Option<Metadata> = None;
+    let mut tensors: Option<Vec<RawTensor>> = None;
+    while let Some(key) = map.next_key_seed(KeySeed)? {
+        match key.as_str() {
+            "format" => {
+                if format_seen {
+                    return Err(duplicate(ctx, "header", "format"));
+                }
+                format_seen = true;
+                let name = map.next_value_seed(StringSeed {
+                    ctx,
+                    what: "field \"format\"",
+                })?;
+                if name != "deathtensors" {
+                    return Err(ctx.fail_kind(ErrorKind::WrongFormatName));
+                }
+            }
+            "format_version" => {
+                if version_seen {
+                    return Err(duplicate(ctx, "header", "format_version"));
+                }
+                version_seen = true;
+                let v = map.next_value_seed(UintSeed {
+                    ctx,
+                    kind: || ErrorKind::WrongType {
+                        what: "field \"format_version\"",
+                        expected: "a non-negative integer",
+                    },
+                })?;
+                if v != 1 {
+                    return Err(ctx.fail_kind(ErrorKind::UnsupportedFormatVersion(v)));
+                }
+            }
+            "created_by" => {
+                if created_by.is_some() {
+                    return Err(duplicate(ctx, "header", "created_by"));
+                }
+                created_by = Some(map.next_value_seed(StringSeed {
+                    ctx,
+                    what: "field \"created_by\"",
+                })?);
+            }
+            "alignment" => {
+                if alignment.is_some() {
+                    return Err(duplicate(ctx, "header", "alignment"));
+                }
+                alignment = Some(map.next_value_seed(UintSeed {
+                    ctx,
+                    kind: || ErrorKind::WrongType {
+                        what: "field \"alignment\"",
+                        expected: "a non-negative integer",
+                    },
+                })?);
+            }
+            "global_metadata" => {
+                if metadata.is_some() {
+                    return Err(duplicate(ctx, "header", "global_metadata"));
+                }
+                metadata = Some(
+                    map.next_value_seed(MetadataSeed {
+                        ctx,
+                        what: "global_metadata",
+                        nullable: false,
+                    })?
+                    .unwrap_or_default(),
+                );
+            }
+            "tensors" => {
+                if tensors.is_some() {
+                    return Err(duplicate(ctx, "header", "tensors"));
+                }
+                tensors = Some(map.next_value_seed(TensorsSeed { ctx })?);
+            }
+            other => {
+                return Err(ctx.fail_kind(ErrorKind::UnknownField {
+                    field: other.into(),
+                }));
+            }
+        }
+    }
+    if !format_seen {
+        return Err(ctx.fail_kind(ErrorKind::MissingField { field: "format" }));
+    }
+    if !version_seen {
+        return Err(ctx.fail_kind(ErrorKind::MissingField {
+            field: "format_version",
+        }));
+    }
+    let Some(tensors) = tensors else {
+        return Err(ctx.fail_kind(ErrorKind::MissingField { field: "tensors" }));
+    };
+    Ok(RawHeader {
+        format: Format::Deathtensors,
+        created_by,
+        alignment,
+        metadata: Some(metadata.unwrap_or_default()),
+        tensors,
+    })
+}
+
+fn safetensors_top<'de, A: MapAccess<'de>>(
+    ctx: Ctx<'_>,
+    mut map: A,
+) -> core::result::Result<RawHeader, A::Error> {
+    let mut metadata_seen = false;
+    let mut metadata: Option<Metadata> = None;
+    let mut tensors = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+    while let Some(key) = map.next_key_seed(KeySeed)? {
+        if key.as_str() == "__metadata__" {
+            if metadata_seen {
+                return Err(duplicate(ctx, "header", "__metadata__"));
+            }
+            metadata_seen = true;
+            metadata = map.next_value_seed(MetadataSeed {
+                ctx,
+                what: "__metadata__",
+                nullable: true,
+            })?;
+            continue;
+        }
+        let tensor = tensor_entry(ctx, &mut map, key, Format::Safetensors, tensors.len())?;
+        tensors.push(tensor);
+    }
+    Ok(RawHeader {
+        format: Format::Safetensors,
+        created_by: None,
+        alignment: None,
+        metadata,
+        tensors,
+    })
+}
+
+/// Validates a tensor name, then decodes its entry.
+fn tensor_entry<'de, A: MapAccess<'de>>(
+    ctx: Ctx<'_>,
+    map: &mut A,
+    key: Key<'de>,
+    format: Format,
+    count: usize,
+) -> core::result::Result<RawTensor, A::Error> {
+    let limits = ctx.limits;
+    if count as u64 >= limits.max_tensors {
+        return Err(ctx.fail(Error::limit(
+            "tensor count",
+            count as u64 + 1,
+            limits.max_tensors,
+        )));
+    }
+    let name = key.into_string();
+    if let Err(err) = crate::header::check_name(&name, limits) {
+        return Err(ctx.fail(err));
+    }
+    match map.next_value_seed(TensorSeed { ctx, format }) {
+        Ok((dtype, shape, data_offsets, metadata, sha256)) => Ok(RawTensor {
+            name,
+            dtype,
+            shape,
+            data_offsets,
+            metadata,
+            sha256,
+        }),
+        Err(e) => {
+            ctx.annotate(&name);
+            Err(e)
+        }
+    }
+}
+
+/// The `tensors` object of a deathtensors header.
+struct TensorsSeed<'a> {
+    ctx: Ctx<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for TensorsSeed<'_> {
+    type Value = Vec<RawTensor>;
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> core::result::Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TensorsSeed<'_> {
+    type Value = Vec<RawTensor>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object of tensors")
+    }
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> core::result::Result<Self::Value, A::Error> {
+        let mut tensors = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let tensor =
+                tensor_entry(self.ctx, &mut map, key, Format::Deathtensors, tensors.len())?;
+            tensors.push(tensor);
+        }
+        Ok(tensors)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> core::result::Result<Self::Value, E> {
+        Err(self.ctx.wrong_type("field \"tensors\"", "a JSON object"))
+    }
+    reject_others!("field \"tensors\"", "a JSON object"; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64));
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
+        Err(self.ctx.wrong_type("field \"tensors\"", "a JSON object"))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
+        Err(self.ctx.wrong_type("field \"tensors\"", "a JSON object"))
+    }
+}
+
+type TensorFields = (Dtype, Vec<u64>, (u64, u64), Metadata, Option<[u8; 32]>);
+
+/// One tensor's entry.
+struct TensorSeed<'a> {
+    ctx: Ctx<'a>,
+    format: Format,
+}
+
+impl<'de> DeserializeSeed<'de> for TensorSeed<'_> {
+    type Value = TensorFields;
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> core::result::Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TensorSeed<'_> {
+    type Value = TensorFields;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a tensor object")
+    }
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> core::result::Result<Self::Value, A::Error> {
+        let ctx = self.ctx;
+        let dt = self.format == Format::Deathtensors;
+        let mut dtype = None;
+        let mut shape = None;
+        let mut offsets = None;
+        let mut metadata = None;
+        let mut sha256 = None;
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            match key.as_str() {
+                "dtype" => {
+                    if dtype.is_some() {
+                        return Err(duplicate(ctx, "tensor", "dtype"));
+                    }
+                    dtype = Some(map.next_value_seed(DtypeSeed { ctx })?);
+                }
+                "shape" => {
+                    if shape.is_some() {
+                        return Err(duplicate(ctx, "tensor", "shape"));
+                    }
+                    shape = Some(map.next_value_seed(UintsSeed {
+                        ctx,
+                        kind: ListKind::Shape,
+                    })?);
+                }
+                "data_offsets" => {
+                    if offsets.is_some() {
+                        return Err(duplicate(ctx, "tensor", "data_offsets"));
+                    }
+                    let v = map.next_value_seed(UintsSeed {
+                        ctx,
+                        kind: ListKind::Offsets,
+                    })?;
+                    match v[..] {
+                        [start, end] => offsets = Some((start, end)),
+                        _ => return Err(ctx.fail_kind(ErrorKind::InvalidOffsets)),
+                    }
+                }
+                "metadata" if dt => {
+                    if metadata.is_some() {
+                        return Err(duplicate(ctx, "tensor", "metadata"));
+                    }
+                    metadata = Some(
+                        map.next_value_seed(MetadataSeed {
+                            ctx,
+                            what: "tensor metadata",
+                            nullable: false,
+                        })?
+                        .unwrap_or_default(),
+                    );
+                }
+                "sha256" if dt => {
+                    if sha256.is_some() {
+                        return Err(duplicate(ctx, "tensor", "sha256"));
+                    }
+                    let hex = map.next_value_seed(StringSeed {
+                        ctx,
+                        what: "field \"sha256\"",
+                    })?;
+                    match parse_digest(&hex) {
+                        Some(d) => sha256 = Some(d),
+                        None => return Err(ctx.fail_kind(ErrorKind::InvalidDigest)),
+                    }
+                }
+                other => {
+                    return Err(ctx.fail_kind(ErrorKind::UnknownField {
+                        field: other.into(),
+                    }))
+                }
+            }
+        }
+        let Some(dtype) = dtype else {
+            return Err(ctx.fail_kind(ErrorKind::MissingField { field: "dtype" }));
+        };
+        let Some(shape) = shape else {
+            return Err(ctx.fail_kind(ErrorKind::MissingField { field: "shape" }));
+        };
+        let Some(offsets) = offsets else {
+            return Err(ctx.fail_kind(ErrorKind::MissingField {
+                field: "data_offsets",
+            }));
+        };
+        Ok((dtype, shape, offsets, metadata.unwrap_or_default(), sha256))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> core::result::Result<Self::Value, E> {
+        Err(self.ctx.wrong_type("tensor entry", "a JSON object"))
+    }
+    reject_others!("tensor entry", "a JSON object"; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64));
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
+        Err(self.ctx.wrong_type("tensor entry", "a JSON object"))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
+        Err(self.ctx.wrong_type("tensor entry", "a JSON object"))
+    }
+}
+
+/// Parses 64 lowercase hex digits.
+pub(crate) fn parse_digest(hex: &str) -> Option<[u8; 32]> {
+    let bytes = hex.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let nibble = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+        *o = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+    }
+    Some(out)
+}
+
+struct DtypeSeed<'a> {
+    ctx: Ctx<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for DtypeSeed<'_> {
+    type Value = Dtype;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Dtype, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DtypeSeed<'_> {
+    type Value = Dtype;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a dtype name")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> core::result::Result<Dtype, E> {
+        Dtype::from_name(v).ok_or_else(|| self.ctx.fail_kind(ErrorKind::UnknownDtype(v.into())))
+    }
+    reject_non_string!("field \"dtype\"", "a string");
+}
+
+/// A string value.
+struct StringSeed<'a> {
+    ctx: Ctx<'a>,
+    what: &'static str,
+}
+
+impl<'de> DeserializeSeed<'de> for StringSeed<'_> {
+    type Value = String;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<String, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StringSeed<'_> {
+    type Value = String;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> core::result::Result<String, E> {
+        Ok(v.to_string())
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> core::result::Result<String, E> {
+        Ok(v)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> core::result::Result<String, E> {
+        Err(self.ctx.wrong_type(self.what, "a string"))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> core::result::Result<String, E> {
+        Err(self.ctx.wrong_type(self.what, "a string"))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> core::result::Result<String, E> {
+        Err(self.ctx.wrong_type(self.what, "a string"))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> core::result::Result<String, E> {
+        Err(self.ctx.wrong_type(self.what, "a string"))
+    }
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<String, E> {
+        Err(self.ctx.wrong_type(self.what, "a string"))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<String, A::Error> {
+        Err(self.ctx.wrong_type(self.what, "a string"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> core::result::Result<String, A::Error> {
+        Err(self.ctx.wrong_type(self.what, "a string"))
+    }
+}
+
+/// A non-negative integer; anything else is the error `kind` makes.
+struct UintSeed<'a> {
+    ctx: Ctx<'a>,
+    kind: fn() -> ErrorKind,
+}
+
+impl<'de> DeserializeSeed<'de> for UintSeed<'_> {
+    type Value = u64;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<u64, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for UintSeed<'_> {
+    type Value = u64;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a non-negative integer")
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> core::result::Result<u64, E> {
+        Ok(v)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> core::result::Result<u64, E> {
+        u64::try_from(v).map_err(|_| self.ctx.fail_kind((self.kind)()))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> core::result::Result<u64, E> {
+        Err(self.ctx.fail_kind((self.kind)()))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> core::result::Result<u64, E> {
+        Err(self.ctx.fail_kind((self.kind)()))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> core::result::Result<u64, E> {
+        Err(self.ctx.fail_kind((self.kind)()))
+    }
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<u64, E> {
+        Err(self.ctx.fail_kind((self.kind)()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<u64, A::Error> {
+        Err(self.ctx.fail_kind((self.kind)()))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> core::result::Result<u64, A::Error> {
+        Err(self.ctx.fail_kind((self.kind)()))
+    }
+}
+
+#[derive(Clone, Copy)]
+enum ListKind {
+    Shape,
+    Offsets,
+}
+
+impl ListKind {
+    fn error(self) -> ErrorKind {
+        match self {
+            ListKind::Shape => ErrorKind::InvalidDimension,
+            ListKind::Offsets => ErrorKind::InvalidOffsets,
+        }
+    }
+}
+
+/// An array of non-negative integers: a shape or `data_offsets`.
+struct UintsSeed<'a> {
+    ctx: Ctx<'a>,
+    kind: ListKind,
+}
+
+impl<'de> DeserializeSeed<'de> for UintsSeed<'_> {
+    type Value = Vec<u64>;
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> core::result::Result<Vec<u64>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for UintsSeed<'_> {
+    type Value = Vec<u64>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of non-negative integers")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> core::result::Result<Vec<u64>, A::Error> {
+        let (max, what) = match self.kind {
+            ListKind::Shape => (self.ctx.limits.max_rank, "tensor rank"),
+            // Two offsets; one more is enough to know the array is wrong.
+            ListKind::Offsets => (2, ""),
+        };
+        let kind = self.kind;
+        let make: fn() -> ErrorKind = match kind {
+            ListKind::Shape => || ErrorKind::InvalidDimension,
+            ListKind::Offsets => || ErrorKind::InvalidOffsets,
+        };
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(4).min(8));
+        while let Some(v) = seq.next_element_seed(UintSeed {
+            ctx: self.ctx,
+            kind: make,
+        })? {
+            if out.len() as u64 >= max {
+                return Err(match kind {
+                    ListKind::Shape => self.ctx.fail(Error::limit(what, out.len() as u64 + 1, max)),
+                    ListKind::Offsets => self.ctx.fail_kind(ErrorKind::InvalidOffsets),
+                });
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> core::result::Result<Vec<u64>, E> {
+        Err(self.ctx.fail_kind(self.kind.error()))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> core::result::Result<Vec<u64>, E> {
+        Err(self.ctx.fail_kind(self.kind.error()))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> core::result::Result<Vec<u64>, E> {
+        Err(self.ctx.fail_kind(self.kind.error()))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> core::result::Result<Vec<u64>, E> {
+        Err(self.ctx.fail_kind(self.kind.error()))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> core::result::Result<Vec<u64>, E> {
+        Err(self.ctx.fail_kind(self.kind.error()))
+    }
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<Vec<u64>, E> {
+        Err(self.ctx.fail_kind(self.kind.error()))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> core::result::Result<Vec<u64>, A::Error> {
+        Err(self.ctx.fail_kind(self.kind.error()))
+    }
+}
+
+/// A string-to-string object. `null` gives `None` where `nullable` (safetensors'
+/// `__metadata__` is an `Option`).
+struct MetadataSeed<'a> {
+    ctx: Ctx<'a>,
+    what: &'static str,
+    nullable: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for MetadataSeed<'_> {
+    type Value = Option<Metadata>;
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> core::result::Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetadataSeed<'_> {
+    type Value = Option<Metadata>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object of strings")
+    }
+    fn visit_map<A: MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> core::result::Result<Self::Value, A::Error> {
+        let mut out = BTreeMap::new();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let key = key.into_string();
+            let value = map.next_value_seed(MetaValueSeed {
+                ctx: self.ctx,
+                key: &key,
+            })?;
+            if out.contains_key(&key) {
+                return Err(duplicate(self.ctx, self.what, &key));
+            }
+            out.insert(key, value);
+        }
+        Ok(Some(out))
+    }
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
+        if self.nullable {
+            Ok(None)
+        } else {
+            Err(self.ctx.wrong_type(self.what, "an object of strings"))
+        }
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> core::result::Result<Self::Value, E> {
+        Err(self.ctx.wrong_type(self.what, "an object of strings"))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> core::result::Result<Self::Value, E> {
+        Err(self.ctx.wrong_type(self.what, "an object of strings"))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> core::result::Result<Self::Value, E> {
+        Err(self.ctx.wrong_type(self.what, "an object of strings"))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> core::result::Result<Self::Value, E> {
+        Err(self.ctx.wrong_type(self.what, "an object of strings"))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> core::result::Result<Self::Value, E> {
+        Err(self.ctx.wrong_type(self.what, "an object of strings"))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
+        Err(self.ctx.wrong_type(self.what, "an object of strings"))
+    }
+}
+
+struct MetaValueSeed<'a, 'k> {
+    ctx: Ctx<'a>,
+    key: &'k str,
+}
+
+impl<'de> DeserializeSeed<'de> for MetaValueSeed<'_, '_> {
+    type Value = String;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<String, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl MetaValueSeed<'_, '_> {
+    fn not_string<E: de::Error>(&self) -> E {
+        self.ctx.fail_kind(ErrorKind::MetadataNotString {
+            key: self.key.into(),
+        })
+    }
+}
+
+impl<'de> Visitor<'de> for MetaValueSeed<'_, '_> {
+    type Value = String;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> core::result::Result<String, E> {
+        Ok(v.to_string())
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> core::result::Result<String, E> {
+        Ok(v)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> core::result::Result<String, E> {
+        Err(self.not_string())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> core::result::Result<String, E> {
+        Err(self.not_string())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> core::result::Result<String, E> {
+        Err(self.not_string())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> core::result::Result<String, E> {
+        Err(self.not_string())
+    }
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<String, E> {
+        Err(self.not_string())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<String, A::Error> {
+        Err(self.not_string())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, _: A) -> core::result::Result<String, A::Error> {
+        Err(self.not_string())
+    }
+}

@@ -1,0 +1,310 @@
+//! The one error type of this crate.
+
+use alloc::boxed::Box;
+use core::fmt;
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+/// An error from parsing, validating or laying out a header.
+///
+/// It carries what went wrong ([`ErrorKind`]), the tensor it concerns when
+/// there is one, and the byte offset in the file where the problem was found
+/// when that is known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    kind: ErrorKind,
+    tensor: Option<Box<str>>,
+    offset: Option<u64>,
+}
+
+/// What went wrong. New variants may be added in minor releases.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The input ended before the named structure was complete.
+    Truncated {
+        /// The structure that was cut short.
+        what: &'static str,
+        /// Bytes the structure needs.
+        needed: u64,
+        /// Bytes that were available.
+        available: u64,
+    },
+    /// The input is neither a deathtensors nor a safetensors file.
+    UnrecognizedFormat {
+        /// What the bytes look like instead, when recognisable
+        /// (a Git LFS pointer, an HTML page, ...).
+        looks_like: Option<&'static str>,
+    },
+    /// The version field of the prefix names a version this crate cannot read.
+    UnsupportedVersion(u32),
+    /// The flags field has bits set that this crate does not know.
+    UnknownFlags(u32),
+    /// The file uses a feature this crate recognises but does not implement.
+    Unsupported {
+        /// The feature.
+        what: &'static str,
+    },
+    /// A configured limit was exceeded.
+    LimitExceeded {
+        /// What was counted or measured.
+        what: &'static str,
+        /// The value found.
+        value: u64,
+        /// The limit in force.
+        limit: u64,
+    },
+    /// The bytes between the JSON header and the data blob are not zero.
+    NonZeroPadding,
+    /// The header is not valid UTF-8.
+    InvalidUtf8,
+    /// The header is not valid JSON.
+    InvalidJson {
+        /// The JSON parser's description of the problem.
+        message: Box<str>,
+    },
+    /// A JSON value has the wrong type.
+    WrongType {
+        /// The field or structure.
+        what: &'static str,
+        /// The type that was expected.
+        expected: &'static str,
+    },
+    /// The same key appears twice in one JSON object.
+    DuplicateKey {
+        /// The object the key is in.
+        within: &'static str,
+        /// The repeated key.
+        key: Box<str>,
+    },
+    /// A required field is missing.
+    MissingField {
+        /// The field.
+        field: &'static str,
+    },
+    /// A field this format does not define.
+    UnknownField {
+        /// The field.
+        field: Box<str>,
+    },
+    /// The `format` field is not `"deathtensors"`.
+    WrongFormatName,
+    /// The `format_version` field names a version this crate cannot read.
+    UnsupportedFormatVersion(u64),
+    /// The dtype is not one this crate knows.
+    UnknownDtype(Box<str>),
+    /// A shape dimension is not a non-negative integer.
+    InvalidDimension,
+    /// `data_offsets` is not an array of two non-negative integers.
+    InvalidOffsets,
+    /// A size or offset computation overflowed.
+    Overflow {
+        /// What was being computed.
+        what: &'static str,
+    },
+    /// The data of a sub-byte dtype does not end on a byte boundary.
+    MisalignedSubByte,
+    /// `data_offsets` has its end before its start.
+    OffsetsReversed {
+        /// The start offset.
+        start: u64,
+        /// The end offset.
+        end: u64,
+    },
+    /// The byte range does not match the tensor's dtype and shape.
+    ByteLengthMismatch {
+        /// Bytes implied by dtype and shape.
+        expected: u64,
+        /// Bytes given by `data_offsets`.
+        actual: u64,
+    },
+    /// The tensor's bytes extend past the end of the data blob.
+    OffsetOutOfBounds {
+        /// The end offset of the tensor.
+        end: u64,
+        /// The length of the data blob.
+        data_len: u64,
+    },
+    /// The tensor's bytes overlap another tensor's.
+    Overlap {
+        /// The other tensor.
+        other: Box<str>,
+    },
+    /// A gap before the tensor other than the canonical alignment padding.
+    UnexpectedGap {
+        /// Where the tensor must start.
+        expected: u64,
+        /// Where it starts.
+        actual: u64,
+    },
+    /// Bytes at the end of the data blob that no tensor owns.
+    UnownedBytes {
+        /// Where the last tensor ends.
+        covered: u64,
+        /// The length of the data blob.
+        data_len: u64,
+    },
+    /// A tensor name is empty.
+    EmptyName,
+    /// A tensor name contains a control character.
+    ControlCharacterInName,
+    /// A tensor name is reserved by the format (`__metadata__` in safetensors).
+    ReservedName,
+    /// A metadata value is not a string.
+    MetadataNotString {
+        /// The metadata key.
+        key: Box<str>,
+    },
+    /// A `sha256` digest is not 64 lowercase hexadecimal digits.
+    InvalidDigest,
+    /// The `alignment` field is not a power of two within the supported range.
+    InvalidAlignment(u64),
+}
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind) -> Error {
+        Error {
+            kind,
+            tensor: None,
+            offset: None,
+        }
+    }
+
+    pub(crate) fn at(kind: ErrorKind, offset: u64) -> Error {
+        Error {
+            kind,
+            tensor: None,
+            offset: Some(offset),
+        }
+    }
+
+    pub(crate) fn with_tensor(mut self, name: &str) -> Error {
+        if self.tensor.is_none() {
+            self.tensor = Some(name.into());
+        }
+        self
+    }
+
+    /// Moves the offset by `by` bytes (from header-relative to file-relative).
+    pub(crate) fn shifted(mut self, by: u64) -> Error {
+        self.offset = self.offset.map(|o| o.saturating_add(by));
+        self
+    }
+
+    pub(crate) fn truncated(what: &'static str, needed: u64, available: u64) -> Error {
+        Error::new(ErrorKind::Truncated {
+            what,
+            needed,
+            available,
+        })
+    }
+
+    pub(crate) fn overflow(what: &'static str) -> Error {
+        Error::new(ErrorKind::Overflow { what })
+    }
+
+    pub(crate) fn limit(what: &'static str, value: u64, limit: u64) -> Error {
+        Error::new(ErrorKind::LimitExceeded { what, value, limit })
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// The tensor the error concerns, if any.
+    pub fn tensor(&self) -> Option<&str> {
+        self.tensor.as_deref()
+    }
+
+    /// The byte offset in the file where the problem was found, if known.
+    pub fn offset(&self) -> Option<u64> {
+        self.offset
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(name) = &self.tensor {
+            write!(f, "tensor {name:?}: ")?;
+        }
+        fmt::Display::fmt(&self.kind, f)?;
+        if let Some(offset) = self.offset {
+            write!(f, " at byte {offset}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use ErrorKind::*;
+        match self {
+            Truncated { what, needed, available } => {
+                write!(f, "truncated {what}: needs {needed} bytes, {available} available")
+            }
+            UnrecognizedFormat { looks_like: Some(what) } => write!(
+                f,
+                "not a deathtensors or safetensors file: it looks like {what}"
+            ),
+            UnrecognizedFormat { looks_like: None } => {
+                f.write_str("not a deathtensors or safetensors file")
+            }
+            UnsupportedVersion(v) => write!(f, "unsupported deathtensors version {v}"),
+            UnknownFlags(bits) => write!(f, "unknown flag bits {bits:#x}"),
+            Unsupported { what } => write!(f, "{what} is not supported by this version"),
+            LimitExceeded { what, value, limit } => {
+                write!(f, "{what} {value} exceeds the limit of {limit}")
+            }
+            NonZeroPadding => f.write_str("padding between header and data is not zero"),
+            InvalidUtf8 => f.write_str("header is not valid UTF-8"),
+            InvalidJson { message } => write!(f, "header is not valid JSON: {message}"),
+            WrongType { what, expected } => write!(f, "{what} must be {expected}"),
+            DuplicateKey { within, key } => write!(f, "duplicate key {key:?} in {within}"),
+            MissingField { field } => write!(f, "missing field {field:?}"),
+            UnknownField { field } => write!(f, "unknown field {field:?}"),
+            WrongFormatName => f.write_str("field \"format\" is not \"deathtensors\""),
+            UnsupportedFormatVersion(v) => write!(f, "unsupported format_version {v}"),
+            UnknownDtype(d) => write!(f, "unknown dtype {d:?}"),
+            InvalidDimension => f.write_str("shape dimensions must be non-negative integers"),
+            InvalidOffsets => {
+                f.write_str("data_offsets must be an array of two non-negative integers")
+            }
+            Overflow { what } => write!(f, "overflow computing {what}"),
+            MisalignedSubByte => f.write_str("sub-byte dtype data does not end on a byte boundary"),
+            OffsetsReversed { start, end } => {
+                write!(f, "data_offsets reversed: start {start} > end {end}")
+            }
+            ByteLengthMismatch { expected, actual } => write!(
+                f,
+                "data_offsets span {actual} bytes but dtype and shape need {expected}"
+            ),
+            OffsetOutOfBounds { end, data_len } => {
+                write!(f, "data ends at {end}, past the {data_len}-byte data blob")
+            }
+            Overlap { other } => write!(f, "data overlaps tensor {other:?}"),
+            UnexpectedGap { expected, actual } => write!(
+                f,
+                "data starts at {actual} but the layout puts it at {expected} (hole in the data blob)"
+            ),
+            UnownedBytes { covered, data_len } => write!(
+                f,
+                "data blob is {data_len} bytes but tensors cover only {covered}: {} trailing bytes belong to no tensor",
+                data_len.saturating_sub(*covered)
+            ),
+            EmptyName => f.write_str("empty tensor name"),
+            ControlCharacterInName => f.write_str("tensor name contains a control character"),
+            ReservedName => f.write_str("tensor name is reserved by the format"),
+            MetadataNotString { key } => write!(f, "metadata value of {key:?} is not a string"),
+            InvalidDigest => f.write_str("sha256 must be 64 lowercase hexadecimal digits"),
+            InvalidAlignment(a) => write!(
+                f,
+                "alignment {a} is not a power of two between 1 and {}",
+                crate::layout::MAX_ALIGNMENT
+            ),
+        }
+    }
+}
+
+impl core::error::Error for Error {}

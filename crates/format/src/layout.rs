@@ -1,0 +1,175 @@
+//! Where tensors sit in the data blob: planning offsets and checking them.
+
+use alloc::vec::Vec;
+
+use crate::header::{check_name, numel, TensorInfo, TensorSpec};
+use crate::{Error, ErrorKind, Limits, Result};
+
+/// The largest tensor alignment a header may declare: 1 GiB, enough for
+/// huge pages; larger values only waste space.
+pub const MAX_ALIGNMENT: u64 = 1 << 30;
+
+/// The tensor alignment our deathtensors writers use by default: a cache
+/// line, and the widest SIMD register (AVX-512), so every dtype is aligned.
+pub const DEFAULT_ALIGNMENT: u64 = 64;
+
+pub(crate) fn check_alignment(alignment: u64) -> Result<u64> {
+    if alignment.is_power_of_two() && alignment <= MAX_ALIGNMENT {
+        Ok(alignment)
+    } else {
+        Err(Error::new(ErrorKind::InvalidAlignment(alignment)))
+    }
+}
+
+/// Rounds `offset` up to a multiple of `alignment` (a power of two).
+pub(crate) fn align_up(offset: u64, alignment: u64, what: &'static str) -> Result<u64> {
+    let mask = alignment - 1;
+    offset
+        .checked_add(mask)
+        .map(|v| v & !mask)
+        .ok_or_else(|| Error::overflow(what))
+}
+
+/// Bytes taken by a tensor of this dtype and shape.
+fn tensor_bytes(dtype: crate::Dtype, shape: &[u64]) -> Result<u64> {
+    let n = numel(shape).ok_or_else(|| Error::overflow("element count"))?;
+    dtype.byte_len(n)
+}
+
+/// Assigns offsets to `specs` in order, each tensor at the next multiple of
+/// `alignment`.
+pub(crate) fn plan(
+    specs: Vec<TensorSpec>,
+    alignment: u64,
+    limits: &Limits,
+) -> Result<Vec<TensorInfo>> {
+    if specs.len() as u64 > limits.max_tensors {
+        return Err(Error::limit(
+            "tensor count",
+            specs.len() as u64,
+            limits.max_tensors,
+        ));
+    }
+    let mut offset = 0u64;
+    let mut out = Vec::with_capacity(specs.len());
+    for spec in specs {
+        let located = |e: Error| e.with_tensor(&spec.name);
+        check_name(&spec.name, limits).map_err(located)?;
+        if spec.shape.len() as u64 > limits.max_rank {
+            return Err(located(Error::limit(
+                "tensor rank",
+                spec.shape.len() as u64,
+                limits.max_rank,
+            )));
+        }
+        let len = tensor_bytes(spec.dtype, &spec.shape).map_err(located)?;
+        let start = align_up(offset, alignment, "tensor start").map_err(located)?;
+        let end = start
+            .checked_add(len)
+            .ok_or_else(|| located(Error::overflow("tensor end")))?;
+        offset = end;
+        out.push(TensorInfo {
+            name: spec.name,
+            dtype: spec.dtype,
+            shape: spec.shape,
+            data_offsets: (start, end),
+            metadata: spec.metadata,
+            sha256: spec.sha256,
+        });
+    }
+    Ok(out)
+}
+
+/// Checks the layout of `tensors` and returns the length of the data blob
+/// they describe.
+///
+/// Sorted by offsets, each tensor must own exactly the bytes its dtype and
+/// shape need, start exactly where the canonical layout puts it (the end of
+/// the previous tensor rounded up to `alignment`), and so overlap nothing
+/// and leave no hole.
+pub(crate) fn check(tensors: &[TensorInfo], alignment: u64) -> Result<u64> {
+    for t in tensors {
+        let (start, end) = t.data_offsets;
+        let located = |e: Error| e.with_tensor(&t.name);
+        if end < start {
+            return Err(located(Error::new(ErrorKind::OffsetsReversed {
+                start,
+                end,
+            })));
+        }
+        let expected = tensor_bytes(t.dtype, &t.shape).map_err(located)?;
+        if end - start != expected {
+            return Err(located(Error::new(ErrorKind::ByteLengthMismatch {
+                expected,
+                actual: end - start,
+            })));
+        }
+    }
+    // Headers written by both formats list tensors in offset order; sort only
+    // when they do not.
+    let sorted = tensors
+        .windows(2)
+        .all(|w| w[0].data_offsets <= w[1].data_offsets);
+    let mut order: Vec<u32> = Vec::new();
+    if !sorted {
+        order = (0..tensors.len() as u32).collect();
+        order.sort_unstable_by_key(|&i| tensors[i as usize].data_offsets);
+    }
+    let nth = |k: usize| -> &TensorInfo {
+        if sorted {
+            &tensors[k]
+        } else {
+            &tensors[order[k] as usize]
+        }
+    };
+    let mut prev: Option<&TensorInfo> = None;
+    let mut covered = 0u64;
+    for k in 0..tensors.len() {
+        let t = nth(k);
+        let (start, end) = t.data_offsets;
+        if start < covered {
+            let other = prev.map_or("", |p| p.name.as_str());
+            return Err(Error::new(ErrorKind::Overlap {
+                other: other.into(),
+            })
+            .with_tensor(&t.name));
+        }
+        let expected =
+            align_up(covered, alignment, "tensor start").map_err(|e| e.with_tensor(&t.name))?;
+        if start != expected {
+            return Err(Error::new(ErrorKind::UnexpectedGap {
+                expected,
+                actual: start,
+            })
+            .with_tensor(&t.name));
+        }
+        covered = end;
+        prev = Some(t);
+    }
+    Ok(covered)
+}
+
+/// Checks that a data blob of `blob_len` bytes holds exactly the tensors of
+/// a header whose layout ends at `data_len`.
+pub(crate) fn check_blob(tensors: &[TensorInfo], data_len: u64, blob_len: u64) -> Result<()> {
+    if blob_len > data_len {
+        return Err(Error::new(ErrorKind::UnownedBytes {
+            covered: data_len,
+            data_len: blob_len,
+        }));
+    }
+    if blob_len < data_len {
+        // The first tensor (by offset) that does not fit.
+        let t = tensors
+            .iter()
+            .filter(|t| t.data_offsets.1 > blob_len)
+            .min_by_key(|t| t.data_offsets);
+        let (name, end) = t.map_or(("", data_len), |t| (t.name.as_str(), t.data_offsets.1));
+        return Err(Error::new(ErrorKind::OffsetOutOfBounds {
+            end,
+            data_len: blob_len,
+        })
+        .with_tensor(name));
+    }
+    Ok(())
+}

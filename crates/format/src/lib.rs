@@ -1,0 +1,72 @@
+//! Parsing, validation, layout and encoding of the headers of deathtensors v1
+//! and safetensors files.
+//!
+//! This crate is sans-IO: bytes in, typed values or errors out. It never
+//! panics on any input, checks every size and offset computation, and bounds
+//! every allocation by [`Limits`] and the input length. `deathtensors-io`
+//! builds files on it.
+//!
+//! # Example
+//!
+//! ```
+//! use deathtensors_format::{Dtype, Flags, Head, Header, Limits, Metadata, TensorSpec};
+//!
+//! let specs = vec![
+//!     TensorSpec::new("weight", Dtype::F32, [2, 2]),
+//!     TensorSpec::new("bias", Dtype::F32, [2]),
+//! ];
+//! let header = Header::new_deathtensors(specs, Metadata::new(), 64, None, &Limits::DEFAULT)?;
+//! let mut file = Head::encode(&header, Flags::EMPTY)?;
+//! assert_eq!(file.len() % 64, 0);
+//! file.resize(file.len() + header.data_len() as usize, 0);
+//!
+//! let head = Head::parse(&file, file.len() as u64, &Limits::DEFAULT)?;
+//! assert_eq!(head.header, header);
+//! assert_eq!(head.header.get("bias").unwrap().data_offsets, (64, 72));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Crate features
+//! - `std` (default): parses headers with simd-json, several times faster on
+//!   large headers. Without it the crate is `no_std` + `alloc` and parses with
+//!   serde_json.
+#![no_std]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+extern crate alloc;
+#[cfg(any(test, feature = "std"))]
+extern crate std;
+
+mod de;
+mod dtype;
+mod enc;
+mod error;
+mod head;
+mod header;
+mod layout;
+mod limits;
+mod prefix;
+mod reader;
+
+pub use crate::{
+    dtype::Dtype,
+    error::{Error, ErrorKind, Result},
+    head::{Head, FOOTER_LEN, PROBE_LEN},
+    header::{Format, Header, Metadata, TensorInfo, TensorSpec, CREATED_BY},
+    layout::{DEFAULT_ALIGNMENT, MAX_ALIGNMENT},
+    limits::Limits,
+    prefix::{Flags, Prefix, MAGIC, VERSION},
+};
+
+/// Formats a digest as 64 lowercase hex digits, as headers store it.
+pub fn hex_digest(digest: &[u8; 32]) -> alloc::string::String {
+    let mut out = alloc::vec::Vec::with_capacity(64);
+    enc::hex(&mut out, digest);
+    // Hex digits are ASCII.
+    alloc::string::String::from_utf8(out).unwrap_or_default()
+}
+
+/// Parses 64 lowercase hex digits into a digest.
+pub fn parse_hex_digest(hex: &str) -> Option<[u8; 32]> {
+    de::parse_digest(hex)
+}

@@ -1,0 +1,38 @@
+//! Hard caps for untrusted input.
+
+/// Hard caps applied while parsing untrusted headers.
+///
+/// Every allocation the parser makes is bounded by these numbers and by the
+/// length of the input, so a hostile file cannot make it allocate without
+/// bound. The defaults are generous for real models and may be raised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest JSON header accepted, in bytes. Default 100 MiB: the header of
+    /// a model with a million tensors is about 100 MB, and safetensors refuses
+    /// headers over 100 MB for the same reason.
+    pub max_header_len: u64,
+    /// Most tensors in one file. Default 1,000,000: the largest public
+    /// checkpoints have tens of thousands.
+    pub max_tensors: u64,
+    /// Most dimensions of one tensor. Default 64, numpy's maximum.
+    pub max_rank: u64,
+    /// Longest tensor name, in bytes. Default 4,096, the usual `PATH_MAX`:
+    /// names are dotted module paths of a few hundred bytes at most.
+    pub max_name_len: u64,
+}
+
+impl Limits {
+    /// The default limits.
+    pub const DEFAULT: Limits = Limits {
+        max_header_len: 100 * 1024 * 1024,
+        max_tensors: 1_000_000,
+        max_rank: 64,
+        max_name_len: 4096,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits::DEFAULT
+    }
+}

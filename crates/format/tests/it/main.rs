@@ -1,0 +1,12 @@
+//! Integration tests of `deathtensors-format`.
+
+mod fixtures;
+mod invalid;
+mod roundtrip;
+
+use std::path::PathBuf;
+
+/// The repository's `testdata/` folder.
+pub fn testdata() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
+}

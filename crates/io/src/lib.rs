@@ -1,0 +1,1 @@
+//! Files for deathtensors (filled by a later issue).
