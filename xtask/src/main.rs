@@ -1,1 +1,50 @@
-fn main() {}
+//! `cargo xtask`: the project's automation. One file per task.
+//!
+//! - `cargo xtask test`: everything CI checks (what `.ci/run` runs).
+//! - `cargo xtask ci`: the same, under the name the workflows use.
+//! - `cargo xtask setup`: install what the build needs (rustup targets, ...).
+//! - `cargo xtask fuzz [--seconds N] [TARGET]`: run the fuzz targets.
+//! - `cargo xtask bench`: run the benchmarks.
+
+mod ci;
+mod fuzz;
+mod setup;
+mod util;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (task, rest) = match args.split_first() {
+        Some((task, rest)) => (task.as_str(), rest),
+        None => ("help", &[][..]),
+    };
+    let result = match task {
+        "test" | "ci" => ci::run(rest),
+        "setup" => setup::run(),
+        "fuzz" => fuzz::run(rest),
+        "bench" => util::cargo(&["bench", "--workspace"]),
+        "help" | "--help" | "-h" => {
+            println!("{}", HELP);
+            Ok(())
+        }
+        other => Err(format!("unknown task {other:?}\n\n{HELP}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const HELP: &str = "usage: cargo xtask <task>
+
+tasks:
+  test               everything CI checks: setup, fmt, clippy, tests, docs, no_std builds, fuzz smoke
+  ci                 the same as test
+  setup              install rustup targets and tools the build needs
+  fuzz [--seconds N] [TARGET]
+                     fuzz every target (or TARGET) for N seconds each (default 60)
+  bench              run the criterion benchmarks";

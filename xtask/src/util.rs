@@ -1,0 +1,54 @@
+//! Running commands.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The cargo that runs us.
+pub fn cargo_bin() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
+}
+
+/// Runs a command in the workspace root, echoing it, and fails if it fails.
+pub fn exec(cmd: &mut Command) -> Result<(), String> {
+    cmd.current_dir(root());
+    eprintln!("$ {}", display(cmd));
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", display(cmd)))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{}` failed: {status}", display(cmd)))
+    }
+}
+
+/// Runs cargo with `args` in the workspace root.
+pub fn cargo(args: &[&str]) -> Result<(), String> {
+    exec(Command::new(cargo_bin()).args(args))
+}
+
+/// Whether a command can be run and succeeds (output discarded).
+pub fn succeeds(cmd: &mut Command) -> bool {
+    cmd.current_dir(root())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn display(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for a in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&a.to_string_lossy());
+    }
+    s
+}
