@@ -99,6 +99,15 @@ impl Head {
             let end = (Prefix::LEN as u64) + prefix.header_len;
             return align_up(end, LEGACY_DATA_ALIGN, "data start");
         }
+        // A safetensors file: a length within the limit, then a JSON object.
+        // Checked before sniffing, because some lengths look like other
+        // formats' magic numbers (640 starts with a pickle's 0x80 0x02).
+        let len_field = start.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok());
+        if let Some(n) = len_field.map(u64::from_le_bytes) {
+            if start.get(8) == Some(&b'{') && n <= limits.max_header_len {
+                return Ok(8 + n);
+            }
+        }
         if let Some(what) = sniff(start) {
             return Err(Error::new(ErrorKind::UnrecognizedFormat {
                 looks_like: Some(what),
@@ -106,6 +115,12 @@ impl Head {
         }
         let n = Reader::new(start).u64_le("safetensors header length")?;
         check_header_len(n, limits, 0)?;
+        if start.len() > 8 {
+            // Not a JSON object after the length: neither format.
+            return Err(Error::new(ErrorKind::UnrecognizedFormat {
+                looks_like: None,
+            }));
+        }
         Ok(8 + n)
     }
 
