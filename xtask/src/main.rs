@@ -2,11 +2,13 @@
 //!
 //! - `cargo xtask test`: everything CI checks (what `.ci/run` runs).
 //! - `cargo xtask ci`: the same, under the name the workflows use.
+//! - `cargo xtask demo`: the README's main job.
 //! - `cargo xtask setup`: install what the build needs (rustup targets, ...).
 //! - `cargo xtask fuzz [--seconds N] [TARGET]`: run the fuzz targets.
 //! - `cargo xtask bench`: run the benchmarks.
 
 mod ci;
+mod demo;
 mod fuzz;
 mod setup;
 mod util;
@@ -22,6 +24,7 @@ fn main() -> ExitCode {
     let result = match task {
         "test" | "ci" => ci::run(rest),
         "setup" => setup::run(),
+        "demo" => demo::run(),
         "fuzz" => fuzz::run(rest),
         "bench" => util::cargo(&["bench", "--workspace"]),
         "help" | "--help" | "-h" => {
@@ -44,6 +47,7 @@ const HELP: &str = "usage: cargo xtask <task>
 tasks:
   test               everything CI checks: setup, fmt, clippy, tests, docs, no_std builds, fuzz smoke
   ci                 the same as test
+  demo               the main job: build everything and show it at work on real files
   setup              install rustup targets and tools the build needs
   fuzz [--seconds N] [TARGET]
                      fuzz every target (or TARGET) for N seconds each (default 60)
