@@ -1,1 +1,38 @@
-//! Files for deathtensors (filled by a later issue).
+//! Files for deathtensors: a lazy reader, a streaming atomic writer and
+//! SHA-256 integrity, for deathtensors v1 and safetensors files.
+//!
+//! # Example
+//!
+//! ```
+//! use deathtensors_io::{save, Reader, WriteOptions};
+//! use deathtensors_format::{Dtype, TensorSpec};
+//!
+//! let dir = std::env::temp_dir().join(format!("dt-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let path = dir.join("model.dt");
+//! let weight: Vec<u8> = (0..16u8).collect();
+//! let options = WriteOptions { checksum: true, ..WriteOptions::default() };
+//! save(&path, vec![(TensorSpec::new("weight", Dtype::F32, [2, 2]), &weight[..])], &options)?;
+//!
+//! let reader = Reader::open(&path)?;
+//! assert_eq!(reader.read("weight")?, weight);
+//! reader.verify()?;
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+
+mod atomic;
+mod error;
+mod hash;
+mod mmap;
+mod pread;
+mod reader;
+mod writer;
+
+pub use crate::{
+    error::{Error, ErrorKind, Result},
+    reader::{ReadOptions, Reader, TensorRef},
+    writer::{save, WriteOptions, Writer},
+};
+pub use deathtensors_format as format;

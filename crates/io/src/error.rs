@@ -1,0 +1,151 @@
+//! The one error type of this crate.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error from reading, writing or verifying a file: what went wrong, the
+/// file, and what was being done.
+#[derive(Debug)]
+pub struct Error(Box<Inner>);
+
+#[derive(Debug)]
+struct Inner {
+    kind: ErrorKind,
+    path: Option<PathBuf>,
+    doing: &'static str,
+}
+
+/// What went wrong. New variants may be added in minor releases.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The file is malformed or hostile; the inner error says what and where.
+    Format(deathtensors_format::Error),
+    /// The operating system reported an error.
+    Io(std::io::Error),
+    /// The SHA-256 footer does not match the file's contents.
+    ChecksumMismatch {
+        /// The digest stored in the footer.
+        expected: [u8; 32],
+        /// The digest of the contents.
+        actual: [u8; 32],
+    },
+    /// A tensor's bytes do not match the `sha256` digest in the header.
+    TensorDigestMismatch {
+        /// The tensor.
+        tensor: String,
+        /// The digest in the header.
+        expected: [u8; 32],
+        /// The digest of the bytes.
+        actual: [u8; 32],
+    },
+    /// There is no tensor of this name in the file.
+    TensorNotFound(String),
+    /// The file has no checksum of the requested kind.
+    NoChecksum {
+        /// The kind of checksum: footer or per-tensor digests.
+        what: &'static str,
+    },
+    /// A compressed data blob could not be decompressed, or decompressed to a
+    /// size other than the header declares.
+    Decompress(String),
+    /// The caller gave a writer bytes that do not match the specs, or called
+    /// it out of order.
+    InvalidInput(String),
+}
+
+impl Error {
+    pub(crate) fn new(kind: ErrorKind, path: Option<&Path>, doing: &'static str) -> Error {
+        Error(Box::new(Inner { kind, path: path.map(Path::to_path_buf), doing }))
+    }
+
+    pub(crate) fn io(e: std::io::Error, path: &Path, doing: &'static str) -> Error {
+        Error::new(ErrorKind::Io(e), Some(path), doing)
+    }
+
+    pub(crate) fn format(e: deathtensors_format::Error, path: &Path, doing: &'static str) -> Error {
+        Error::new(ErrorKind::Format(e), Some(path), doing)
+    }
+
+    pub(crate) fn input(message: impl Into<String>, path: &Path, doing: &'static str) -> Error {
+        Error::new(ErrorKind::InvalidInput(message.into()), Some(path), doing)
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &ErrorKind {
+        &self.0.kind
+    }
+
+    /// The file concerned, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.0.path.as_deref()
+    }
+
+    /// Whether this error means the file is invalid or failed a check (as
+    /// opposed to an I/O or usage error).
+    pub fn is_invalid_file(&self) -> bool {
+        matches!(
+            self.0.kind,
+            ErrorKind::Format(_)
+                | ErrorKind::ChecksumMismatch { .. }
+                | ErrorKind::TensorDigestMismatch { .. }
+                | ErrorKind::Decompress(_)
+        )
+    }
+
+    /// Whether this error is an integrity failure (footer or tensor digest).
+    pub fn is_integrity(&self) -> bool {
+        matches!(
+            self.0.kind,
+            ErrorKind::ChecksumMismatch { .. } | ErrorKind::TensorDigestMismatch { .. }
+        )
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use deathtensors_format::hex_digest;
+        let Inner { kind, path, doing } = &*self.0;
+        match path {
+            Some(p) => write!(f, "{doing} {}: ", p.display())?,
+            None => write!(f, "{doing}: ")?,
+        }
+        match kind {
+            ErrorKind::Format(e) => write!(f, "invalid file: {e}"),
+            ErrorKind::Io(e) => write!(f, "{e}"),
+            ErrorKind::ChecksumMismatch { expected, actual } => write!(
+                f,
+                "SHA-256 footer mismatch: file says {}, contents hash to {}",
+                hex_digest(expected),
+                hex_digest(actual)
+            ),
+            ErrorKind::TensorDigestMismatch {
+                tensor,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "tensor {tensor:?} is corrupt: header says sha256 {}, bytes hash to {}",
+                hex_digest(expected),
+                hex_digest(actual)
+            ),
+            ErrorKind::TensorNotFound(name) => write!(f, "no tensor named {name:?}"),
+            ErrorKind::NoChecksum { what } => write!(f, "the file has no {what}"),
+            ErrorKind::Decompress(m) => write!(f, "cannot decompress the data blob: {m}"),
+            ErrorKind::InvalidInput(m) => write!(f, "{m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.0.kind {
+            ErrorKind::Format(e) => Some(e),
+            ErrorKind::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}

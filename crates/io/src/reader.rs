@@ -1,0 +1,482 @@
+//! Opening files lazily and reading tensors.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use deathtensors_format::{Format, Head, Header, Limits, TensorInfo, FOOTER_LEN, PROBE_LEN};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::hash::{self, sha256_file_range};
+use crate::mmap::Mmap;
+use crate::pread::read_exact_at;
+
+/// Options for opening a file.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    /// Caps for the untrusted header.
+    pub limits: Limits,
+    /// The largest data blob a compressed file may decompress to. Default
+    /// 16 GiB: a compressed file declares its decompressed size in its header,
+    /// and a small hostile file must not expand into unbounded memory.
+    pub max_decompressed_len: u64,
+}
+
+impl Default for ReadOptions {
+    fn default() -> ReadOptions {
+        ReadOptions {
+            limits: Limits::DEFAULT,
+            max_decompressed_len: 16 << 30,
+        }
+    }
+}
+
+/// An open deathtensors or safetensors file.
+///
+/// Opening reads and validates only the head of the file (prefix and
+/// header): its cost depends on the header, not on the file size. Tensor
+/// bytes are read when asked for: owned copies through positioned reads
+/// ([`Reader::read`]), or borrowed from a mapping ([`Reader::bytes`], when
+/// opened with [`Reader::open_mmap`]).
+#[derive(Debug)]
+pub struct Reader {
+    path: PathBuf,
+    file: File,
+    file_len: u64,
+    head: Head,
+    map: Option<Mmap>,
+    /// The decompressed blob of a zstd file, made on first use.
+    blob: OnceLock<std::result::Result<Vec<u8>, String>>,
+    options: ReadOptions,
+}
+
+/// A tensor's description and where its bytes are in the file.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorRef<'a> {
+    /// The header's entry for the tensor.
+    pub info: &'a TensorInfo,
+    /// The file offset of its first byte (of the decompressed blob's start
+    /// plus offset, for compressed files).
+    pub file_offset: u64,
+}
+
+impl TensorRef<'_> {
+    /// Whether the tensor's bytes sit at an address aligned for its dtype
+    /// (in a mapping, which starts page-aligned). Files by deathtensors 0.3.0
+    /// pack tensors with no padding: an F32 after a 3-byte BOOL is not
+    /// aligned, and must be copied (or read unaligned) before use as `f32`s.
+    pub fn is_aligned(&self) -> bool {
+        self.file_offset.is_multiple_of(self.info.dtype.align())
+    }
+}
+
+fn read_head(file: &File, file_len: u64, path: &Path, limits: &Limits) -> Result<Head> {
+    let doing = "cannot open";
+    let mut probe = vec![0u8; (PROBE_LEN as u64).min(file_len) as usize];
+    read_exact_at(file, &mut probe, 0).map_err(|e| Error::io(e, path, doing))?;
+    let needed = Head::needed(&probe, limits).map_err(|e| Error::format(e, path, doing))?;
+    if needed > file_len {
+        let e = deathtensors_format::Head::parse(&probe, file_len, limits).err();
+        if let Some(e) = e {
+            return Err(Error::format(e, path, doing));
+        }
+    }
+    let mut head = vec![0u8; needed as usize];
+    read_exact_at(file, &mut head, 0).map_err(|e| Error::io(e, path, doing))?;
+    Head::parse(&head, file_len, limits).map_err(|e| Error::format(e, path, doing))
+}
+
+impl Reader {
+    /// Opens a file for positioned reads, without mapping it.
+    ///
+    /// # Errors
+    /// - `Io` if the file cannot be opened or read.
+    /// - `Format` if the head is malformed (see `docs/FORMAT.md`).
+    pub fn open(path: impl AsRef<Path>) -> Result<Reader> {
+        Reader::open_with(path, ReadOptions::default())
+    }
+
+    /// [`Reader::open`] with options.
+    ///
+    /// # Errors
+    /// As [`Reader::open`].
+    pub fn open_with(path: impl AsRef<Path>, options: ReadOptions) -> Result<Reader> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| Error::io(e, path, "cannot open"))?;
+        let file_len = file
+            .metadata()
+            .map_err(|e| Error::io(e, path, "cannot open"))?
+            .len();
+        let head = read_head(&file, file_len, path, &options.limits)?;
+        Ok(Reader {
+            path: path.to_path_buf(),
+            file,
+            file_len,
+            head,
+            map: None,
+            blob: OnceLock::new(),
+            options,
+        })
+    }
+
+    /// Opens a file and maps it, for zero-copy access with [`Reader::bytes`].
+    ///
+    /// # Safety
+    /// The file must not be modified or truncated while the `Reader` lives:
+    /// a modification changes bytes already validated, and a truncation
+    /// makes access to the lost pages kill the process with SIGBUS. Owned
+    /// reads ([`Reader::read`]) never touch the mapping and stay safe.
+    ///
+    /// # Errors
+    /// As [`Reader::open`].
+    pub unsafe fn open_mmap(path: impl AsRef<Path>) -> Result<Reader> {
+        let mut reader = Reader::open(path)?;
+        // SAFETY: forwarded to our caller, see `# Safety`.
+        let map = unsafe { Mmap::map(&reader.file) }
+            .map_err(|e| Error::io(e, &reader.path, "cannot map"))?;
+        // The file may have changed between reading the head and mapping it.
+        if map.bytes().len() as u64 != reader.file_len {
+            return Err(Error::input(
+                "file changed size while being opened",
+                &reader.path,
+                "cannot map",
+            ));
+        }
+        reader.map = Some(map);
+        Ok(reader)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The validated head: header, flags, and where the blob and footer are.
+    pub fn head(&self) -> &Head {
+        &self.head
+    }
+
+    /// The validated header.
+    pub fn header(&self) -> &Header {
+        &self.head.header
+    }
+
+    /// The file's format.
+    pub fn format(&self) -> Format {
+        self.head.header.format()
+    }
+
+    /// The length of the file in bytes when it was opened.
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// Whether the file has a SHA-256 footer.
+    pub fn has_footer(&self) -> bool {
+        self.head.footer().is_some()
+    }
+
+    /// Whether the data blob is one zstd frame.
+    pub fn is_compressed(&self) -> bool {
+        self.head.is_compressed()
+    }
+
+    /// The tensor of this name, in O(1).
+    ///
+    /// # Errors
+    /// `TensorNotFound` if there is none.
+    pub fn tensor(&self, name: &str) -> Result<TensorRef<'_>> {
+        let info = self.head.header.get(name).ok_or_else(|| {
+            Error::new(
+                ErrorKind::TensorNotFound(name.to_string()),
+                Some(&self.path),
+                "cannot read",
+            )
+        })?;
+        Ok(TensorRef {
+            info,
+            file_offset: self.head.data_start + info.data_offsets.0,
+        })
+    }
+
+    /// The decompressed blob of a zstd file, decompressed once, bounded by
+    /// the size the header declares.
+    fn blob(&self) -> Result<&[u8]> {
+        let blob = self.blob.get_or_init(|| self.decompress());
+        blob.as_deref().map_err(|m| {
+            Error::new(
+                ErrorKind::Decompress(m.clone()),
+                Some(&self.path),
+                "cannot read",
+            )
+        })
+    }
+
+    fn decompress(&self) -> std::result::Result<Vec<u8>, String> {
+        let want = self.head.header.data_len();
+        if want > self.options.max_decompressed_len {
+            return Err(format!(
+                "the header declares {want} bytes of data, over the limit of {}",
+                self.options.max_decompressed_len
+            ));
+        }
+        let mut compressed = vec![0u8; (self.head.data_end - self.head.data_start) as usize];
+        read_exact_at(&self.file, &mut compressed, self.head.data_start)
+            .map_err(|e| e.to_string())?;
+        if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(&compressed) {
+            if size != want {
+                return Err(format!(
+                    "the zstd frame holds {size} bytes, the header declares {want}"
+                ));
+            }
+        }
+        let decoder =
+            zstd::stream::read::Decoder::with_buffer(&compressed[..]).map_err(|e| e.to_string())?;
+        // Grow with the output, never past one byte more than declared: a
+        // bomb stops at the declared size, however large its expansion.
+        let mut out = Vec::with_capacity(want.min(compressed.len() as u64 * 8) as usize);
+        decoder
+            .take(want + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| e.to_string())?;
+        if out.len() as u64 != want {
+            return Err(format!(
+                "the zstd frame holds {}+ bytes, the header declares {want}",
+                out.len()
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The tensor's bytes without copying: borrowed from the mapping, or from
+    /// the decompressed blob of a compressed file.
+    ///
+    /// # Errors
+    /// - `TensorNotFound` if there is no such tensor.
+    /// - `InvalidInput` if the file is neither mapped ([`Reader::open_mmap`])
+    ///   nor compressed: use [`Reader::read`].
+    /// - `Decompress` if a compressed blob is corrupt.
+    pub fn bytes(&self, name: &str) -> Result<&[u8]> {
+        let t = self.tensor(name)?;
+        let (start, end) = t.info.data_offsets;
+        if self.is_compressed() {
+            return Ok(&self.blob()?[start as usize..end as usize]);
+        }
+        match &self.map {
+            Some(map) => Ok(&map.bytes()[t.file_offset as usize..(t.file_offset + (end - start)) as usize]),
+            None => Err(Error::input(
+                "the file is not mapped: open it with open_mmap for zero-copy access, or use read()",
+                &self.path,
+                "cannot borrow",
+            )),
+        }
+    }
+
+    /// Reads the tensor's bytes into `buf`, which must be exactly as long as
+    /// the tensor. Uses positioned reads, never the mapping.
+    ///
+    /// # Errors
+    /// - `TensorNotFound`, `InvalidInput` for a wrong buffer length.
+    /// - `Io` if the file cannot be read (for example, it was truncated).
+    /// - `Decompress` for a corrupt compressed blob.
+    pub fn read_into(&self, name: &str, buf: &mut [u8]) -> Result<()> {
+        let t = self.tensor(name)?;
+        let len = t.info.byte_len();
+        if buf.len() as u64 != len {
+            return Err(Error::input(
+                format!("buffer is {} bytes, tensor {name:?} is {len}", buf.len()),
+                &self.path,
+                "cannot read",
+            ));
+        }
+        if self.is_compressed() {
+            let (start, end) = t.info.data_offsets;
+            buf.copy_from_slice(&self.blob()?[start as usize..end as usize]);
+            return Ok(());
+        }
+        read_exact_at(&self.file, buf, t.file_offset)
+            .map_err(|e| Error::io(e, &self.path, "cannot read"))
+    }
+
+    /// Reads the tensor's bytes into a fresh buffer the caller owns.
+    ///
+    /// # Errors
+    /// As [`Reader::read_into`].
+    pub fn read(&self, name: &str) -> Result<Vec<u8>> {
+        let len = self.tensor(name)?.info.byte_len();
+        let mut buf = vec![0u8; len as usize];
+        self.read_into(name, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Reads the tensor and checks its bytes against its `sha256` digest.
+    ///
+    /// # Errors
+    /// As [`Reader::read`], plus `NoChecksum` if the tensor has no digest and
+    /// `TensorDigestMismatch` if the bytes do not match it.
+    pub fn read_verified(&self, name: &str) -> Result<Vec<u8>> {
+        let bytes = self.read(name)?;
+        self.check_digest(name, &bytes)?;
+        Ok(bytes)
+    }
+
+    fn check_digest(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let info = self.tensor(name)?.info;
+        let Some(expected) = info.sha256 else {
+            return Err(Error::new(
+                ErrorKind::NoChecksum {
+                    what: "sha256 digest for this tensor",
+                },
+                Some(&self.path),
+                "cannot verify",
+            ));
+        };
+        let actual = hash::sha256(bytes);
+        if actual != expected {
+            return Err(Error::new(
+                ErrorKind::TensorDigestMismatch {
+                    tensor: name.to_string(),
+                    expected,
+                    actual,
+                },
+                Some(&self.path),
+                "verification failed for",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks one tensor against its `sha256` digest, without keeping its bytes.
+    ///
+    /// # Errors
+    /// As [`Reader::read_verified`].
+    pub fn verify_tensor(&self, name: &str) -> Result<()> {
+        let t = self.tensor(name)?;
+        let Some(expected) = t.info.sha256 else {
+            return Err(Error::new(
+                ErrorKind::NoChecksum {
+                    what: "sha256 digest for this tensor",
+                },
+                Some(&self.path),
+                "cannot verify",
+            ));
+        };
+        let actual = if self.is_compressed() {
+            let (start, end) = t.info.data_offsets;
+            hash::sha256(&self.blob()?[start as usize..end as usize])
+        } else {
+            let mut buf = Vec::new();
+            sha256_file_range(&self.file, t.file_offset, t.info.byte_len(), &mut buf)
+                .map_err(|e| Error::io(e, &self.path, "cannot verify"))?
+        };
+        if actual != expected {
+            return Err(Error::new(
+                ErrorKind::TensorDigestMismatch {
+                    tensor: name.to_string(),
+                    expected,
+                    actual,
+                },
+                Some(&self.path),
+                "verification failed for",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the SHA-256 footer: one sequential pass over the file from
+    /// byte 24 to the end of the data blob.
+    ///
+    /// # Errors
+    /// `NoChecksum` if the file has no footer, `ChecksumMismatch` if it does
+    /// not match, `Io` if the file cannot be read.
+    pub fn verify_footer(&self) -> Result<()> {
+        let Some((covered_start, covered_end)) = self.head.checksummed() else {
+            return Err(Error::new(
+                ErrorKind::NoChecksum {
+                    what: "SHA-256 footer",
+                },
+                Some(&self.path),
+                "cannot verify",
+            ));
+        };
+        let io = |e| Error::io(e, &self.path, "cannot verify");
+        let mut expected = [0u8; 32];
+        read_exact_at(&self.file, &mut expected, covered_end).map_err(io)?;
+        let mut buf = Vec::new();
+        let actual = sha256_file_range(
+            &self.file,
+            covered_start,
+            covered_end - covered_start,
+            &mut buf,
+        )
+        .map_err(io)?;
+        debug_assert_eq!(self.file_len, covered_end + FOOTER_LEN);
+        if actual != expected {
+            return Err(Error::new(
+                ErrorKind::ChecksumMismatch { expected, actual },
+                Some(&self.path),
+                "verification failed for",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks every tensor that carries a digest, on all cores.
+    ///
+    /// # Errors
+    /// `TensorDigestMismatch` naming a tensor that fails; `Io`; `Decompress`.
+    pub fn verify_tensors(&self) -> Result<()> {
+        let tensors: Vec<&TensorInfo> = self
+            .header()
+            .tensors()
+            .iter()
+            .filter(|t| t.sha256.is_some())
+            .collect();
+        if self.is_compressed() {
+            self.blob()?;
+        }
+        hash::parallel(
+            tensors.len(),
+            |i| tensors[i].byte_len(),
+            |i| self.verify_tensor(&tensors[i].name),
+        )?;
+        Ok(())
+    }
+
+    /// Checks everything the file carries: the footer and the per-tensor
+    /// digests, the digests on all cores while the footer is hashed.
+    ///
+    /// # Errors
+    /// `NoChecksum` if the file has neither; otherwise as
+    /// [`Reader::verify_footer`] and [`Reader::verify_tensors`].
+    pub fn verify(&self) -> Result<()> {
+        let has_digests = self.header().tensors().iter().any(|t| t.sha256.is_some());
+        match (self.has_footer(), has_digests) {
+            (false, false) => Err(Error::new(
+                ErrorKind::NoChecksum {
+                    what: "SHA-256 footer or tensor digests",
+                },
+                Some(&self.path),
+                "cannot verify",
+            )),
+            (true, false) => self.verify_footer(),
+            (false, true) => self.verify_tensors(),
+            (true, true) => {
+                let (footer, tensors) = std::thread::scope(|s| {
+                    let footer = s.spawn(|| self.verify_footer());
+                    let tensors = self.verify_tensors();
+                    (
+                        footer
+                            .join()
+                            .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                        tensors,
+                    )
+                });
+                // A corrupt tensor is the more precise report.
+                tensors?;
+                footer
+            }
+        }
+    }
+}

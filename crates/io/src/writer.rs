@@ -1,0 +1,381 @@
+//! Streaming, atomic, deterministic writes.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use deathtensors_format::{
+    Flags, Format, Head, Header, Limits, Metadata, TensorSpec, CREATED_BY, DEFAULT_ALIGNMENT,
+};
+
+use crate::atomic::TempFile;
+use crate::error::{Error, Result};
+use crate::hash::{self, Hasher};
+use crate::pread::{read_exact_at, write_all_at};
+
+/// Options for writing a file.
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    /// The file format. Default deathtensors.
+    pub format: Format,
+    /// Where tensors start in the data blob: multiples of this power of two
+    /// (deathtensors only; safetensors packs). Default 64.
+    pub alignment: u64,
+    /// Record a SHA-256 digest of every tensor in the header and a SHA-256
+    /// footer over the file (deathtensors only). Default off.
+    pub checksum: bool,
+    /// fsync the file before it replaces the target, and the directory
+    /// after. Default on: without it a power loss can leave an empty or
+    /// partial file under the target's name. Off only skips the fsyncs; the
+    /// write stays atomic for crashes of the process.
+    pub durable: bool,
+    /// Global metadata (`global_metadata` / `__metadata__`).
+    pub metadata: Option<Metadata>,
+    /// The `created_by` field of deathtensors headers. Default
+    /// [`deathtensors_format::CREATED_BY`].
+    pub created_by: Option<String>,
+    /// Limits the header must satisfy.
+    pub limits: Limits,
+}
+
+impl Default for WriteOptions {
+    fn default() -> WriteOptions {
+        WriteOptions {
+            format: Format::Deathtensors,
+            alignment: DEFAULT_ALIGNMENT,
+            checksum: false,
+            durable: true,
+            metadata: None,
+            created_by: Some(CREATED_BY.to_string()),
+            limits: Limits::DEFAULT,
+        }
+    }
+}
+
+const DOING: &str = "cannot write";
+
+/// Lays out the header for `specs`.
+fn plan(path: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<(Header, Flags)> {
+    let fmt = |e| Error::format(e, path, DOING);
+    match options.format {
+        Format::Deathtensors => {
+            let header = Header::new_deathtensors(
+                specs,
+                options.metadata.clone().unwrap_or_default(),
+                options.alignment,
+                options.created_by.clone(),
+                &options.limits,
+            )
+            .map_err(fmt)?;
+            let flags = if options.checksum {
+                Flags::CHECKSUM
+            } else {
+                Flags::EMPTY
+            };
+            Ok((header, flags))
+        }
+        Format::Safetensors => {
+            if options.checksum {
+                return Err(Error::input(
+                    "safetensors files have no checksum; write deathtensors",
+                    path,
+                    DOING,
+                ));
+            }
+            let header = Header::new_safetensors(specs, options.metadata.clone(), &options.limits)
+                .map_err(fmt)?;
+            Ok((header, Flags::EMPTY))
+        }
+    }
+}
+
+/// Zero bytes for alignment gaps (gaps are shorter than the alignment).
+fn zeros<'a>(n: u64) -> impl Iterator<Item = &'a [u8]> {
+    static ZEROS: [u8; 4096] = [0; 4096];
+    let mut left = n;
+    std::iter::from_fn(move || {
+        (left > 0).then(|| {
+            let k = left.min(ZEROS.len() as u64);
+            left -= k;
+            &ZEROS[..k as usize]
+        })
+    })
+}
+
+/// Saves tensors to `path` atomically, streaming each tensor's bytes from
+/// the caller's buffer to the file: memory use is the header plus a 1 MiB
+/// buffer, whatever the size of the tensors.
+///
+/// With `checksum`, the per-tensor digests are computed first on all cores
+/// (the header that contains them comes first in the file), then the footer
+/// is hashed on another thread while the file is written.
+///
+/// Returns the header written. Same tensors and options, same bytes.
+///
+/// # Errors
+/// - `InvalidInput` if a buffer's length does not match its spec, or for
+///   checksums in safetensors.
+/// - `Format` if the specs are invalid (names, duplicates, sizes, limits).
+/// - `Io` if the file cannot be written; the target is then untouched and
+///   no temp file remains.
+pub fn save(
+    path: impl AsRef<Path>,
+    tensors: Vec<(TensorSpec, &[u8])>,
+    options: &WriteOptions,
+) -> Result<Header> {
+    let path = path.as_ref();
+    let (mut specs, data): (Vec<TensorSpec>, Vec<&[u8]>) = tensors.into_iter().unzip();
+    // Check lengths against a layout of the specs before any hashing.
+    let (probe, _) = plan(
+        path,
+        specs.clone(),
+        &WriteOptions {
+            checksum: false,
+            ..options.clone()
+        },
+    )?;
+    for (spec, bytes) in specs.iter().zip(&data) {
+        let want = probe.get(&spec.name).map_or(0, |t| t.byte_len());
+        if bytes.len() as u64 != want {
+            return Err(Error::input(
+                format!(
+                    "tensor {:?}: {} bytes given, its dtype and shape need {want}",
+                    spec.name,
+                    bytes.len()
+                ),
+                path,
+                DOING,
+            ));
+        }
+    }
+    if options.checksum {
+        let digests = hash::parallel(
+            data.len(),
+            |i| data[i].len() as u64,
+            |i| Ok::<_, Error>(hash::sha256(data[i])),
+        )?;
+        for (spec, d) in specs.iter_mut().zip(digests) {
+            spec.sha256 = Some(d);
+        }
+    }
+    let by_name: std::collections::HashMap<&str, &[u8]> = specs
+        .iter()
+        .map(|s| s.name.as_str())
+        .zip(data.iter().copied())
+        .collect();
+    let (header, flags) = plan(path, specs.clone(), options)?;
+    let head = Head::encode(&header, flags).map_err(|e| Error::format(e, path, DOING))?;
+
+    // The file's pieces in order: head, then each tensor after its padding.
+    let mut pieces: Vec<&[u8]> = Vec::with_capacity(1 + 2 * header.len());
+    pieces.push(&head);
+    let mut offset = 0u64;
+    for t in header.tensors() {
+        pieces.extend(zeros(t.data_offsets.0 - offset));
+        pieces.push(by_name[t.name.as_str()]);
+        offset = t.data_offsets.1;
+    }
+    let pieces = &pieces;
+
+    let temp = TempFile::create(path, options.durable).map_err(|e| Error::io(e, path, DOING))?;
+    let write = || -> std::io::Result<()> {
+        let mut out = BufWriter::with_capacity(1 << 20, temp.file());
+        for piece in pieces {
+            out.write_all(piece)?;
+        }
+        out.flush()
+    };
+    if flags.contains(Flags::CHECKSUM) {
+        let (written, footer) = std::thread::scope(|s| {
+            let hasher = s.spawn(|| {
+                let mut h = Hasher::new();
+                // The footer covers everything after the 24-byte prefix.
+                h.update(&pieces[0][24..]);
+                for piece in &pieces[1..] {
+                    h.update(piece);
+                }
+                h.finish()
+            });
+            let written = write();
+            (
+                written,
+                hasher
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            )
+        });
+        written.map_err(|e| Error::io(e, path, DOING))?;
+        let mut f = temp.file();
+        f.write_all(&footer)
+            .map_err(|e| Error::io(e, path, DOING))?;
+    } else {
+        write().map_err(|e| Error::io(e, path, DOING))?;
+    }
+    temp.persist().map_err(|e| Error::io(e, path, DOING))?;
+    Ok(header)
+}
+
+/// An incremental writer, for callers that produce tensors one at a time:
+/// the specs are known up front, the bytes come later, in any order, each
+/// tensor once.
+///
+/// Nothing is visible at `path` until [`Writer::finish`] succeeds; a writer
+/// dropped before that leaves the target untouched and no temp file.
+#[derive(Debug)]
+pub struct Writer {
+    path: PathBuf,
+    temp: TempFile,
+    header: Header,
+    flags: Flags,
+    data_start: u64,
+    written: Vec<bool>,
+    digests: Vec<[u8; 32]>,
+}
+
+impl Writer {
+    /// Starts writing a file for `specs`.
+    ///
+    /// # Errors
+    /// As [`save`].
+    pub fn create(
+        path: impl AsRef<Path>,
+        mut specs: Vec<TensorSpec>,
+        options: &WriteOptions,
+    ) -> Result<Writer> {
+        let path = path.as_ref();
+        if options.checksum {
+            // Placeholders of the same length: the real digests replace them
+            // in place at `finish`.
+            for s in &mut specs {
+                s.sha256 = Some([0; 32]);
+            }
+        }
+        let (header, flags) = plan(path, specs, options)?;
+        let head = Head::encode(&header, flags).map_err(|e| Error::format(e, path, DOING))?;
+        let temp =
+            TempFile::create(path, options.durable).map_err(|e| Error::io(e, path, DOING))?;
+        let io = |e| Error::io(e, path, DOING);
+        write_all_at(temp.file(), &head, 0).map_err(io)?;
+        let data_start = head.len() as u64;
+        // Gaps read as zeros (sparse where the filesystem allows).
+        temp.file()
+            .set_len(data_start + header.data_len())
+            .map_err(io)?;
+        let n = header.len();
+        Ok(Writer {
+            path: path.to_path_buf(),
+            temp,
+            header,
+            flags,
+            data_start,
+            written: vec![false; n],
+            digests: vec![[0; 32]; n],
+        })
+    }
+
+    /// The header being written (tensor order and offsets).
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Writes the bytes of the tensor `name`.
+    ///
+    /// # Errors
+    /// `InvalidInput` for an unknown name, a tensor written twice, or a
+    /// length that does not match; `Io`.
+    pub fn write_tensor(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
+        let path = &self.path;
+        let i = self
+            .header
+            .position(name)
+            .ok_or_else(|| Error::input(format!("no tensor {name:?} in the specs"), path, DOING))?;
+        let info = &self.header.tensors()[i];
+        if self.written[i] {
+            return Err(Error::input(
+                format!("tensor {name:?} written twice"),
+                path,
+                DOING,
+            ));
+        }
+        if bytes.len() as u64 != info.byte_len() {
+            return Err(Error::input(
+                format!(
+                    "tensor {name:?}: {} bytes given, its dtype and shape need {}",
+                    bytes.len(),
+                    info.byte_len()
+                ),
+                path,
+                DOING,
+            ));
+        }
+        write_all_at(
+            self.temp.file(),
+            bytes,
+            self.data_start + info.data_offsets.0,
+        )
+        .map_err(|e| Error::io(e, path, DOING))?;
+        if self.flags.contains(Flags::CHECKSUM) {
+            self.digests[i] = hash::sha256(bytes);
+        }
+        self.written[i] = true;
+        Ok(())
+    }
+
+    /// Completes the file and moves it over the target.
+    ///
+    /// # Errors
+    /// `InvalidInput` if a tensor was not written; `Io`.
+    pub fn finish(self) -> Result<()> {
+        let path = &self.path;
+        let io = |e| Error::io(e, path, DOING);
+        if let Some(i) = self.written.iter().position(|w| !w) {
+            let name = &self.header.tensors()[i].name;
+            return Err(Error::input(
+                format!("tensor {name:?} was never written"),
+                path,
+                DOING,
+            ));
+        }
+        if self.flags.contains(Flags::CHECKSUM) {
+            let specs = self
+                .header
+                .tensors()
+                .iter()
+                .zip(&self.digests)
+                .map(|(t, d)| TensorSpec {
+                    name: t.name.clone(),
+                    dtype: t.dtype,
+                    shape: t.shape.clone(),
+                    metadata: t.metadata.clone(),
+                    sha256: Some(*d),
+                })
+                .collect();
+            let header = Header::new_deathtensors(
+                specs,
+                self.header.metadata().cloned().unwrap_or_default(),
+                self.header.alignment(),
+                self.header.created_by().map(str::to_string),
+                &Limits::DEFAULT,
+            )
+            .map_err(|e| Error::format(e, path, DOING))?;
+            let head =
+                Head::encode(&header, self.flags).map_err(|e| Error::format(e, path, DOING))?;
+            debug_assert_eq!(head.len() as u64, self.data_start);
+            write_all_at(self.temp.file(), &head, 0).map_err(io)?;
+            // The footer covers the final header and the data: hash it back
+            // from the file (page cache).
+            let mut h = Hasher::new();
+            h.update(&head[24..]);
+            let mut buf = vec![0u8; hash::CHUNK];
+            let end = self.data_start + header.data_len();
+            let mut at = self.data_start;
+            while at < end {
+                let n = (end - at).min(buf.len() as u64) as usize;
+                read_exact_at(self.temp.file(), &mut buf[..n], at).map_err(io)?;
+                h.update(&buf[..n]);
+                at += n as u64;
+            }
+            write_all_at(self.temp.file(), &h.finish(), end).map_err(io)?;
+        }
+        self.temp.persist().map_err(io)
+    }
+}
