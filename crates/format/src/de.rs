@@ -15,7 +15,7 @@ use core::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
-use crate::header::{Format, Metadata, RawHeader, RawTensor};
+use crate::header::{Format, Metadata, RawHeader, TensorInfo};
 use crate::{Dtype, Error, ErrorKind, Limits, Result};
 
 /// Decodes the JSON text of a header of either format, without the layout
@@ -28,6 +28,7 @@ pub(crate) fn parse(json: &[u8], format: Format, limits: &Limits) -> Result<RawH
     let ctx = Ctx {
         limits,
         slot: &slot,
+        json_len: json.len(),
     };
     let result = backend::parse(json, Top { ctx, format });
     match (result, slot.take()) {
@@ -47,10 +48,48 @@ mod backend {
     use serde::de::DeserializeSeed;
 
     pub(super) fn parse(json: &[u8], top: Top<'_>) -> Result<RawHeader, String> {
+        check_surrogates(json)?;
         // simd-json unescapes strings in place, so it needs its own copy.
         let mut buf = json.to_vec();
         let mut de = simd_json::Deserializer::from_slice(&mut buf).map_err(|e| e.to_string())?;
         top.deserialize(&mut de).map_err(|e| e.to_string())
+    }
+
+    /// Refuses a high surrogate escape (`\ud800`) that no low surrogate
+    /// escape follows, as serde_json does: simd-json decodes it as U+0000,
+    /// silently changing the text.
+    /// See: <https://github.com/simd-lite/simd-json/issues/481>
+    fn check_surrogates(json: &[u8]) -> Result<(), String> {
+        let hex = |at: usize| -> Option<u16> {
+            let digits = json.get(at..at.checked_add(4)?)?;
+            digits.iter().try_fold(0u16, |acc, &c| {
+                Some(acc << 4 | char::from(c).to_digit(16)? as u16)
+            })
+        };
+        // Outside strings a backslash is a syntax error that simd-json
+        // reports; inside, each one starts an escape, which we skip whole.
+        let mut i = 0;
+        while let Some(pos) = json
+            .get(i..)
+            .and_then(|rest| rest.iter().position(|&b| b == b'\\'))
+        {
+            let at = i + pos;
+            i = match json.get(at + 1) {
+                Some(b'u') if matches!(hex(at + 2), Some(0xD800..=0xDBFF)) => {
+                    let low = json.get(at + 6..at + 8) == Some(b"\\u")
+                        && matches!(hex(at + 8), Some(0xDC00..=0xDFFF));
+                    if !low {
+                        return Err(alloc::format!(
+                            "lone leading surrogate in hex escape at byte {at}"
+                        ));
+                    }
+                    at + 12
+                }
+                Some(b'u') => at + 6,
+                _ => at + 2,
+            };
+        }
+        Ok(())
     }
 }
 
@@ -74,9 +113,26 @@ mod backend {
 struct Ctx<'a> {
     limits: &'a Limits,
     slot: &'a Cell<Option<Error>>,
+    /// Length of the JSON text, to bound allocations made from size hints.
+    json_len: usize,
 }
 
+/// Fewer bytes than any tensor entry takes in JSON
+/// (`"a":{"dtype":"U8","shape":[],"data_offsets":[0,0]}` takes 50).
+const MIN_TENSOR_JSON: usize = 32;
+
 impl Ctx<'_> {
+    /// How many tensors to reserve room for, given a map's size hint: the
+    /// hint (exact with simd-json), bounded by what the input can hold and
+    /// by the tensor limit, so a hint never allocates much more than the
+    /// input's length.
+    fn capacity(self, hint: Option<usize>) -> usize {
+        let max = usize::try_from(self.limits.max_tensors).unwrap_or(usize::MAX);
+        hint.unwrap_or(0)
+            .min(self.json_len / MIN_TENSOR_JSON + 1)
+            .min(max)
+    }
+
     /// Records `err` (the first error wins) and returns a serde error to unwind with.
     fn fail<E: de::Error>(self, err: Error) -> E {
         let old = self.slot.take();
@@ -237,7 +293,7 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(
     let mut created_by: Option<String> = None;
     let mut alignment: Option<u64> = None;
     let mut metadata: Option<Metadata> = None;
-    let mut tensors: Option<Vec<RawTensor>> = None;
+    let mut tensors: Option<Vec<TensorInfo>> = None;
     while let Some(key) = map.next_key_seed(KeySeed)? {
         match key.as_str() {
             "format" => {
@@ -342,7 +398,7 @@ fn safetensors_top<'de, A: MapAccess<'de>>(
 ) -> core::result::Result<RawHeader, A::Error> {
     let mut metadata_seen = false;
     let mut metadata: Option<Metadata> = None;
-    let mut tensors = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+    let mut tensors = Vec::with_capacity(ctx.capacity(map.size_hint()));
     while let Some(key) = map.next_key_seed(KeySeed)? {
         if key.as_str() == "__metadata__" {
             if metadata_seen {
@@ -375,7 +431,7 @@ fn tensor_entry<'de, A: MapAccess<'de>>(
     key: Key<'de>,
     format: Format,
     count: usize,
-) -> core::result::Result<RawTensor, A::Error> {
+) -> core::result::Result<TensorInfo, A::Error> {
     let limits = ctx.limits;
     if count as u64 >= limits.max_tensors {
         return Err(ctx.fail(Error::limit(
@@ -389,7 +445,7 @@ fn tensor_entry<'de, A: MapAccess<'de>>(
         return Err(ctx.fail(err));
     }
     match map.next_value_seed(TensorSeed { ctx, format }) {
-        Ok((dtype, shape, data_offsets, metadata, sha256)) => Ok(RawTensor {
+        Ok((dtype, shape, data_offsets, metadata, sha256)) => Ok(TensorInfo {
             name,
             dtype,
             shape,
@@ -410,7 +466,7 @@ struct TensorsSeed<'a> {
 }
 
 impl<'de> DeserializeSeed<'de> for TensorsSeed<'_> {
-    type Value = Vec<RawTensor>;
+    type Value = Vec<TensorInfo>;
     fn deserialize<D: de::Deserializer<'de>>(
         self,
         d: D,
@@ -420,7 +476,7 @@ impl<'de> DeserializeSeed<'de> for TensorsSeed<'_> {
 }
 
 impl<'de> Visitor<'de> for TensorsSeed<'_> {
-    type Value = Vec<RawTensor>;
+    type Value = Vec<TensorInfo>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object of tensors")
     }
@@ -428,7 +484,7 @@ impl<'de> Visitor<'de> for TensorsSeed<'_> {
         self,
         mut map: A,
     ) -> core::result::Result<Self::Value, A::Error> {
-        let mut tensors = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+        let mut tensors = Vec::with_capacity(self.ctx.capacity(map.size_hint()));
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let tensor =
                 tensor_entry(self.ctx, &mut map, key, Format::Deathtensors, tensors.len())?;
@@ -494,23 +550,13 @@ impl<'de> Visitor<'de> for TensorSeed<'_> {
                     if shape.is_some() {
                         return Err(duplicate(ctx, "tensor", "shape"));
                     }
-                    shape = Some(map.next_value_seed(UintsSeed {
-                        ctx,
-                        kind: ListKind::Shape,
-                    })?);
+                    shape = Some(map.next_value_seed(ShapeSeed { ctx })?);
                 }
                 "data_offsets" => {
                     if offsets.is_some() {
                         return Err(duplicate(ctx, "tensor", "data_offsets"));
                     }
-                    let v = map.next_value_seed(UintsSeed {
-                        ctx,
-                        kind: ListKind::Offsets,
-                    })?;
-                    match v[..] {
-                        [start, end] => offsets = Some((start, end)),
-                        _ => return Err(ctx.fail_kind(ErrorKind::InvalidOffsets)),
-                    }
+                    offsets = Some(map.next_value_seed(OffsetsSeed { ctx })?);
                 }
                 "metadata" if dt => {
                     if metadata.is_some() {
@@ -678,8 +724,11 @@ impl<'de> Visitor<'de> for UintSeed<'_> {
     fn visit_u64<E: de::Error>(self, v: u64) -> core::result::Result<u64, E> {
         Ok(v)
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> core::result::Result<u64, E> {
-        u64::try_from(v).map_err(|_| self.ctx.fail_kind((self.kind)()))
+    fn visit_i64<E: de::Error>(self, _: i64) -> core::result::Result<u64, E> {
+        // Both backends call this only for a number written with a minus
+        // sign. simd-json reads `-0` as the integer 0, serde_json (and so
+        // safetensors) as a float: refuse it whatever the backend.
+        Err(self.ctx.fail_kind((self.kind)()))
     }
     fn visit_f64<E: de::Error>(self, _: f64) -> core::result::Result<u64, E> {
         Err(self.ctx.fail_kind((self.kind)()))
@@ -701,28 +750,39 @@ impl<'de> Visitor<'de> for UintSeed<'_> {
     }
 }
 
-#[derive(Clone, Copy)]
-enum ListKind {
-    Shape,
-    Offsets,
-}
-
-impl ListKind {
-    fn error(self) -> ErrorKind {
-        match self {
-            ListKind::Shape => ErrorKind::InvalidDimension,
-            ListKind::Offsets => ErrorKind::InvalidOffsets,
+/// Implements every non-sequence `visit_*` of a visitor as the error `$kind`.
+macro_rules! reject_non_seq {
+    ($ty:ty, $kind:expr) => {
+        fn visit_str<E: de::Error>(self, _: &str) -> core::result::Result<$ty, E> {
+            Err(self.ctx.fail_kind($kind))
         }
-    }
+        fn visit_bool<E: de::Error>(self, _: bool) -> core::result::Result<$ty, E> {
+            Err(self.ctx.fail_kind($kind))
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> core::result::Result<$ty, E> {
+            Err(self.ctx.fail_kind($kind))
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> core::result::Result<$ty, E> {
+            Err(self.ctx.fail_kind($kind))
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> core::result::Result<$ty, E> {
+            Err(self.ctx.fail_kind($kind))
+        }
+        fn visit_unit<E: de::Error>(self) -> core::result::Result<$ty, E> {
+            Err(self.ctx.fail_kind($kind))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, _: A) -> core::result::Result<$ty, A::Error> {
+            Err(self.ctx.fail_kind($kind))
+        }
+    };
 }
 
-/// An array of non-negative integers: a shape or `data_offsets`.
-struct UintsSeed<'a> {
+/// A shape: an array of non-negative integers, at most `max_rank` of them.
+struct ShapeSeed<'a> {
     ctx: Ctx<'a>,
-    kind: ListKind,
 }
 
-impl<'de> DeserializeSeed<'de> for UintsSeed<'_> {
+impl<'de> DeserializeSeed<'de> for ShapeSeed<'_> {
     type Value = Vec<u64>;
     fn deserialize<D: de::Deserializer<'de>>(
         self,
@@ -732,58 +792,76 @@ impl<'de> DeserializeSeed<'de> for UintsSeed<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for UintsSeed<'_> {
+impl<'de> Visitor<'de> for ShapeSeed<'_> {
     type Value = Vec<u64>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array of non-negative integers")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> core::result::Result<Vec<u64>, A::Error> {
-        let (max, what) = match self.kind {
-            ListKind::Shape => (self.ctx.limits.max_rank, "tensor rank"),
-            // Two offsets; one more is enough to know the array is wrong.
-            ListKind::Offsets => (2, ""),
-        };
-        let kind = self.kind;
-        let make: fn() -> ErrorKind = match kind {
-            ListKind::Shape => || ErrorKind::InvalidDimension,
-            ListKind::Offsets => || ErrorKind::InvalidOffsets,
-        };
+        let max = self.ctx.limits.max_rank;
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(4).min(8));
         while let Some(v) = seq.next_element_seed(UintSeed {
             ctx: self.ctx,
-            kind: make,
+            kind: || ErrorKind::InvalidDimension,
         })? {
             if out.len() as u64 >= max {
-                return Err(match kind {
-                    ListKind::Shape => self.ctx.fail(Error::limit(what, out.len() as u64 + 1, max)),
-                    ListKind::Offsets => self.ctx.fail_kind(ErrorKind::InvalidOffsets),
-                });
+                return Err(self
+                    .ctx
+                    .fail(Error::limit("tensor rank", out.len() as u64 + 1, max)));
             }
             out.push(v);
         }
         Ok(out)
     }
-    fn visit_str<E: de::Error>(self, _: &str) -> core::result::Result<Vec<u64>, E> {
-        Err(self.ctx.fail_kind(self.kind.error()))
+    reject_non_seq!(Vec<u64>, ErrorKind::InvalidDimension);
+}
+
+/// `data_offsets`: an array of exactly two non-negative integers, decoded
+/// without allocating.
+struct OffsetsSeed<'a> {
+    ctx: Ctx<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for OffsetsSeed<'_> {
+    type Value = (u64, u64);
+    fn deserialize<D: de::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> core::result::Result<(u64, u64), D::Error> {
+        d.deserialize_any(self)
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> core::result::Result<Vec<u64>, E> {
-        Err(self.ctx.fail_kind(self.kind.error()))
+}
+
+impl<'de> Visitor<'de> for OffsetsSeed<'_> {
+    type Value = (u64, u64);
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of two non-negative integers")
     }
-    fn visit_i64<E: de::Error>(self, _: i64) -> core::result::Result<Vec<u64>, E> {
-        Err(self.ctx.fail_kind(self.kind.error()))
+    fn visit_seq<A: SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> core::result::Result<(u64, u64), A::Error> {
+        let ctx = self.ctx;
+        let mut next = || {
+            seq.next_element_seed(UintSeed {
+                ctx,
+                kind: || ErrorKind::InvalidOffsets,
+            })
+        };
+        // Two offsets, then the end of the array: fewer or more (whatever
+        // the extra element is) is `InvalidOffsets`.
+        let Some(start) = next()? else {
+            return Err(ctx.fail_kind(ErrorKind::InvalidOffsets));
+        };
+        let Some(end) = next()? else {
+            return Err(ctx.fail_kind(ErrorKind::InvalidOffsets));
+        };
+        if next()?.is_some() {
+            return Err(ctx.fail_kind(ErrorKind::InvalidOffsets));
+        }
+        Ok((start, end))
     }
-    fn visit_u64<E: de::Error>(self, _: u64) -> core::result::Result<Vec<u64>, E> {
-        Err(self.ctx.fail_kind(self.kind.error()))
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> core::result::Result<Vec<u64>, E> {
-        Err(self.ctx.fail_kind(self.kind.error()))
-    }
-    fn visit_unit<E: de::Error>(self) -> core::result::Result<Vec<u64>, E> {
-        Err(self.ctx.fail_kind(self.kind.error()))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, _: A) -> core::result::Result<Vec<u64>, A::Error> {
-        Err(self.ctx.fail_kind(self.kind.error()))
-    }
+    reject_non_seq!((u64, u64), ErrorKind::InvalidOffsets);
 }
 
 /// A string-to-string object. `null` gives `None` where `nullable` (safetensors'

@@ -9,6 +9,10 @@ use crate::prefix::{Flags, Prefix, MAGIC};
 use crate::reader::Reader;
 use crate::{Error, ErrorKind, Limits, Result};
 
+/// safetensors refuses headers longer than this (its `MAX_HEADER_SIZE`), so
+/// our safetensors encoder does too.
+const SAFETENSORS_MAX_HEADER: u64 = 100_000_000;
+
 /// Length of the SHA-256 footer.
 pub const FOOTER_LEN: u64 = 32;
 
@@ -77,8 +81,20 @@ pub(crate) fn sniff(bytes: &[u8]) -> Option<&'static str> {
         [b'{', ..] | [b'[', ..] => {
             "a JSON document (a sharded checkpoint's index, or a config file?)"
         }
+        // Read as a safetensors header length, 8 printable bytes are over
+        // 6 * 10^17: no real file. A damaged magic or a text file, then.
+        _ if bytes.get(..8).is_some_and(is_text) => {
+            "text (a text file, or a file whose magic number was damaged?)"
+        }
         _ => return None,
     })
+}
+
+/// Whether every byte is printable ASCII or the whitespace text files hold.
+fn is_text(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .all(|&b| matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e))
 }
 
 impl Head {
@@ -223,7 +239,6 @@ impl Head {
     ///   which readers would refuse.
     pub fn encode(header: &Header, flags: Flags) -> Result<Vec<u8>> {
         let json = crate::enc::json(header);
-        let limit = Limits::DEFAULT.max_header_len;
         match header.format() {
             Format::Deathtensors => {
                 if flags.contains(Flags::ENCRYPTED) {
@@ -256,8 +271,8 @@ impl Head {
                     }));
                 }
                 let n = align_up(json.len() as u64, 8, "header length")?;
-                if n > limit {
-                    return Err(Error::limit("header length", n, limit));
+                if n > SAFETENSORS_MAX_HEADER {
+                    return Err(Error::limit("header length", n, SAFETENSORS_MAX_HEADER));
                 }
                 let mut out = Vec::with_capacity(8 + n as usize);
                 out.extend_from_slice(&n.to_le_bytes());

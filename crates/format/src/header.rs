@@ -97,16 +97,8 @@ pub(crate) struct RawHeader {
     pub(crate) created_by: Option<String>,
     pub(crate) alignment: Option<u64>,
     pub(crate) metadata: Option<Metadata>,
-    pub(crate) tensors: Vec<RawTensor>,
-}
-
-pub(crate) struct RawTensor {
-    pub(crate) name: String,
-    pub(crate) dtype: Dtype,
-    pub(crate) shape: Vec<u64>,
-    pub(crate) data_offsets: (u64, u64),
-    pub(crate) metadata: Metadata,
-    pub(crate) sha256: Option<[u8; 32]>,
+    /// Decoded as they are, in header order; their layout is not checked yet.
+    pub(crate) tensors: Vec<TensorInfo>,
 }
 
 /// The name written in `created_by` by this crate's deathtensors encoder.
@@ -154,8 +146,14 @@ pub(crate) fn check_name(name: &str, limits: &Limits) -> Result<()> {
             limits.max_name_len,
         ));
     }
-    if name.bytes().any(|b| b < 0x20 || b == 0x7f)
-        || name.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c))
+    // Names are almost always printable ASCII: check that first without
+    // branching per byte (this vectorizes), and look closer only otherwise.
+    let plain = name
+        .bytes()
+        .fold(true, |plain, b| plain & (0x20..0x7f).contains(&b));
+    if !plain
+        && (name.bytes().any(|b| b < 0x20 || b == 0x7f)
+            || name.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)))
     {
         return Err(Error::new(ErrorKind::ControlCharacterInName));
     }
@@ -166,7 +164,7 @@ impl Header {
     /// Decodes and validates the JSON header of a deathtensors v1 file.
     ///
     /// `json` is the header as stored, trailing spaces included. For a whole
-    /// file, use [`crate::parse`], which also checks the prefix and the blob.
+    /// file, use [`crate::Head::parse`], which also checks the prefix and the blob.
     ///
     /// # Errors
     /// Every rule of `docs/FORMAT.md` has its own [`ErrorKind`]: invalid UTF-8
@@ -203,19 +201,13 @@ impl Header {
             None => 1,
             Some(a) => layout::check_alignment(a)?,
         };
-        let tensors = raw
-            .tensors
-            .into_iter()
-            .map(|t| TensorInfo {
-                name: t.name,
-                dtype: t.dtype,
-                shape: t.shape,
-                data_offsets: t.data_offsets,
-                metadata: t.metadata,
-                sha256: t.sha256,
-            })
-            .collect();
-        Header::build(raw.format, raw.created_by, raw.metadata, alignment, tensors)
+        Header::build(
+            raw.format,
+            raw.created_by,
+            raw.metadata,
+            alignment,
+            raw.tensors,
+        )
     }
 
     /// Lays out a deathtensors v1 header: tensors in the given order, each
@@ -277,7 +269,6 @@ impl Header {
         alignment: u64,
         tensors: Vec<TensorInfo>,
     ) -> Result<Header> {
-        let data_len = layout::check(&tensors, alignment)?;
         let hasher = DefaultHashBuilder::default();
         let mut index = HashTable::with_capacity(tensors.len());
         for (i, t) in tensors.iter().enumerate() {
@@ -304,6 +295,15 @@ impl Header {
                 }
             }
         }
+        // After the duplicate check: a repeated name is the problem to
+        // report, not the overlap of its two entries' byte ranges.
+        if format == Format::Safetensors {
+            // safetensors 0.8 has no complex128: its readers refuse the file.
+            if let Some(t) = tensors.iter().find(|t| t.dtype == Dtype::C128) {
+                return Err(Error::new(ErrorKind::UnknownDtype("C128".into())).with_tensor(&t.name));
+            }
+        }
+        let data_len = layout::check(&tensors, alignment)?;
         Ok(Header {
             format,
             created_by,

@@ -5,9 +5,10 @@ use alloc::vec::Vec;
 use crate::header::{check_name, numel, TensorInfo, TensorSpec};
 use crate::{Error, ErrorKind, Limits, Result};
 
-/// The largest tensor alignment a header may declare: 1 GiB, enough for
-/// huge pages; larger values only waste space.
-pub const MAX_ALIGNMENT: u64 = 1 << 30;
+/// The largest tensor alignment a header may declare: 1 MiB, well past
+/// direct I/O's 4 KiB. Our encoder pads the header so that the blob starts at
+/// a multiple of the alignment, so larger values would only waste space.
+pub const MAX_ALIGNMENT: u64 = 1 << 20;
 
 /// The tensor alignment our deathtensors writers use by default: a cache
 /// line, and the widest SIMD register (AVX-512), so every dtype is aligned.

@@ -59,7 +59,11 @@ pub enum ErrorKind {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, path: Option<&Path>, doing: &'static str) -> Error {
-        Error(Box::new(Inner { kind, path: path.map(Path::to_path_buf), doing }))
+        Error(Box::new(Inner {
+            kind,
+            path: path.map(Path::to_path_buf),
+            doing,
+        }))
     }
 
     pub(crate) fn io(e: std::io::Error, path: &Path, doing: &'static str) -> Error {

@@ -231,12 +231,13 @@ impl Reader {
                 ));
             }
         }
-        let decoder =
-            zstd::stream::read::Decoder::with_buffer(&compressed[..]).map_err(|e| e.to_string())?;
+        let mut decoder = zstd::stream::read::Decoder::with_buffer(&compressed[..])
+            .map_err(|e| e.to_string())?
+            .single_frame();
         // Grow with the output, never past one byte more than declared: a
         // bomb stops at the declared size, however large its expansion.
         let mut out = Vec::with_capacity(want.min(compressed.len() as u64 * 8) as usize);
-        decoder
+        (&mut decoder)
             .take(want + 1)
             .read_to_end(&mut out)
             .map_err(|e| e.to_string())?;
@@ -245,6 +246,10 @@ impl Reader {
                 "the zstd frame holds {}+ bytes, the header declares {want}",
                 out.len()
             ));
+        }
+        let rest = decoder.finish();
+        if !rest.is_empty() {
+            return Err(format!("{} bytes follow the zstd frame", rest.len()));
         }
         Ok(out)
     }
@@ -317,11 +322,16 @@ impl Reader {
     /// `TensorDigestMismatch` if the bytes do not match it.
     pub fn read_verified(&self, name: &str) -> Result<Vec<u8>> {
         let bytes = self.read(name)?;
-        self.check_digest(name, &bytes)?;
+        self.check_bytes(name, &bytes)?;
         Ok(bytes)
     }
 
-    fn check_digest(&self, name: &str, bytes: &[u8]) -> Result<()> {
+    /// Checks bytes already read for `name` against its `sha256` digest.
+    ///
+    /// # Errors
+    /// `TensorNotFound`, `NoChecksum` if the tensor has no digest,
+    /// `TensorDigestMismatch` if the bytes do not match it.
+    pub fn check_bytes(&self, name: &str, bytes: &[u8]) -> Result<()> {
         let info = self.tensor(name)?.info;
         let Some(expected) = info.sha256 else {
             return Err(Error::new(

@@ -1,6 +1,7 @@
 //! Integration tests of `deathtensors-format`.
 
 mod fixtures;
+mod fuzz_regressions;
 mod invalid;
 mod roundtrip;
 

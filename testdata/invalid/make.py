@@ -1,0 +1,500 @@
+#!/usr/bin/env python3
+"""Writes the hostile files of testdata/invalid/ and their manifest.json.
+
+Every file here must be rejected by `Head::parse` with the `ErrorKind` variant
+that manifest.json lists for it. Each file breaks exactly one rule: apart from
+the fault it is named after, it is a valid deathtensors v1 or safetensors file.
+
+Run from anywhere with `python3 testdata/invalid/make.py`. Python 3 standard
+library only; the output is the same on every run (no randomness, no dates).
+"""
+
+import json
+import pathlib
+import struct
+
+HERE = pathlib.Path(__file__).resolve().parent
+KEEP = {"make.py", "README.md", "manifest.json"}
+
+MAGIC = b"DTLEGION"
+FLAG_ZSTD = 1 << 0
+FLAG_CHECKSUM = 1 << 1
+FLAG_ENCRYPTED = 1 << 2
+FOOTER_LEN = 32
+# Limits::DEFAULT of deathtensors-format.
+MAX_HEADER_LEN = 100 * 1024 * 1024
+MAX_RANK = 64
+MAX_NAME_LEN = 4096
+U64_MAX = 2**64 - 1
+
+# ---------------------------------------------------------------- JSON text
+
+
+class Raw(str):
+    """JSON text written as is: numbers Python would print differently, bad syntax."""
+
+
+class Obj:
+    """A JSON object as a list of pairs, so that a key can appear twice."""
+
+    def __init__(self, pairs):
+        self.pairs = list(pairs)
+
+
+def enc(v):
+    """Compact JSON text of `v`. Non-ASCII characters are written raw (UTF-8)."""
+    if isinstance(v, Raw):
+        return str(v)
+    if isinstance(v, Obj):
+        return "{" + ",".join(enc(k) + ":" + enc(x) for k, x in v.pairs) + "}"
+    if isinstance(v, dict):
+        return enc(Obj(v.items()))
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(enc(x) for x in v) + "]"
+    return json.dumps(v, ensure_ascii=False)
+
+
+def text(v):
+    return v if isinstance(v, bytes) else enc(v).encode("utf-8")
+
+
+# ---------------------------------------------------------------- builders
+
+# Eight bytes of data: two F32 ones.
+ONES = struct.pack("<2f", 1.0, 1.0)
+
+
+def seq(v):
+    """Tuples become JSON arrays; anything else (a Raw, an object) is kept as is."""
+    return list(v) if isinstance(v, tuple) else v
+
+
+def dt_tensor(dtype="F32", shape=(2,), offsets=(0, 8), **extra):
+    t = {"dtype": dtype, "shape": seq(shape), "data_offsets": seq(offsets), "metadata": {}}
+    t.update(extra)
+    return t
+
+
+OMIT = object()
+
+
+def dt_top(tensors=None, **fields):
+    """A deathtensors header; a field set to OMIT is left out."""
+    top = {
+        "format": "deathtensors",
+        "format_version": 1,
+        "created_by": "testdata/invalid/make.py",
+        "global_metadata": {},
+        "tensors": {"w": dt_tensor()} if tensors is None else tensors,
+    }
+    top.update(fields)
+    return {k: v for k, v in top.items() if v is not OMIT}
+
+
+def dt(header=None, *, data=ONES, flags=0, version=1, magic=MAGIC, header_len=None, pad=None, footer=b""):
+    """A deathtensors v1 file: prefix, JSON, NUL padding to 8, data, footer."""
+    body = text(dt_top() if header is None else header)
+    n = len(body) if header_len is None else header_len
+    out = magic + struct.pack("<IIQ", version, flags, n) + body
+    out += b"\0" * (-len(out) % 8) if pad is None else pad
+    return out + data + footer
+
+
+def st_tensor(dtype="F32", shape=(2,), offsets=(0, 8), **extra):
+    t = {"dtype": dtype, "shape": seq(shape), "data_offsets": seq(offsets)}
+    t.update(extra)
+    return t
+
+
+def st_top(tensors=None, metadata=None):
+    top = {}
+    if metadata is not None:
+        top["__metadata__"] = metadata
+    top.update({"w": st_tensor()} if tensors is None else tensors)
+    return top
+
+
+def st(header=None, *, data=ONES, header_len=None):
+    """A safetensors file: length, JSON padded with spaces to 8 bytes, data."""
+    body = text(st_top() if header is None else header)
+    body += b" " * (-len(body) % 8)
+    n = len(body) if header_len is None else header_len
+    return struct.pack("<Q", n) + body + data
+
+
+# ---------------------------------------------------------------- the corpus
+
+FILES = {}
+
+
+def add(name, data, kind, why, limits=None):
+    assert name not in FILES, name
+    assert why.endswith(".") and "\n" not in why, name
+    entry = {"kind": kind, "why": why}
+    if limits:
+        entry["limits"] = limits
+    FILES[name] = (data, entry)
+
+
+def two(tensor, a, b):
+    """Tensors "a" and "b" of two F32 each (built by `tensor`), at offsets `a` and `b`."""
+    return {"a": tensor(offsets=a), "b": tensor(offsets=b)}
+
+
+def both(stem, kind, why, dt_file, st_file, limits=None):
+    add(f"dt-{stem}.deathtensors", dt_file, kind, why, limits)
+    add(f"st-{stem}.safetensors", st_file, kind, why, limits)
+
+
+def both_tensor(stem, kind, why, **fields):
+    """The same faulty tensor fields in a file of each format."""
+    both(stem, kind, why, dt(dt_top({"w": dt_tensor(**fields)})), st(st_top({"w": st_tensor(**fields)})))
+
+
+def name_case(stem, kind, why, name):
+    both(
+        stem,
+        kind,
+        why,
+        dt(dt_top({name: dt_tensor()})),
+        st(st_top({name: st_tensor()})),
+    )
+
+
+LFS_POINTER = (
+    b"version https://git-lfs.github.com/spec/v1\n"
+    b"oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+    b"size 548105171\n"
+)
+HTML_PAGE = (
+    b"\n<!DOCTYPE html>\n<html lang=\"en\">\n<head><title>Sign in</title></head>\n"
+    b"<body><p>You need to sign in to download this model.</p></body>\n</html>\n"
+)
+XML_ERROR = (
+    b"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    b"<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>\n"
+)
+# The opening of torch.save's legacy format: protocol 2, then a global.
+PICKLE = b"\x80\x02ccollections\nOrderedDict\nq\x00)Rq\x01X\x06\x00\x00\x00weightq\x02.\n"
+# A zip local file header as torch.save writes it (archive/data.pkl, stored).
+ZIP = b"PK\x03\x04" + struct.pack("<HHHHHIIIHH", 20, 0, 0, 0, 0, 0, 0, 0, 16, 0) + b"archive/data.pkl"
+INDEX_JSON = text(
+    {
+        "metadata": {"total_size": 16},
+        "weight_map": {"w": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"},
+    }
+)
+
+
+def build():
+    # ---- not a file of either format
+    add("empty.safetensors", b"", "UnrecognizedFormat", "A zero-byte file is neither format.")
+    add("lfs-pointer.safetensors", LFS_POINTER, "UnrecognizedFormat", "A Git LFS pointer checked out instead of the file it points to.")
+    add("lfs-pointer.deathtensors", LFS_POINTER, "UnrecognizedFormat", "A Git LFS pointer checked out instead of the file it points to.")
+    add("html-page.safetensors", HTML_PAGE, "UnrecognizedFormat", "A download that returned a sign-in web page (with a leading newline).")
+    add("xml-error-page.safetensors", XML_ERROR, "UnrecognizedFormat", "A storage service's XML error document saved as the file.")
+    add("pytorch-pickle.bin", PICKLE, "UnrecognizedFormat", "A legacy PyTorch pickle, which must never reach a loader that expects tensors.")
+    add("pytorch-zip.pt", ZIP, "UnrecognizedFormat", "A zip archive as torch.save writes it.")
+    add("gzip.safetensors", b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + b"\x00" * 14, "UnrecognizedFormat", "A gzip-compressed file.")
+    add("gguf.safetensors", b"GGUF\x03\x00\x00\x00" + b"\x00" * 16, "UnrecognizedFormat", "A GGUF file.")
+    add("npy.safetensors", b"\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n", "UnrecognizedFormat", "A numpy .npy file.")
+    add("index-json.safetensors", INDEX_JSON, "UnrecognizedFormat", "A sharded checkpoint's index JSON instead of a shard.")
+    add("text-file.safetensors", b"this is not a tensor file, it is a short note\n", "UnrecognizedFormat", "Plain text, whose first 8 bytes read as a huge safetensors header length.")
+
+    # ---- deathtensors prefix
+    add("dt-truncated-prefix-magic-only.deathtensors", MAGIC, "Truncated", "The file ends right after the magic, inside the 24-byte prefix.")
+    add("dt-truncated-prefix-20-bytes.deathtensors", dt()[:20], "Truncated", "The file ends inside the header length field of the prefix.")
+    add("dt-truncated-magic.deathtensors", MAGIC[:5], "Truncated", "The file ends inside the magic number.")
+    add("dt-bad-magic-lowercase.deathtensors", dt(magic=b"dtlegion"), "UnrecognizedFormat", "The magic is spelt in lowercase; magic numbers are exact.")
+    add("dt-bad-magic-digit-zero.deathtensors", dt(magic=b"DTLEGI0N"), "UnrecognizedFormat", "The magic has a digit zero for the letter O.")
+    add("dt-version-0.deathtensors", dt(version=0), "UnsupportedVersion", "Prefix version 0 does not exist.")
+    add("dt-version-2.deathtensors", dt(version=2), "UnsupportedVersion", "Prefix version 2 is from the future.")
+    add("dt-version-u32-max.deathtensors", dt(version=2**32 - 1), "UnsupportedVersion", "Prefix version 0xffffffff.")
+    add("dt-unknown-flag-bit3.deathtensors", dt(flags=1 << 3), "UnknownFlags", "Flag bit 3 is not defined, so an old reader must refuse the file.")
+    add("dt-unknown-flag-bit31.deathtensors", dt(flags=1 << 31), "UnknownFlags", "Flag bit 31 is not defined.")
+    add("dt-unknown-flags-all.deathtensors", dt(flags=2**32 - 1), "UnknownFlags", "Every flag bit is set, undefined ones included.")
+    add("dt-encrypted-flag.deathtensors", dt(flags=FLAG_ENCRYPTED), "Unsupported", "Flag bit 2 (encryption) is reserved and refused by this version.")
+    add("dt-encrypted-checksum-flags.deathtensors", dt(flags=FLAG_ENCRYPTED | FLAG_CHECKSUM, footer=bytes(FOOTER_LEN)), "Unsupported", "Encryption together with a checksum footer is still encryption.")
+
+    # ---- header length
+    add("dt-header-len-over-limit.deathtensors", dt(header_len=MAX_HEADER_LEN + 1), "LimitExceeded", "The header length is one byte over the 100 MiB default limit.")
+    add("dt-header-len-near-2pow64.deathtensors", dt(header_len=U64_MAX), "LimitExceeded", "The header length is 2^64-1, far past any limit.")
+    add("dt-header-len-wraps-to-zero.deathtensors", dt(header_len=2**64 - 24), "LimitExceeded", "24 + header length wraps around to 0 in 64-bit arithmetic.")
+    add("dt-header-len-past-end.deathtensors", dt(header_len=4096), "Truncated", "The header length is within the limit but runs past the end of the file.")
+    add("dt-header-len-zero.deathtensors", dt(header_len=0), "InvalidJson", "A zero header length leaves an empty JSON text.")
+    short = dt_top()
+    n = len(text(short)) // 8 * 8 - 24  # 24 + n is a multiple of 8: no padding
+    add("dt-header-len-too-short.deathtensors", dt(short, header_len=n), "InvalidJson", "The header length cuts the JSON text short (the rest lands in the data blob).")
+    both("header-len-just-past-end", "Truncated", "The header length runs just past the end of a file with an empty data blob.",
+         dt(data=b"", header_len=len(text(dt_top())) + 8), st(data=b"", header_len=len(text(st_top())) + 8 + 1))
+    add("st-truncated-header-len.safetensors", b"\x10\x00\x00\x00\x00", "Truncated", "The file ends inside the 8-byte header length.")
+    add("st-header-len-over-limit.safetensors", st(header_len=MAX_HEADER_LEN + 1), "LimitExceeded", "The header length is one byte over the 100 MiB default limit.")
+    add("st-header-len-near-2pow64.safetensors", st(header_len=U64_MAX), "LimitExceeded", "The header length is 2^64-1, far past any limit.")
+    add("st-header-len-wraps-to-zero.safetensors", st(header_len=2**64 - 8), "LimitExceeded", "8 + header length wraps around to 0 in 64-bit arithmetic.")
+    add("st-header-len-past-end.safetensors", st(header_len=4096), "Truncated", "The header length is within the limit but runs past the end of the file.")
+    add("st-header-len-zero.safetensors", st(header_len=0), "UnrecognizedFormat", "A zero header length: no JSON object follows the length.")
+    body = text(st_top())
+    add("st-header-len-too-short.safetensors", st(header_len=len(body) - 8), "InvalidJson", "The header length cuts the JSON text short (the rest lands in the data blob).")
+
+    # ---- padding and footer (deathtensors)
+    # A header whose end leaves 4 bytes of padding before the data blob.
+    padded = next(h for k in range(8) if (24 + len(text(h := dt_top(global_metadata={"note": "x" * k})))) % 8 == 4)
+    pad_len = 4
+    add("dt-nonzero-padding-space.deathtensors", dt(padded, pad=b" " * pad_len), "NonZeroPadding", "The header is padded to 8 bytes with spaces after the header length instead of NUL bytes.")
+    add("dt-nonzero-padding-last-byte.deathtensors", dt(padded, pad=b"\0" * (pad_len - 1) + b"\x01"), "NonZeroPadding", "The last padding byte before the data blob is 0x01, a place to smuggle bytes.")
+    add("dt-truncated-footer.deathtensors", dt(flags=FLAG_CHECKSUM, footer=bytes(16)), "Truncated", "The checksum flag is set but only 16 of the 32 footer bytes remain after an 8-byte blob.")
+    add("dt-checksum-flag-no-footer-zero-tensors.deathtensors", dt(dt_top({}), data=b"", flags=FLAG_CHECKSUM), "Truncated", "The checksum flag is set but the file ends at the data start.")
+    big = dt_top({"w": dt_tensor(shape=(16,), offsets=(0, 64))})
+    add("dt-checksum-flag-footer-missing.deathtensors", dt(big, data=bytes(64), flags=FLAG_CHECKSUM), "OffsetOutOfBounds", "The checksum flag is set but no footer was written, so the last 32 data bytes are taken for the footer and the tensor no longer fits.")
+
+    # ---- not UTF-8, not JSON, not an object
+    both("header-not-utf8", "InvalidUtf8", "A 0xff byte inside a JSON string.",
+         dt(text(dt_top()).replace(b"make.py", b"make\xff.py")), st(text(st_top()).replace(b'"w"', b'"w\xff"')))
+    both("header-overlong-utf8", "InvalidUtf8", "An overlong UTF-8 encoding of '/' (0xc0 0xaf) inside a JSON string.",
+         dt(text(dt_top()).replace(b"testdata/", b"testdata\xc0\xaf")), st(text(st_top()).replace(b'"w"', b'"w\xc0\xaf"')))
+    add("dt-header-lone-surrogate-utf8.deathtensors", dt(text(dt_top()).replace(b"make.py", b"make\xed\xa0\x80.py")), "InvalidUtf8", "A UTF-16 surrogate (U+D800) encoded as UTF-8 is not valid UTF-8.")
+    both("header-not-json", "InvalidJson", "Keys without quotes are not JSON.",
+         dt(b"{format: deathtensors, format_version: 1}"), st(b"{w: {dtype: F32}}"))
+    both("header-json-truncated", "InvalidJson", "The JSON object is not closed.",
+         dt(text(dt_top())[:-1]), st(text(st_top())[:-1]))
+    both("header-json-trailing-comma", "InvalidJson", "A trailing comma after the last member is not JSON.",
+         dt(text(dt_top())[:-1] + b",}"), st(text(st_top())[:-1] + b",}"))
+    both("header-json-single-quotes", "InvalidJson", "Single-quoted strings are not JSON.",
+         dt(text(dt_top()).replace(b'"created_by"', b"'created_by'")), st(text(st_top()).replace(b'"w"', b"'w'")))
+    both("trailing-garbage-after-json", "InvalidJson", "Text after the closing brace of the header object.",
+         dt(text(dt_top()) + b"garbage"), st(text(st_top()) + b"garbage"))
+    both("trailing-second-object", "InvalidJson", "A second JSON object after the header object.",
+         dt(text(dt_top()) + b"{}"), st(text(st_top()) + b"{}"))
+    both("trailing-nul-then-garbage", "InvalidJson", "A NUL byte and text after the header object, inside the header length.",
+         dt(text(dt_top()) + b"\0{}"), st(text(st_top()) + b"\0{}"))
+    # simd-json decodes a high surrogate escape with no low surrogate after it
+    # as U+0000 (https://github.com/simd-lite/simd-json/issues/481); serde_json
+    # refuses it, and so must both builds of the crate.
+    both("name-lone-surrogate", "InvalidJson", "A tensor name is the lone high surrogate escape \\ud800, which no UTF-8 text can hold.",
+         dt(dt_top({Raw('"\\ud800"'): dt_tensor()})), st(st_top({Raw('"\\ud800"'): st_tensor()})))
+    add("dt-global-metadata-lone-surrogate.deathtensors", dt(dt_top(global_metadata={"note": Raw('"caf\\ud800"')})), "InvalidJson", "A metadata value ends in a lone high surrogate escape.")
+    add("dt-lone-surrogate-then-escape.deathtensors", dt(dt_top(global_metadata={"note": Raw('"\\ud800\\n"')})), "InvalidJson", "A high surrogate escape followed by \\n, not by a low surrogate escape.")
+    add("dt-lone-surrogate-then-bad-hex.deathtensors", dt(dt_top(global_metadata={"note": Raw('"\\ud800\\uzzzz"')})), "InvalidJson", "A high surrogate escape followed by an escape with invalid hex digits.")
+    add("st-metadata-lone-surrogate-key.safetensors", st(st_top(metadata=Obj([(Raw('"\\udbff"'), "v")]))), "InvalidJson", "An __metadata__ key is the lone high surrogate escape \\udbff.")
+    add("st-metadata-lone-low-surrogate.safetensors", st(st_top(metadata={"k": Raw('"\\udc00"')})), "InvalidJson", "An __metadata__ value is the lone low surrogate escape \\udc00.")
+    add("dt-header-utf8-bom.deathtensors", dt(b"\xef\xbb\xbf" + text(dt_top())), "InvalidJson", "A UTF-8 byte order mark before the JSON text is not JSON.")
+    add("dt-header-json-array.deathtensors", dt(text([dt_top()])), "WrongType", "The header is a JSON array holding the header object.")
+    add("dt-header-json-string.deathtensors", dt(text("deathtensors")), "WrongType", "The header is a JSON string.")
+    add("dt-header-json-number.deathtensors", dt(b"1"), "WrongType", "The header is a JSON number.")
+    add("dt-header-json-null.deathtensors", dt(b"null"), "WrongType", "The header is JSON null.")
+    add("st-header-json-array.safetensors", st(text([st_top()])), "UnrecognizedFormat", "After the length comes a JSON array, not the object every safetensors header starts with.")
+    add("st-header-json-string.safetensors", st(text("w")), "UnrecognizedFormat", "After the length comes a JSON string, not an object.")
+    add("st-header-json-number.safetensors", st(b"1"), "UnrecognizedFormat", "After the length comes a JSON number, not an object.")
+    add("st-header-leading-space.safetensors", st(b"  " + text(st_top())), "UnrecognizedFormat", "The header must start with '{' (safetensors itself refuses leading whitespace).")
+
+    # ---- duplicate keys, at every level
+    top = dt_top()
+    for field in ["format", "format_version", "created_by", "global_metadata", "tensors"]:
+        dup = Obj(list(top.items()) + [(field, top[field])])
+        add(f"dt-duplicate-{field.replace('_', '-')}.deathtensors", dt(dup), "DuplicateKey", f"The top-level field \"{field}\" appears twice with the same value.")
+    add("dt-duplicate-alignment.deathtensors", dt(Obj(list(dt_top(alignment=1).items()) + [("alignment", 64)])), "DuplicateKey", "The field \"alignment\" appears twice with different values.")
+    add("dt-duplicate-format-via-escape.deathtensors", dt(Obj(list(top.items()) + [(Raw('"form\\u0061t"'), "deathtensors")])), "DuplicateKey", "\"form\\u0061t\" is \"format\" once unescaped: a second \"format\" key.")
+    w = dt_tensor()
+    w2 = dt_tensor(offsets=(8, 16))
+    add("dt-duplicate-tensor-name.deathtensors", dt(dt_top(Obj([("w", w), ("w", w2)])), data=ONES * 2), "DuplicateKey", "Two tensors named \"w\" with adjacent, valid byte ranges.")
+    add("dt-duplicate-tensor-name-identical.deathtensors", dt(dt_top(Obj([("w", w), ("w", w)]))), "DuplicateKey", "The same tensor entry twice: a last-key-wins parser would see one valid tensor.")
+    add("dt-duplicate-tensor-name-via-escape.deathtensors", dt(dt_top(Obj([("w", w), (Raw('"\\u0077"'), w2)])), data=ONES * 2), "DuplicateKey", "Tensor names \"w\" and \"\\u0077\" are the same name once unescaped.")
+    for field in ["dtype", "shape", "data_offsets", "metadata"]:
+        dup = Obj(list(w.items()) + [(field, w[field])])
+        add(f"dt-duplicate-tensor-field-{field.replace('_', '-')}.deathtensors", dt(dt_top({"w": dup})), "DuplicateKey", f"The tensor field \"{field}\" appears twice.")
+    digest = "ab" * 32
+    add("dt-duplicate-tensor-field-sha256.deathtensors", dt(dt_top({"w": Obj(list(dt_tensor(sha256=digest).items()) + [("sha256", "cd" * 32)])})), "DuplicateKey", "The tensor field \"sha256\" appears twice with different digests.")
+    add("dt-duplicate-global-metadata-key.deathtensors", dt(dt_top(global_metadata=Obj([("license", "MIT"), ("license", "proprietary")]))), "DuplicateKey", "A key of global_metadata appears twice with different values.")
+    add("dt-duplicate-tensor-metadata-key.deathtensors", dt(dt_top({"w": dt_tensor(metadata=Obj([("k", "a"), ("k", "b")]))})), "DuplicateKey", "A key of a tensor's metadata appears twice.")
+    s = st_tensor()
+    s2 = st_tensor(offsets=(8, 16))
+    add("st-duplicate-tensor-name.safetensors", st(Obj([("w", s), ("w", s2)]), data=ONES * 2), "DuplicateKey", "Two tensors named \"w\" with adjacent, valid byte ranges.")
+    add("st-duplicate-tensor-name-identical.safetensors", st(Obj([("w", s), ("w", s)])), "DuplicateKey", "The same tensor entry twice: a last-key-wins parser would see one valid tensor.")
+    add("st-duplicate-tensor-name-via-escape.safetensors", st(Obj([("w", s), (Raw('"\\u0077"'), s2)]), data=ONES * 2), "DuplicateKey", "Tensor names \"w\" and \"\\u0077\" are the same name once unescaped.")
+    for field in ["dtype", "shape", "data_offsets"]:
+        dup = Obj(list(s.items()) + [(field, s[field])])
+        add(f"st-duplicate-tensor-field-{field.replace('_', '-')}.safetensors", st({"w": dup}), "DuplicateKey", f"The tensor field \"{field}\" appears twice.")
+    add("st-duplicate-metadata.safetensors", st(Obj([("__metadata__", {"a": "1"}), ("w", s), ("__metadata__", {"a": "2"})])), "DuplicateKey", "\"__metadata__\" appears twice.")
+    add("st-duplicate-metadata-key.safetensors", st(st_top(metadata=Obj([("format", "pt"), ("format", "np")]))), "DuplicateKey", "A key of __metadata__ appears twice with different values.")
+
+    # ---- missing, unknown and wrongly typed fields
+    for field in ["format", "format_version", "tensors"]:
+        add(f"dt-missing-{field.replace('_', '-')}.deathtensors", dt(dt_top(**{field: OMIT})), "MissingField", f"The required top-level field \"{field}\" is absent.")
+    for field in ["dtype", "shape", "data_offsets"]:
+        dt_t = {k: v for k, v in dt_tensor().items() if k != field}
+        st_t = {k: v for k, v in st_tensor().items() if k != field}
+        both(f"missing-{field.replace('_', '-')}", "MissingField", f"A tensor has no \"{field}\".", dt(dt_top({"w": dt_t})), st(st_top({"w": st_t})))
+    add("dt-unknown-top-level-field.deathtensors", dt(dt_top(compression="zstd")), "UnknownField", "The top-level field \"compression\" is not part of the format.")
+    add("dt-unknown-field-case.deathtensors", dt(Obj([("Format", "deathtensors")] + list(dt_top().items()))), "UnknownField", "Field names are case-sensitive: \"Format\" is not \"format\".")
+    add("dt-unknown-tensor-field.deathtensors", dt(dt_top({"w": dt_tensor(offsets_unit="bytes")})), "UnknownField", "The tensor field \"offsets_unit\" is not part of the format.")
+    add("st-unknown-tensor-field.safetensors", st(st_top({"w": st_tensor(stride=[1])})), "UnknownField", "The tensor field \"stride\" is not part of safetensors.")
+    add("st-tensor-metadata-field.safetensors", st(st_top({"w": st_tensor(metadata={})})), "UnknownField", "Per-tensor \"metadata\" exists in deathtensors only.")
+    add("st-tensor-sha256-field.safetensors", st(st_top({"w": st_tensor(sha256="ab" * 32)})), "UnknownField", "Per-tensor \"sha256\" exists in deathtensors only.")
+    add("dt-wrong-format-name-safetensors.deathtensors", dt(dt_top(format="safetensors")), "WrongFormatName", "The format field says \"safetensors\" inside a deathtensors prefix.")
+    add("dt-wrong-format-name-case.deathtensors", dt(dt_top(format="DeathTensors")), "WrongFormatName", "The format name is case-sensitive.")
+    add("dt-wrong-format-name-empty.deathtensors", dt(dt_top(format="")), "WrongFormatName", "The format name is empty.")
+    add("dt-format-version-2.deathtensors", dt(dt_top(format_version=2)), "UnsupportedFormatVersion", "format_version 2 is from the future.")
+    add("dt-format-version-0.deathtensors", dt(dt_top(format_version=0)), "UnsupportedFormatVersion", "format_version 0 does not exist.")
+    add("dt-format-version-u64-max.deathtensors", dt(dt_top(format_version=U64_MAX)), "UnsupportedFormatVersion", "format_version 2^64-1.")
+    add("dt-format-version-string.deathtensors", dt(dt_top(format_version="1")), "WrongType", "format_version is the string \"1\", not a number.")
+    add("dt-format-version-float.deathtensors", dt(dt_top(format_version=Raw("1.0"))), "WrongType", "format_version is 1.0, not an integer.")
+    add("dt-format-version-negative.deathtensors", dt(dt_top(format_version=-1)), "WrongType", "format_version is negative.")
+    add("dt-format-version-negative-zero.deathtensors", dt(dt_top(format_version=Raw("-0"))), "WrongType", "format_version is -0, a float to serde_json.")
+    add("dt-alignment-negative-zero.deathtensors", dt(dt_top(alignment=Raw("-0"))), "WrongType", "alignment is -0, a float to serde_json.")
+    add("dt-format-not-string.deathtensors", dt(dt_top(format=1)), "WrongType", "The format field is a number.")
+    add("dt-created-by-null.deathtensors", dt(dt_top(created_by=Raw("null"))), "WrongType", "created_by is null, not a string.")
+    add("dt-tensors-array.deathtensors", dt(dt_top([dict(name="w", **dt_tensor())])), "WrongType", "tensors is an array of objects, not an object keyed by name.")
+    add("dt-tensors-string.deathtensors", dt(dt_top("w")), "WrongType", "tensors is a string.")
+    add("dt-global-metadata-array.deathtensors", dt(dt_top(global_metadata=[["license", "MIT"]])), "WrongType", "global_metadata is an array of pairs, not an object.")
+    add("dt-global-metadata-null.deathtensors", dt(dt_top(global_metadata=Raw("null"))), "WrongType", "global_metadata is null, not an object.")
+    add("dt-tensor-metadata-array.deathtensors", dt(dt_top({"w": dt_tensor(metadata=[])})), "WrongType", "A tensor's metadata is an array, not an object.")
+    add("dt-alignment-string.deathtensors", dt(dt_top(alignment="64")), "WrongType", "alignment is the string \"64\".")
+    add("dt-alignment-negative.deathtensors", dt(dt_top(alignment=-64)), "WrongType", "alignment is negative.")
+    both_tensor("tensor-dtype-number", "WrongType", "dtype is a number, not a name.", dtype=32)
+    both("tensor-entry-string", "WrongType", "A tensor entry is a string, not an object.",
+         dt(dt_top({"w": "F32"})), st(st_top({"w": "F32"})))
+    add("dt-tensor-sha256-number.deathtensors", dt(dt_top({"w": dt_tensor(sha256=0)})), "WrongType", "sha256 is a number, not a hex string.")
+    add("st-metadata-string.safetensors", st(st_top(metadata="format=pt")), "WrongType", "__metadata__ is a string, not an object.")
+    add("st-metadata-array.safetensors", st(st_top(metadata=[["format", "pt"]])), "WrongType", "__metadata__ is an array of pairs, not an object.")
+
+    # ---- dtypes and shapes
+    both_tensor("dtype-lowercase", "UnknownDtype", "Dtype names are case-sensitive: \"f32\" is not \"F32\".", dtype="f32")
+    both_tensor("dtype-unknown", "UnknownDtype", "\"F128\" is not a dtype of either format.", dtype="F128")
+    both_tensor("dtype-torch-name", "UnknownDtype", "\"float32\" is torch's name, not the header's.", dtype="float32")
+    add("dt-dtype-empty.deathtensors", dt(dt_top({"w": dt_tensor(dtype="")})), "UnknownDtype", "The dtype is the empty string.")
+    add("st-dtype-padded.safetensors", st(st_top({"w": st_tensor(dtype=" F32")})), "UnknownDtype", "The dtype has a leading space.")
+    both_tensor("shape-negative", "InvalidDimension", "A dimension is -1.", shape=(-1, -2), offsets=(0, 8))
+    both_tensor("shape-float", "InvalidDimension", "A dimension is 2.0, a float.", shape=(Raw("2.0"),))
+    both_tensor("shape-exponent", "InvalidDimension", "A dimension is 2e0, a float in exponent form.", shape=(Raw("2e0"),))
+    both_tensor("shape-string", "InvalidDimension", "A dimension is the string \"2\".", shape=("2",))
+    both_tensor("shape-too-large-for-u64", "InvalidDimension", "A dimension is 2^64, one more than a u64 holds.", shape=(2**64,), offsets=(0, 0))
+    both_tensor("shape-not-array", "InvalidDimension", "The shape is a number, not an array.", shape=Raw("2"))
+    both_tensor("shape-nested", "InvalidDimension", "The shape is an array of arrays.", shape=([2],))
+    both("shape-negative-zero", "InvalidDimension", "A dimension is -0, which serde_json and safetensors read as a float (simd-json read it as 0).",
+         dt(dt_top({"w": dt_tensor(shape=(Raw("-0"),), offsets=(0, 0))}), data=b""),
+         st(st_top({"w": st_tensor(shape=(Raw("-0"),), offsets=(0, 0))}), data=b""))
+    both_tensor("shape-rank-65", "LimitExceeded", "65 dimensions of 1: one over the default rank limit of 64.", shape=(1,) * (MAX_RANK + 1), offsets=(0, 4))
+    both_tensor("numel-overflow", "Overflow", "2^32 x (2^32 + 1) elements do not fit in a u64.", shape=(2**32, 2**32 + 1), offsets=(0, 0))
+    both_tensor("byte-len-overflow", "Overflow", "2^61 F64 elements fit in a u64 but their 2^64 bytes do not.", dtype="F64", shape=(2**61,), offsets=(0, 0))
+    add("dt-byte-len-overflow-c128.deathtensors", dt(dt_top({"w": dt_tensor(dtype="C128", shape=(2**60,), offsets=(0, 0))})), "Overflow", "2^60 C128 elements fit in a u64 but their 2^64 bytes do not.")
+    add("st-c128.safetensors", st(st_top({"w": st_tensor(dtype="C128", shape=(1,), offsets=(0, 16))}), data=b"\0" * 16), "UnknownDtype", "safetensors 0.8 has no C128 and its readers refuse such files, so we do too.")
+    both("f4-odd-count", "MisalignedSubByte", "Three F4 elements take 12 bits, which do not end on a byte boundary.",
+         dt(dt_top({"w": dt_tensor(dtype="F4", shape=(3,), offsets=(0, 2))}), data=b"\0\0"),
+         st(st_top({"w": st_tensor(dtype="F4", shape=(3,), offsets=(0, 2))}), data=b"\0\0"))
+    add("st-f6-misaligned.safetensors", st(st_top({"w": st_tensor(dtype="F6_E2M3", shape=(2,), offsets=(0, 2))}), data=b"\0\0"), "MisalignedSubByte", "Two F6_E2M3 elements take 12 bits, which do not end on a byte boundary.")
+
+    # ---- data_offsets
+    both_tensor("offsets-one-entry", "InvalidOffsets", "data_offsets has one entry.", offsets=(8,))
+    both_tensor("offsets-three-entries", "InvalidOffsets", "data_offsets has three entries.", offsets=(0, 8, 16))
+    both_tensor("offsets-empty", "InvalidOffsets", "data_offsets is an empty array.", offsets=())
+    both_tensor("offsets-negative", "InvalidOffsets", "data_offsets starts at -8.", offsets=(-8, 0))
+    both_tensor("offsets-float", "InvalidOffsets", "data_offsets holds floats.", offsets=(Raw("0.0"), Raw("8.0")))
+    both_tensor("offsets-string", "InvalidOffsets", "data_offsets holds strings.", offsets=("0", "8"))
+    both_tensor("offsets-too-large-for-u64", "InvalidOffsets", "An offset is 2^64, one more than a u64 holds.", offsets=(0, 2**64))
+    both_tensor("offsets-not-array", "InvalidOffsets", "data_offsets is an object, not an array.", offsets={"start": 0, "end": 8})
+    both_tensor("offsets-null", "InvalidOffsets", "data_offsets is null.", offsets=Raw("null"))
+    both_tensor("offsets-negative-zero", "InvalidOffsets", "data_offsets starts at -0, which serde_json and safetensors read as a float (simd-json read it as 0).", offsets=(Raw("-0"), 8))
+    both_tensor("offsets-reversed", "OffsetsReversed", "data_offsets is [8, 0]: the end comes before the start.", offsets=(8, 0))
+    both_tensor("byte-length-too-short", "ByteLengthMismatch", "Two F32 elements need 8 bytes but data_offsets spans 4.", offsets=(0, 4))
+    both("byte-length-too-long", "ByteLengthMismatch", "Two F32 elements need 8 bytes but data_offsets spans 12.",
+         dt(dt_top({"w": dt_tensor(offsets=(0, 12))}), data=bytes(12)),
+         st(st_top({"w": st_tensor(offsets=(0, 12))}), data=bytes(12)))
+    both("offsets-past-blob", "OffsetOutOfBounds", "The header places 8 bytes but the file holds a 4-byte data blob.",
+         dt(data=ONES[:4]), st(data=ONES[:4]))
+    both("offsets-past-empty-blob", "OffsetOutOfBounds", "The header places 8 bytes but the file ends right after the header.",
+         dt(data=b""), st(data=b""))
+    both_tensor("offsets-near-2pow64", "UnexpectedGap", "The tensor sits 8 bytes below 2^64: far from where the layout puts it (0).", offsets=(2**64 - 9, 2**64 - 1))
+    both("overlap", "Overlap", "Tensor b starts inside tensor a (bytes 4..8 are shared).",
+         dt(dt_top(two(dt_tensor, (0, 8), (4, 12))), data=bytes(12)),
+         st(st_top(two(st_tensor, (0, 8), (4, 12))), data=bytes(12)))
+    both("overlap-alias", "Overlap", "Two tensors share the same 8 bytes, so writing one changes the other.",
+         dt(dt_top(two(dt_tensor, (0, 8), (0, 8)))), st(st_top(two(st_tensor, (0, 8), (0, 8)))))
+    both("hole", "UnexpectedGap", "Bytes 8..12 between the two packed tensors belong to no tensor.",
+         dt(dt_top(two(dt_tensor, (0, 8), (12, 20))), data=bytes(20)),
+         st(st_top(two(st_tensor, (0, 8), (12, 20))), data=bytes(20)))
+    both("first-tensor-not-at-zero", "UnexpectedGap", "The only tensor starts at byte 4; bytes 0..4 belong to no tensor.",
+         dt(dt_top({"w": dt_tensor(offsets=(4, 12))}), data=bytes(12)),
+         st(st_top({"w": st_tensor(offsets=(4, 12))}), data=bytes(12)))
+    add("dt-hole-wider-than-alignment.deathtensors", dt(dt_top(two(dt_tensor, (0, 8), (128, 136)), alignment=64), data=bytes(136)), "UnexpectedGap", "With alignment 64, b must start at 64, not 128.")
+    add("dt-unaligned-tensor.deathtensors", dt(dt_top(two(dt_tensor, (0, 8), (8, 16)), alignment=64), data=bytes(16)), "UnexpectedGap", "With alignment 64, b must start at 64, not packed at 8.")
+    add("dt-zstd-hole.deathtensors", dt(dt_top(two(dt_tensor, (0, 8), (12, 20))), data=b"\x28\xb5\x2f\xfd" + bytes(9), flags=FLAG_ZSTD), "UnexpectedGap", "The layout is checked even when the blob is compressed.")
+    both("trailing-bytes", "UnownedBytes", "16 bytes after the last tensor belong to no tensor.",
+         dt(data=ONES + bytes(16)), st(data=ONES + bytes(16)))
+    both("polyglot-zip-appended", "UnownedBytes", "A zip archive hidden after the last tensor: the file is also a zip.",
+         dt(data=ONES + ZIP), st(data=ONES + ZIP))
+    both("zero-tensors-with-data", "UnownedBytes", "A header with no tensor followed by 8 bytes of data.",
+         dt(dt_top({})), st(st_top({})))
+    add("dt-trailing-bytes-before-footer.deathtensors", dt(data=ONES + bytes(8), flags=FLAG_CHECKSUM, footer=bytes(FOOTER_LEN)), "UnownedBytes", "8 unowned bytes between the last tensor and the checksum footer.")
+
+    # ---- tensor names
+    name_case("empty-name", "EmptyName", "A tensor named \"\".", "")
+    name_case("name-nul", "ControlCharacterInName", "A tensor name holds U+0000 (escaped as \\u0000).", "a\u0000b")
+    name_case("name-newline", "ControlCharacterInName", "A tensor name holds a newline (escaped as \\n), which forges lines in logs.", "a\nb")
+    name_case("name-escape-sequence", "ControlCharacterInName", "A tensor name holds an ANSI escape sequence that recolours terminals.", "\u001b[31mred")
+    name_case("name-del", "ControlCharacterInName", "A tensor name holds a raw U+007F (DEL).", "a\u007fb")
+    name_case("name-nel", "ControlCharacterInName", "A tensor name holds U+0085 (NEL), a C1 control character.", "a\u0085b")
+    name_case("name-4097-bytes", "LimitExceeded", "A 4097-byte tensor name: one over the default limit of 4096.", "n" * (MAX_NAME_LEN + 1))
+    add("st-name-4097-bytes-multibyte.safetensors", st(st_top({"\u00e9" * 2049: st_tensor()})), "LimitExceeded", "A tensor name of 2049 two-byte characters: 4098 bytes, over the byte limit though under 4096 characters.")
+    add("st-tensor-named-metadata.safetensors", st({"__metadata__": st_tensor()}), "MetadataNotString", "A tensor named \"__metadata__\" is read as the metadata, whose values must be strings.")
+
+    # ---- metadata values
+    add("dt-global-metadata-number.deathtensors", dt(dt_top(global_metadata={"epochs": 3})), "MetadataNotString", "A global_metadata value is a number.")
+    add("dt-global-metadata-null-value.deathtensors", dt(dt_top(global_metadata={"license": Raw("null")})), "MetadataNotString", "A global_metadata value is null.")
+    add("dt-global-metadata-object-value.deathtensors", dt(dt_top(global_metadata={"config": {"layers": "2"}})), "MetadataNotString", "A global_metadata value is an object.")
+    add("dt-global-metadata-bool-value.deathtensors", dt(dt_top(global_metadata={"trained": True})), "MetadataNotString", "A global_metadata value is a boolean.")
+    add("dt-tensor-metadata-number.deathtensors", dt(dt_top({"w": dt_tensor(metadata={"scale": 0.5})})), "MetadataNotString", "A tensor's metadata value is a number.")
+    add("dt-tensor-metadata-array-value.deathtensors", dt(dt_top({"w": dt_tensor(metadata={"axes": ["x"]})})), "MetadataNotString", "A tensor's metadata value is an array.")
+    add("st-metadata-number.safetensors", st(st_top(metadata={"epochs": 3})), "MetadataNotString", "An __metadata__ value is a number (safetensors requires strings).")
+    add("st-metadata-null-value.safetensors", st(st_top(metadata={"format": Raw("null")})), "MetadataNotString", "An __metadata__ value is null.")
+    add("st-metadata-object-value.safetensors", st(st_top(metadata={"config": {"layers": "2"}})), "MetadataNotString", "An __metadata__ value is an object.")
+
+    # ---- sha256 digests (deathtensors)
+    for stem, hexd, why in [
+        ("uppercase", "AB" * 32, "The digest is uppercase hex; headers store lowercase."),
+        ("short", "ab" * 31 + "a", "The digest has 63 hex digits."),
+        ("long", "ab" * 32 + "a", "The digest has 65 hex digits."),
+        ("non-hex", "ab" * 31 + "gz", "The digest holds non-hex letters."),
+        ("empty", "", "The digest is the empty string."),
+        ("prefixed", "sha256:" + "ab" * 32, "The digest carries an algorithm prefix."),
+    ]:
+        add(f"dt-sha256-{stem}.deathtensors", dt(dt_top({"w": dt_tensor(sha256=hexd)})), "InvalidDigest", why)
+
+    # ---- alignment (deathtensors)
+    for value, why in [
+        (0, "An alignment of 0 is not a power of two."),
+        (3, "An alignment of 3 is not a power of two."),
+        (96, "An alignment of 96 is not a power of two."),
+        (2**31, "An alignment of 2^31 is over the 1 GiB maximum."),
+        (2**40, "An alignment of 2^40 is over the 1 GiB maximum."),
+        (2**63, "An alignment of 2^63 is over the 1 GiB maximum (and rounding up to it overflows)."),
+    ]:
+        add(f"dt-alignment-{value}.deathtensors", dt(dt_top(alignment=value)), "InvalidAlignment", why)
+
+    # ---- tensor count (the default limit of 1,000,000 would need a 50 MB file)
+    many = {f"t{i}": None for i in range(5)}
+    dt_many = {k: dt_tensor(dtype="U8", shape=(1,), offsets=(i, i + 1)) for i, k in enumerate(many)}
+    st_many = {k: st_tensor(dtype="U8", shape=(1,), offsets=(i, i + 1)) for i, k in enumerate(many)}
+    both("tensor-count-over-limit", "LimitExceeded", "Five tensors where the test's limits allow four (max_tensors = 4).",
+         dt(dt_top(dt_many), data=bytes(5)), st(st_top(st_many), data=bytes(5)), limits={"max_tensors": 4})
+
+
+def main():
+    build()
+    total = 0
+    for path in sorted(HERE.iterdir()):
+        if path.is_file() and path.name not in KEEP and path.name not in FILES:
+            print(f"removing stale {path.name}")
+            path.unlink()
+    for name, (data, _) in sorted(FILES.items()):
+        (HERE / name).write_bytes(data)
+        total += len(data)
+    manifest = {
+        "about": "Hostile and invalid files, written by make.py. Head::parse must reject each one with the ErrorKind variant named by \"kind\", under Limits::DEFAULT overridden by \"limits\" where given.",
+        "files": {name: entry for name, (_, entry) in sorted(FILES.items())},
+    }
+    (HERE / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=True) + "\n")
+    print(f"wrote {len(FILES)} files, {total} bytes, and manifest.json")
+
+
+if __name__ == "__main__":
+    main()
