@@ -1,1 +1,18 @@
+//! The native module `deathtensors._native`: a thin layer over
+//! `deathtensors-io`. The Python API lives in `py_src/deathtensors`.
 
+use pyo3::prelude::*;
+
+mod errors;
+mod reader;
+mod writer;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<reader::PyReader>()?;
+    m.add_class::<reader::PyRegion>()?;
+    m.add_function(wrap_pyfunction!(writer::save, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("CREATED_BY", deathtensors_io::format::CREATED_BY)?;
+    Ok(())
+}

@@ -83,6 +83,11 @@ impl Error {
         &self.0.kind
     }
 
+    /// What was being done, as a phrase: "cannot open", "cannot write", ...
+    pub fn doing(&self) -> &'static str {
+        self.0.doing
+    }
+
     /// The file concerned, if any.
     pub fn path(&self) -> Option<&Path> {
         self.0.path.as_deref()

@@ -1,0 +1,34 @@
+"""Safe, fast, pickle-free tensor storage: a Rust core with a Python interface.
+
+Opening a file never runs code: a fixed binary prefix, a JSON header, raw
+tensor bytes. See :func:`save`, :func:`open` and :class:`DtFile`.
+"""
+
+from ._file import DtFile, open, save, save_file
+from ._native import CREATED_BY, __version__
+from .errors import (
+    DeathTensorsError,
+    FormatError,
+    IntegrityError,
+    NoChecksumError,
+    TensorNotFoundError,
+)
+
+FORMAT_VERSION = 1
+MAGIC = b"DTLEGION"
+
+__all__ = [
+    "save",
+    "save_file",
+    "open",
+    "DtFile",
+    "DeathTensorsError",
+    "FormatError",
+    "IntegrityError",
+    "NoChecksumError",
+    "TensorNotFoundError",
+    "FORMAT_VERSION",
+    "MAGIC",
+    "CREATED_BY",
+    "__version__",
+]

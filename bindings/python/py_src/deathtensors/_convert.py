@@ -1,0 +1,129 @@
+"""Turning tensors into bytes to save, and bytes into tensors."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from . import _dtypes
+from .errors import DeathTensorsError
+
+
+def _is_torch(x: Any) -> bool:
+    t = sys.modules.get("torch")
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def _is_numpy(x: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(x, np.ndarray)
+
+
+def to_buffer(name: str, value: Any) -> tuple[str, list[int], Any]:
+    """(dtype name, shape, C-contiguous byte buffer) for a value to save,
+    without copying when the value's memory is already C-contiguous."""
+    if _is_torch(value):
+        return _torch_buffer(name, value)
+    if _is_numpy(value):
+        return _numpy_buffer(name, value)
+    if isinstance(value, tuple) and len(value) == 3:
+        dtype, shape, data = value
+        dtype = str(dtype)
+        mv = memoryview(data)
+        if not mv.c_contiguous:
+            mv = memoryview(mv.tobytes())
+        return dtype, [int(d) for d in shape], mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+    try:
+        mv = memoryview(value)
+    except TypeError:
+        raise DeathTensorsError(
+            f"tensor {name!r}: cannot save {type(value).__name__}: expected a torch tensor, a numpy array, "
+            "a (dtype, shape, bytes) tuple or an object with the buffer protocol"
+        ) from None
+    fmt = mv.format.lstrip("@=<")
+    dtype = _dtypes.STRUCT.get(fmt)
+    if dtype is None:
+        raise DeathTensorsError(f"tensor {name!r}: buffer format {mv.format!r} has no dtype")
+    shape = list(mv.shape or ())
+    if not mv.c_contiguous:
+        mv = memoryview(mv.tobytes())
+    return dtype, shape, mv.cast("B")
+
+
+def _torch_buffer(name: str, t: Any) -> tuple[str, list[int], Any]:
+    import torch
+
+    if t.layout != torch.strided:
+        raise DeathTensorsError(f"tensor {name!r}: sparse tensors cannot be saved; call .to_dense() first")
+    dtype = _dtypes.from_torch(t.dtype)
+    shape = list(t.shape)
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if dtype == "F4":
+        # float4_e2m1fn_x2 packs two values a byte: the file counts values.
+        shape = shape[:-1] + [shape[-1] * 2] if shape else [2]
+    flat = t.reshape(-1)
+    if flat.numel() == 0:
+        return dtype, shape, b""
+    return dtype, shape, flat.view(torch.uint8).numpy()
+
+
+def _numpy_buffer(name: str, a: Any) -> tuple[str, list[int], Any]:
+    import numpy as np
+
+    dtype = _dtypes.from_numpy(a.dtype)
+    shape = list(a.shape)
+    if a.dtype.byteorder == ">":
+        a = a.astype(a.dtype.newbyteorder("<"))
+    # C order with the right values whatever the layout: Fortran order,
+    # transposes, slices and negative strides are copied, not scrambled.
+    a = np.ascontiguousarray(a)
+    if a.size == 0:
+        return dtype, shape, b""
+    return dtype, shape, a.reshape(-1).view(np.uint8)
+
+
+def empty(framework: str, dtype: str, shape: list[int]) -> tuple[Any, Any]:
+    """A fresh tensor of `framework` for a file tensor, and a writable byte
+    view of its memory (None when it has no bytes)."""
+    if framework in ("torch", "pt"):
+        import torch
+
+        tdtype = _dtypes.torch_dtype(dtype)
+        if dtype == "F4":
+            shape = shape[:-1] + [shape[-1] // 2] if shape else []
+        t = torch.empty(shape, dtype=tdtype)
+        view = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else None
+        return t, view
+    if framework in ("numpy", "np"):
+        import numpy as np
+
+        a = np.empty(shape, dtype=_dtypes.numpy_dtype(dtype))
+        return a, (a.reshape(-1).view(np.uint8) if a.size else None)
+    raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")
+
+
+def view(framework: str, dtype: str, shape: list[int], region: Any) -> Any:
+    """A read-only tensor over a mapped region (zero-copy)."""
+    import numpy as np
+
+    if framework in ("numpy", "np"):
+        a = np.frombuffer(region, dtype=_dtypes.numpy_dtype(dtype)) if len(region) else np.empty(0, _dtypes.numpy_dtype(dtype))
+        return a.reshape(shape)
+    if framework in ("torch", "pt"):
+        import torch
+        import warnings
+
+        raw = np.frombuffer(region, dtype=np.uint8) if len(region) else np.empty(0, np.uint8)
+        with warnings.catch_warnings():
+            # torch warns that the array is read-only: that is the point.
+            warnings.simplefilter("ignore", UserWarning)
+            t = torch.from_numpy(raw)
+        tdtype = _dtypes.torch_dtype(dtype)
+        if dtype == "F4":
+            shape = shape[:-1] + [shape[-1] // 2] if shape else []
+        return t.view(tdtype).reshape(shape) if t.numel() else torch.empty(shape, dtype=tdtype)
+    raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")

@@ -1,0 +1,102 @@
+"""Dtype names of the file format and their numpy and torch equivalents.
+
+numpy, torch and ml_dtypes are imported lazily: none is required.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .errors import DeathTensorsError
+
+# Bytes per element of every dtype that has whole-byte elements.
+ITEMSIZE = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1,
+    "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4, "C64": 8, "F64": 8, "I64": 8, "U64": 8, "C128": 16,
+}
+
+# File dtype -> numpy dtype: a plain numpy name, or ("ml_dtypes", attribute).
+_NUMPY = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
+    "F16": "float16", "I32": "int32", "U32": "uint32", "F32": "float32",
+    "C64": "complex64", "F64": "float64", "I64": "int64", "U64": "uint64",
+    "C128": "complex128",
+    "BF16": ("ml_dtypes", "bfloat16"),
+    "F8_E5M2": ("ml_dtypes", "float8_e5m2"),
+    "F8_E4M3": ("ml_dtypes", "float8_e4m3fn"),
+    "F8_E8M0": ("ml_dtypes", "float8_e8m0fnu"),
+    "F8_E4M3FNUZ": ("ml_dtypes", "float8_e4m3fnuz"),
+    "F8_E5M2FNUZ": ("ml_dtypes", "float8_e5m2fnuz"),
+}
+
+# File dtype -> torch dtype attribute. F4 is packed two to a byte, as
+# torch.float4_e2m1fn_x2 (whose last dimension is half the file's).
+_TORCH = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
+    "F16": "float16", "BF16": "bfloat16", "I32": "int32", "U32": "uint32",
+    "F32": "float32", "C64": "complex64", "F64": "float64", "I64": "int64",
+    "U64": "uint64", "C128": "complex128", "F8_E5M2": "float8_e5m2",
+    "F8_E4M3": "float8_e4m3fn", "F8_E8M0": "float8_e8m0fnu",
+    "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "F4": "float4_e2m1fn_x2",
+}
+
+
+def _module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise ImportError(
+            f"this needs the optional package {name!r}: pip install {name.replace('_', '-')}"
+        ) from None
+
+
+def numpy_dtype(name: str) -> Any:
+    """The numpy dtype for a file dtype name."""
+    np = _module("numpy")
+    spec = _NUMPY.get(name)
+    if spec is None:
+        raise DeathTensorsError(
+            f"dtype {name} has no numpy equivalent (packed sub-byte type): use get_bytes()"
+        )
+    if isinstance(spec, tuple):
+        return np.dtype(getattr(_module(spec[0]), spec[1]))
+    return np.dtype(spec)
+
+
+def torch_dtype(name: str) -> Any:
+    """The torch dtype for a file dtype name."""
+    torch = _module("torch")
+    attr = _TORCH.get(name)
+    dtype = getattr(torch, attr, None) if attr else None
+    if dtype is None:
+        raise DeathTensorsError(f"dtype {name} has no equivalent in torch {torch.__version__}: use get_bytes()")
+    return dtype
+
+
+def from_numpy(dtype: Any) -> str:
+    """The file dtype name of a numpy dtype."""
+    key = dtype.name if dtype.kind != "V" else str(dtype)
+    for name, spec in _NUMPY.items():
+        if (spec[1] if isinstance(spec, tuple) else spec) == key:
+            return name
+    raise DeathTensorsError(f"numpy dtype {dtype} cannot be stored")
+
+
+def from_torch(dtype: Any) -> str:
+    """The file dtype name of a torch dtype."""
+    attr = str(dtype).removeprefix("torch.")
+    for name, spec in _TORCH.items():
+        if spec == attr:
+            return name
+    raise DeathTensorsError(f"torch dtype {dtype} cannot be stored")
+
+
+# struct/memoryview format characters -> file dtype.
+STRUCT = {
+    "?": "BOOL", "B": "U8", "b": "I8", "c": "U8", "h": "I16", "H": "U16",
+    "e": "F16", "i": "I32", "I": "U32", "f": "F32", "d": "F64",
+    "q": "I64", "Q": "U64", "l": "I64", "L": "U64", "Zf": "C64", "Zd": "C128",
+}

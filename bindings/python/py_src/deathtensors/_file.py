@@ -1,0 +1,245 @@
+"""The seed's API: save, save_file, open and DtFile."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Tuple, Union
+
+from . import _convert, _dtypes
+from ._native import Reader, save as _native_save
+from .errors import DeathTensorsError, IntegrityError
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _check_metadata(what: str, m: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
+    if m is None:
+        return None
+    if not isinstance(m, Mapping):
+        raise DeathTensorsError(f"{what} must be a dict of str to str, got {type(m).__name__}")
+    out = {}
+    for k, v in m.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise DeathTensorsError(f"{what}: keys and values must be str, got {k!r}: {v!r}")
+        out[k] = v
+    return out
+
+
+def save(
+    path: PathLike,
+    tensors: Mapping[str, Any],
+    metadata: Optional[Mapping[str, Mapping[str, str]]] = None,
+    global_metadata: Optional[Mapping[str, str]] = None,
+    checksum: bool = False,
+    durable: bool = True,
+    *,
+    alignment: int = 64,
+) -> None:
+    """Save a dict of tensors to ``path``, atomically.
+
+    ``tensors`` maps names to torch tensors (CPU or not, any layout), numpy
+    arrays (any memory layout: saved in C order with the right values),
+    ``(dtype, shape, bytes)`` tuples, or objects with the buffer protocol.
+    ``metadata`` maps tensor names to string dicts; ``global_metadata`` is a
+    string dict for the file. ``checksum`` records a SHA-256 digest of every
+    tensor and a SHA-256 footer. ``durable`` (default) fsyncs before the file
+    replaces the target; ``durable=False`` skips only the fsyncs.
+
+    The tensors' memory goes to the file without copies, with the GIL
+    released. Same tensors, same bytes.
+    """
+    if not isinstance(tensors, Mapping):
+        raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
+    metadata = dict(metadata or {})
+    unknown = set(metadata) - set(tensors)
+    if unknown:
+        raise DeathTensorsError(f"metadata names tensors that are not saved: {sorted(unknown)}")
+    items = []
+    for name, value in tensors.items():
+        if not isinstance(name, str):
+            raise DeathTensorsError(f"tensor names must be str, got {name!r}")
+        dtype, shape, buf = _convert.to_buffer(name, value)
+        items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", metadata.get(name))))
+    _native_save(
+        os.fspath(path),
+        items,
+        _check_metadata("global_metadata", global_metadata),
+        checksum,
+        durable,
+        "deathtensors",
+        alignment,
+    )
+
+
+def save_file(
+    path: PathLike,
+    tensors: Iterable[Tuple[str, str, Iterable[int], Any, Optional[Mapping[str, str]]]],
+    global_metadata: Optional[Mapping[str, str]] = None,
+    checksum: bool = False,
+    durable: bool = True,
+    compress: bool = False,
+    compress_level: int = 3,
+) -> None:
+    """The lower-level form of :func:`save`: ``tensors`` is an iterable of
+    ``(name, dtype, shape, bytes, metadata)`` with dtype names such as
+    ``"F32"`` and raw little-endian row-major bytes.
+
+    Whole-file compression (``compress=True``) is not written: it defeats
+    lazy loading. Files that deathtensors 0.2/0.3 compressed are read.
+    """
+    if compress:
+        raise DeathTensorsError(
+            "whole-file zstd compression is not written by this version: it forces reading the whole "
+            "file to load one tensor; save uncompressed (compressed files are still read)"
+        )
+    items = []
+    for entry in tensors:
+        name, dtype, shape, data = entry[:4]
+        meta = entry[4] if len(entry) > 4 else None
+        dtype, shape, buf = _convert.to_buffer(name, (dtype, shape, data))
+        items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", meta)))
+    _native_save(
+        os.fspath(path), items, _check_metadata("global_metadata", global_metadata), checksum, durable,
+        "deathtensors", 64,
+    )
+
+
+class DtFile:
+    """An open deathtensors (or safetensors) file.
+
+    Opening reads only the header. Tensors are read when asked for, as
+    copies the caller owns (``get_tensor``) or zero-copy read-only views of
+    the mapped file (``get_tensor_view``, ``get_buffer``).
+    """
+
+    def __init__(self, path: PathLike, verify: bool = False) -> None:
+        self._reader = Reader(os.fspath(path))
+        self.path = os.fspath(path)
+        if verify:
+            self.verify()
+
+    # -- container protocol -------------------------------------------------
+    def keys(self) -> list[str]:
+        """Tensor names in file order."""
+        return self._reader.keys()
+
+    def __len__(self) -> int:
+        return len(self._reader)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._reader
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._reader.keys())
+
+    def __enter__(self) -> "DtFile":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file. Tensors already returned stay valid."""
+        self._reader.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._reader.closed else f"{len(self)} tensors"
+        return f"<DtFile {self.path!r} ({state})>"
+
+    # -- header -------------------------------------------------------------
+    def metadata(self) -> Dict[str, str]:
+        """The file's global metadata."""
+        return self._reader.metadata() or {}
+
+    def info(self, name: str) -> Dict[str, Any]:
+        """dtype, shape, data_offsets, nbytes, metadata (and more) of a tensor."""
+        dtype, shape, offsets, meta, sha256, file_offset, aligned = self._reader.info(name)
+        torch_name = _dtypes._TORCH.get(dtype)
+        numpy_spec = _dtypes._NUMPY.get(dtype)
+        return {
+            "name": name,
+            "dtype": dtype,
+            "torch_dtype": f"torch.{torch_name}" if torch_name else None,
+            "numpy_dtype": (numpy_spec[1] if isinstance(numpy_spec, tuple) else numpy_spec),
+            "shape": list(shape),
+            "data_offsets": tuple(offsets),
+            "nbytes": offsets[1] - offsets[0],
+            "metadata": meta,
+            "sha256": sha256,
+            "file_offset": file_offset,
+            "aligned": aligned,
+        }
+
+    def has_checksum(self) -> bool:
+        """Whether the file has a SHA-256 footer."""
+        return self._reader.has_footer()
+
+    def is_compressed(self) -> bool:
+        """Whether the data blob is zstd-compressed (deathtensors 0.2/0.3)."""
+        return self._reader.is_compressed()
+
+    @property
+    def format(self) -> str:
+        return self._reader.format
+
+    # -- data ---------------------------------------------------------------
+    def get_bytes(self, name: str) -> bytes:
+        """The tensor's raw bytes (a copy)."""
+        return self._reader.read(name)
+
+    def get_buffer(self, name: str) -> memoryview:
+        """A read-only memoryview of the tensor's bytes in the mapped file
+        (zero-copy; see :meth:`get_tensor_view` for the trade-off)."""
+        return memoryview(self._reader.region(name))
+
+    def get_tensor(self, name: str, framework: str = "torch", verify: bool = False) -> Any:
+        """The tensor as a torch tensor (default) or numpy array that the
+        caller owns: writable, independent of the file, valid after close().
+        With ``verify``, its bytes are checked against its digest."""
+        dtype = self._reader.dtype(name)
+        shape = self._reader.shape(name)
+        tensor, buf = _convert.empty(framework, dtype, shape)
+        if buf is not None:
+            self._reader.read_into(name, buf, verify)
+        elif verify:
+            self._reader.verify_tensor(name)
+        return tensor
+
+    def get_tensor_view(self, name: str, framework: str = "torch") -> Any:
+        """A zero-copy, read-only view of the tensor in the mapped file.
+
+        Trade-off: no copy and no extra memory, but the file must not be
+        modified or truncated while the view lives (a truncated mapping
+        kills the process with SIGBUS on access). A tensor whose bytes are
+        not aligned for its dtype (files by deathtensors 0.3.0) is copied.
+        """
+        dtype, shape, _, _, _, _, aligned = self._reader.info(name)
+        if not aligned:
+            return self.get_tensor(name, framework)
+        return _convert.view(framework, dtype, list(shape), self._reader.region(name))
+
+    def get_tensors(self, framework: str = "torch") -> Dict[str, Any]:
+        """Every tensor, as :meth:`get_tensor` returns it."""
+        return {name: self.get_tensor(name, framework) for name in self._reader.keys()}
+
+    # -- integrity ----------------------------------------------------------
+    def verify(self) -> bool:
+        """Check the SHA-256 footer and every tensor digest (on all cores).
+
+        Returns True when everything checks, False when the file carries no
+        checksum; raises :class:`IntegrityError` (naming the tensor, when a
+        digest fails) if the file is corrupt.
+        """
+        return self._reader.verify()
+
+    def verify_tensor(self, name: str) -> None:
+        """Check one tensor against its digest; raises IntegrityError."""
+        self._reader.verify_tensor(name)
+
+
+def open(path: PathLike, verify: bool = False) -> DtFile:  # noqa: A001 - the seed's name
+    """Open a file lazily: a context manager returning :class:`DtFile`."""
+    return DtFile(path, verify=verify)
+
+
+__all__ = ["save", "save_file", "open", "DtFile", "IntegrityError"]

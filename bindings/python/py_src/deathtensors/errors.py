@@ -1,0 +1,38 @@
+"""Exceptions raised by deathtensors.
+
+Every error about a file's contents is a :class:`DeathTensorsError` (itself a
+``ValueError``, as in deathtensors 0.3). Operating-system errors are the usual
+``OSError`` subclasses: ``FileNotFoundError``, ``PermissionError``, ...
+"""
+
+
+class DeathTensorsError(ValueError):
+    """Base class of the errors of deathtensors."""
+
+
+class FormatError(DeathTensorsError):
+    """The file is malformed or hostile (the message says what and where)."""
+
+
+class IntegrityError(DeathTensorsError):
+    """A SHA-256 footer or a tensor digest does not match the file's bytes."""
+
+
+class NoChecksumError(DeathTensorsError):
+    """A check was asked for but the file carries no checksum of that kind."""
+
+
+class TensorNotFoundError(DeathTensorsError, KeyError):
+    """No tensor of that name in the file."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+__all__ = [
+    "DeathTensorsError",
+    "FormatError",
+    "IntegrityError",
+    "NoChecksumError",
+    "TensorNotFoundError",
+]

@@ -1,0 +1,55 @@
+//! The only place errors are mapped to Python exceptions. The exception
+//! classes are defined in `deathtensors/errors.py` (so they can inherit from
+//! both `DeathTensorsError` and `KeyError`); OS errors become `OSError`
+//! subclasses by errno (`FileNotFoundError`, `PermissionError`, ...).
+
+use deathtensors_io::{Error, ErrorKind};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+
+fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import("deathtensors.errors")?.getattr(name)
+}
+
+fn raise(py: Python<'_>, name: &str, message: String) -> PyErr {
+    match class(py, name).and_then(|c| c.call1((message.clone(),))) {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(_) => PyValueError::new_err(message),
+    }
+}
+
+/// Converts an io error to the matching Python exception.
+pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
+    let message = err.to_string();
+    match err.kind() {
+        ErrorKind::Io(e) => match e.raw_os_error() {
+            // OSError(errno, strerror, filename) picks the subclass by errno.
+            Some(errno) => {
+                // OSError adds the file name itself: give it the bare reason.
+                let reason = std::io::Error::from_raw_os_error(errno).to_string();
+                let reason = reason.split(" (os error").next().unwrap_or(&reason).to_string();
+                let filename = err.path().map(|p| p.to_string_lossy().into_owned());
+                PyOSError::new_err((errno, format!("{}: {reason}", err.doing()), filename))
+            }
+            None => PyOSError::new_err(message),
+        },
+        ErrorKind::Format(_) | ErrorKind::Decompress(_) => raise(py, "FormatError", message),
+        ErrorKind::ChecksumMismatch { .. } | ErrorKind::TensorDigestMismatch { .. } => {
+            raise(py, "IntegrityError", message)
+        }
+        ErrorKind::TensorNotFound(_) => raise(py, "TensorNotFoundError", message),
+        ErrorKind::NoChecksum { .. } => raise(py, "NoChecksumError", message),
+        _ => raise(py, "DeathTensorsError", message),
+    }
+}
+
+/// `Result<T, io::Error>` to `PyResult<T>`.
+pub trait IntoPy<T> {
+    fn py(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for Result<T, Error> {
+    fn py(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_py(py, e))
+    }
+}

@@ -1,0 +1,351 @@
+//! `deathtensors._native.Reader`: an open file.
+
+use std::ffi::CString;
+use std::os::raw::c_int;
+use std::sync::{Arc, RwLock};
+
+use deathtensors_io::format::{hex_digest, Format, Metadata, TensorInfo};
+use deathtensors_io::{ErrorKind, Reader};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyBufferError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use crate::errors::IntoPy;
+
+/// An open deathtensors or safetensors file.
+#[derive(Debug)]
+#[pyclass(name = "Reader", module = "deathtensors._native", frozen)]
+pub struct PyReader {
+    inner: RwLock<Option<Arc<Reader>>>,
+}
+
+fn metadata_dict<'py>(py: Python<'py>, m: &Metadata) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in m {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
+
+impl PyReader {
+    fn get(&self) -> PyResult<Arc<Reader>> {
+        let guard = self
+            .inner
+            .read()
+            .map_err(|_| PyValueError::new_err("reader lock poisoned"))?;
+        guard
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("I/O operation on a closed file"))
+    }
+
+    fn tensor_info<'r>(reader: &'r Reader, py: Python<'_>, name: &str) -> PyResult<&'r TensorInfo> {
+        Ok(reader.tensor(name).py(py)?.info)
+    }
+}
+
+#[pymethods]
+impl PyReader {
+    /// Opens `path`. With `mmap`, the file is also mapped for zero-copy views
+    /// (`region`); the file must then not be truncated while open.
+    #[new]
+    #[pyo3(signature = (path, mmap = true))]
+    fn new(py: Python<'_>, path: std::path::PathBuf, mmap: bool) -> PyResult<PyReader> {
+        let reader = py
+            .allow_threads(|| {
+                if mmap {
+                    // SAFETY: documented in Python: the file must not be
+                    // modified or truncated while open; owned reads never
+                    // touch the mapping.
+                    unsafe { Reader::open_mmap(&path) }
+                } else {
+                    Reader::open(&path)
+                }
+            })
+            .py(py)?;
+        Ok(PyReader {
+            inner: RwLock::new(Some(Arc::new(reader))),
+        })
+    }
+
+    /// Closes the file. Views made by `region` stay valid until dropped.
+    fn close(&self) -> PyResult<()> {
+        let mut guard = self
+            .inner
+            .write()
+            .map_err(|_| PyValueError::new_err("reader lock poisoned"))?;
+        *guard = None;
+        Ok(())
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.read().map(|g| g.is_none()).unwrap_or(true)
+    }
+
+    #[getter]
+    fn path(&self) -> PyResult<std::path::PathBuf> {
+        Ok(self.get()?.path().to_path_buf())
+    }
+
+    /// "deathtensors" or "safetensors".
+    #[getter]
+    fn format(&self) -> PyResult<&'static str> {
+        Ok(match self.get()?.format() {
+            Format::Deathtensors => "deathtensors",
+            Format::Safetensors => "safetensors",
+        })
+    }
+
+    /// Tensor names in header order.
+    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let r = self.get()?;
+        PyList::new(py, r.header().tensors().iter().map(|t| t.name.as_str()))
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.get()?.header().len())
+    }
+
+    fn __contains__(&self, name: &str) -> PyResult<bool> {
+        Ok(self.get()?.header().get(name).is_some())
+    }
+
+    /// Global metadata: a dict, or None for a safetensors file without one.
+    fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let r = self.get()?;
+        r.header()
+            .metadata()
+            .map(|m| metadata_dict(py, m))
+            .transpose()
+    }
+
+    #[getter]
+    fn created_by(&self) -> PyResult<Option<String>> {
+        Ok(self.get()?.header().created_by().map(str::to_string))
+    }
+
+    #[getter]
+    fn alignment(&self) -> PyResult<u64> {
+        Ok(self.get()?.header().alignment())
+    }
+
+    /// `(dtype, shape, (start, end), metadata, sha256 hex or None, file_offset, aligned)`.
+    fn info<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyTuple>> {
+        let r = self.get()?;
+        let t = r.tensor(name).py(py)?;
+        let info = t.info;
+        (
+            info.dtype.name(),
+            info.shape.clone(),
+            info.data_offsets,
+            metadata_dict(py, &info.metadata)?,
+            info.sha256.as_ref().map(hex_digest),
+            t.file_offset,
+            t.is_aligned(),
+        )
+            .into_pyobject(py)
+    }
+
+    fn dtype(&self, py: Python<'_>, name: &str) -> PyResult<&'static str> {
+        Ok(PyReader::tensor_info(&*self.get()?, py, name)?.dtype.name())
+    }
+
+    fn shape(&self, py: Python<'_>, name: &str) -> PyResult<Vec<u64>> {
+        Ok(PyReader::tensor_info(&*self.get()?, py, name)?
+            .shape
+            .clone())
+    }
+
+    fn nbytes(&self, py: Python<'_>, name: &str) -> PyResult<u64> {
+        Ok(PyReader::tensor_info(&*self.get()?, py, name)?.byte_len())
+    }
+
+    /// Names in data-offset order.
+    fn offset_keys<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let r = self.get()?;
+        let mut v: Vec<&TensorInfo> = r.header().tensors().iter().collect();
+        v.sort_by_key(|t| t.data_offsets);
+        PyList::new(py, v.into_iter().map(|t| t.name.as_str()))
+    }
+
+    fn has_footer(&self) -> PyResult<bool> {
+        Ok(self.get()?.has_footer())
+    }
+
+    fn has_tensor_digests(&self) -> PyResult<bool> {
+        let r = self.get()?;
+        Ok(r.header().tensors().iter().any(|t| t.sha256.is_some()))
+    }
+
+    fn is_compressed(&self) -> PyResult<bool> {
+        Ok(self.get()?.is_compressed())
+    }
+
+    /// The tensor's bytes as a new `bytes` object (a copy the caller owns).
+    #[pyo3(signature = (name, verify = false))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        verify: bool,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let r = self.get()?;
+        let len = PyReader::tensor_info(&r, py, name)?.byte_len() as usize;
+        let mut failure = None;
+        let bytes = PyBytes::new_with(py, len, |buf| {
+            // The bytes object is not visible to other threads yet.
+            let res = py.allow_threads(|| {
+                r.read_into(name, buf).and_then(|()| {
+                    if verify {
+                        r.verify_tensor(name)
+                    } else {
+                        Ok(())
+                    }
+                })
+            });
+            if let Err(e) = res {
+                failure = Some(e);
+            }
+            Ok(())
+        })?;
+        match failure {
+            Some(e) => Err(crate::errors::to_py(py, e)),
+            None => Ok(bytes),
+        }
+    }
+
+    /// Reads the tensor's bytes into a writable, C-contiguous buffer of
+    /// exactly its size (a numpy array, a torch tensor's numpy view, a
+    /// bytearray), with the GIL released.
+    #[pyo3(signature = (name, out, verify = false))]
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        out: &Bound<'_, PyAny>,
+        verify: bool,
+    ) -> PyResult<()> {
+        let r = self.get()?;
+        let buf = PyBuffer::<u8>::get(out)?;
+        if buf.readonly() || !buf.is_c_contiguous() {
+            return Err(PyBufferError::new_err(
+                "read_into needs a writable C-contiguous buffer",
+            ));
+        }
+        let ptr = buf.buf_ptr() as usize;
+        let len = buf.len_bytes();
+        py.allow_threads(|| {
+            // SAFETY: `buf` keeps the exporter's memory alive and writable
+            // for its lifetime, which covers this call; it is contiguous and
+            // `len` bytes long.
+            let slice = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
+            r.read_into(name, slice)?;
+            if verify {
+                // Hash what was read, not the file again.
+                r.check_bytes(name, slice)?;
+            }
+            Ok(())
+        })
+        .py(py)
+    }
+
+    /// A zero-copy view of the tensor's bytes in the mapping (or in the
+    /// decompressed blob of a compressed file): read-only, valid while the
+    /// view lives, even after `close()`.
+    fn region(&self, py: Python<'_>, name: &str) -> PyResult<PyRegion> {
+        let r = self.get()?;
+        let bytes = r.bytes(name).py(py)?;
+        let (ptr, len) = (bytes.as_ptr() as usize, bytes.len());
+        Ok(PyRegion {
+            _reader: r,
+            ptr,
+            len,
+        })
+    }
+
+    /// Checks the footer and every tensor digest; False if there is none.
+    fn verify(&self, py: Python<'_>) -> PyResult<bool> {
+        let r = self.get()?;
+        match py.allow_threads(|| r.verify()) {
+            Ok(()) => Ok(true),
+            Err(e) if matches!(e.kind(), ErrorKind::NoChecksum { .. }) => Ok(false),
+            Err(e) => Err(crate::errors::to_py(py, e)),
+        }
+    }
+
+    fn verify_tensor(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        let r = self.get()?;
+        py.allow_threads(|| r.verify_tensor(name)).py(py)
+    }
+}
+
+/// Read-only bytes borrowed from a reader's mapping; keeps the mapping alive.
+#[derive(Debug)]
+#[pyclass(name = "Region", module = "deathtensors._native", frozen)]
+pub struct PyRegion {
+    _reader: Arc<Reader>,
+    ptr: usize,
+    len: usize,
+}
+
+#[pymethods]
+impl PyRegion {
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// Exposes the bytes read-only through the buffer protocol.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("view is null"));
+        }
+        if flags & pyo3::ffi::PyBUF_WRITABLE == pyo3::ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err("the mapping is read-only"));
+        }
+        let this = slf.get();
+        let (ptr, len) = (this.ptr, this.len);
+        // SAFETY: `view` is a valid Py_buffer to fill, per the protocol; the
+        // memory stays valid while `obj` (this region, holding the reader's
+        // mapping) is referenced by the view.
+        unsafe {
+            (*view).obj = slf.into_any().into_ptr();
+            (*view).buf = ptr as *mut std::os::raw::c_void;
+            (*view).len = len as isize;
+            (*view).readonly = 1;
+            (*view).itemsize = 1;
+            (*view).format = if flags & pyo3::ffi::PyBUF_FORMAT == pyo3::ffi::PyBUF_FORMAT {
+                CString::new("B").map_or(std::ptr::null_mut(), CString::into_raw)
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).ndim = 1;
+            (*view).shape = if flags & pyo3::ffi::PyBUF_ND == pyo3::ffi::PyBUF_ND {
+                &mut (*view).len
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).strides = if flags & pyo3::ffi::PyBUF_STRIDES == pyo3::ffi::PyBUF_STRIDES {
+                &mut (*view).itemsize
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = std::ptr::null_mut();
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
+        // SAFETY: `format` was made by CString::into_raw above, or is null.
+        unsafe {
+            if !(*view).format.is_null() {
+                drop(CString::from_raw((*view).format));
+            }
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! Ours and the `safetensors` crate side by side, in one run, on the same
+//! data: a ~1 GiB transformer-like model (~300 tensors of BF16/F32/I64) and a
+//! file of 20,000 tiny tensors. Baselines: a plain memcpy of the same bytes
+//! from the page cache, a single-core SHA-256 pass, and an fsync'd write.
+//!
+//! `cargo bench -p deathtensors-io --bench io` (or `cargo xtask bench`).
+//! Set `DT_BENCH_MIB` to change the model size (default 1024).
+
+use std::hint::black_box;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use deathtensors_format::{Dtype, TensorSpec};
+use deathtensors_io::{save, Reader, WriteOptions};
+
+struct Model {
+    tensors: Vec<(TensorSpec, Vec<u8>)>,
+    bytes: u64,
+}
+
+/// Deterministic non-zero bytes (zero pages would make copies look free).
+fn fill(len: usize, seed: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    while v.len() + 8 <= len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.resize(len, 0x5a);
+    v
+}
+
+/// A transformer-like model of about `mib` MiB: an embedding, 24 layers of
+/// attention and MLP weights (BF16), norms (F32), and a few I64 buffers.
+fn model(mib: u64) -> Model {
+    let target = mib << 20;
+    let layers = 24u64;
+    // Per layer: 4 attention matrices d×d and 3 MLP matrices d×4d, BF16.
+    // bytes ≈ layers * (4 + 12) * d² * 2 + embedding 32000 * d * 2.
+    let mut d = 256u64;
+    while layers * 16 * (d + 64) * (d + 64) * 2 + 32000 * (d + 64) * 2 <= target {
+        d += 64;
+    }
+    let mut specs = vec![(TensorSpec::new("model.embed_tokens.weight", Dtype::BF16, [32000, d]))];
+    for l in 0..layers {
+        for m in ["q", "k", "v", "o"] {
+            specs.push(TensorSpec::new(
+                format!("model.layers.{l}.self_attn.{m}_proj.weight"),
+                Dtype::BF16,
+                [d, d],
+            ));
+        }
+        for (m, shape) in [
+            ("gate", [4 * d, d]),
+            ("up", [4 * d, d]),
+            ("down", [d, 4 * d]),
+        ] {
+            specs.push(TensorSpec::new(
+                format!("model.layers.{l}.mlp.{m}_proj.weight"),
+                Dtype::BF16,
+                shape,
+            ));
+        }
+        for n in ["input_layernorm", "post_attention_layernorm"] {
+            specs.push(TensorSpec::new(
+                format!("model.layers.{l}.{n}.weight"),
+                Dtype::F32,
+                [d],
+            ));
+        }
+        specs.push(TensorSpec::new(
+            format!("model.layers.{l}.self_attn.rotary_emb.inv_freq"),
+            Dtype::F32,
+            [d / 16],
+        ));
+        specs.push(TensorSpec::new(
+            format!("model.layers.{l}.position_ids"),
+            Dtype::I64,
+            [1, 2],
+        ));
+    }
+    specs.push(TensorSpec::new("model.norm.weight", Dtype::F32, [d]));
+    specs.push(TensorSpec::new("lm_head.bias", Dtype::F32, [32000]));
+    let mut bytes = 0;
+    let tensors = specs
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let len = s.dtype.byte_len(s.shape.iter().product()).unwrap();
+            bytes += len;
+            let data = fill(len as usize, i as u64);
+            (s, data)
+        })
+        .collect();
+    Model { tensors, bytes }
+}
+
+fn tiny(n: usize) -> Model {
+    let tensors: Vec<_> = (0..n)
+        .map(|i| {
+            let dtype = [Dtype::F32, Dtype::BF16, Dtype::I64][i % 3];
+            let s = TensorSpec::new(
+                format!("model.layers.{}.block.{}.weight", i / 16, i % 16),
+                dtype,
+                [4],
+            );
+            let len = dtype.byte_len(4).unwrap() as usize;
+            (s, fill(len, i as u64))
+        })
+        .collect();
+    let bytes = tensors.iter().map(|(_, d)| d.len() as u64).sum();
+    Model { tensors, bytes }
+}
+
+fn st_dtype(d: Dtype) -> safetensors::Dtype {
+    match d {
+        Dtype::BF16 => safetensors::Dtype::BF16,
+        Dtype::F32 => safetensors::Dtype::F32,
+        Dtype::I64 => safetensors::Dtype::I64,
+        other => panic!("bench uses no {other}"),
+    }
+}
+
+fn st_views(m: &Model) -> Vec<(String, safetensors::tensor::TensorView<'_>)> {
+    m.tensors
+        .iter()
+        .map(|(s, d)| {
+            let shape: Vec<usize> = s.shape.iter().map(|&x| x as usize).collect();
+            (
+                s.name.clone(),
+                safetensors::tensor::TensorView::new(st_dtype(s.dtype), shape, d).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn ours(m: &Model) -> Vec<(TensorSpec, &[u8])> {
+    m.tensors.iter().map(|(s, d)| (s.clone(), &d[..])).collect()
+}
+
+fn bench_dir() -> PathBuf {
+    // Benchmarks write real files: next to the target dir, on the same disk.
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-io");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn st_map(path: &Path) -> memmap2::Mmap {
+    let f = std::fs::File::open(path).unwrap();
+    // SAFETY: bench files are not modified while mapped.
+    unsafe { memmap2::Mmap::map(&f).unwrap() }
+}
+
+fn suite(c: &mut Criterion, label: &str, m: &Model) {
+    let dir = bench_dir();
+    let ours_path = dir.join(format!("{label}.dt"));
+    let ours_ck_path = dir.join(format!("{label}-ck.dt"));
+    let st_path = dir.join(format!("{label}.safetensors"));
+    let nondurable = WriteOptions {
+        durable: false,
+        ..WriteOptions::default()
+    };
+    save(&ours_path, ours(m), &nondurable).unwrap();
+    save(
+        &ours_ck_path,
+        ours(m),
+        &WriteOptions {
+            checksum: true,
+            durable: false,
+            ..WriteOptions::default()
+        },
+    )
+    .unwrap();
+    safetensors::serialize_to_file(st_views(m), None, &st_path).unwrap();
+    let names: Vec<String> = m.tensors.iter().map(|(s, _)| s.name.clone()).collect();
+    let one = &names[names.len() / 2];
+
+    let mut g = c.benchmark_group(format!("{label}/open"));
+    g.bench_function("ours", |b| {
+        b.iter(|| black_box(Reader::open(&ours_path).unwrap().header().len()))
+    });
+    g.bench_function("ours(safetensors file)", |b| {
+        b.iter(|| black_box(Reader::open(&st_path).unwrap().header().len()))
+    });
+    g.bench_function("safetensors", |b| {
+        b.iter(|| {
+            let map = st_map(&st_path);
+            black_box(safetensors::SafeTensors::deserialize(&map).unwrap().len());
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group(format!("{label}/read_all_owned"));
+    g.throughput(Throughput::Bytes(m.bytes));
+    g.sample_size(10);
+    g.bench_function("ours", |b| {
+        b.iter(|| {
+            let r = Reader::open(&ours_path).unwrap();
+            let all: Vec<Vec<u8>> = names.iter().map(|n| r.read(n).unwrap()).collect();
+            black_box(all);
+        })
+    });
+    g.bench_function("safetensors", |b| {
+        b.iter(|| {
+            let map = st_map(&st_path);
+            let st = safetensors::SafeTensors::deserialize(&map).unwrap();
+            let all: Vec<Vec<u8>> = names
+                .iter()
+                .map(|n| st.tensor(n).unwrap().data().to_vec())
+                .collect();
+            black_box(all);
+        })
+    });
+    // Baseline: memcpy of the same bytes from the page cache (a mapping of
+    // the file, already faulted in) into fresh buffers.
+    let map = st_map(&st_path);
+    let st = safetensors::SafeTensors::deserialize(&map).unwrap();
+    let ranges: Vec<&[u8]> = names.iter().map(|n| st.tensor(n).unwrap().data()).collect();
+    g.bench_function("memcpy baseline", |b| {
+        b.iter(|| {
+            let all: Vec<Vec<u8>> = ranges.iter().map(|r| r.to_vec()).collect();
+            black_box(all);
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group(format!("{label}/read_one"));
+    g.bench_function("ours", |b| {
+        b.iter(|| {
+            let r = Reader::open(&ours_path).unwrap();
+            black_box(r.read(one).unwrap());
+        })
+    });
+    g.bench_function("safetensors", |b| {
+        b.iter(|| {
+            let map = st_map(&st_path);
+            let st = safetensors::SafeTensors::deserialize(&map).unwrap();
+            black_box(st.tensor(one).unwrap().data().to_vec());
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group(format!("{label}/write"));
+    g.throughput(Throughput::Bytes(m.bytes));
+    g.sample_size(10);
+    let out = dir.join(format!("{label}-out"));
+    g.bench_function("ours", |b| {
+        b.iter(|| save(&out, ours(m), &nondurable).unwrap())
+    });
+    g.bench_function("safetensors", |b| {
+        b.iter(|| safetensors::serialize_to_file(st_views(m), None, &out).unwrap())
+    });
+    g.bench_function("ours durable", |b| {
+        b.iter(|| save(&out, ours(m), &WriteOptions::default()).unwrap())
+    });
+    g.bench_function("fsync'd write baseline", |b| {
+        b.iter(|| {
+            let mut f =
+                std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&out).unwrap());
+            for (_, d) in &m.tensors {
+                f.write_all(d).unwrap();
+            }
+            f.into_inner().unwrap().sync_all().unwrap();
+        })
+    });
+    g.bench_function("ours checksum", |b| {
+        b.iter(|| {
+            save(
+                &out,
+                ours(m),
+                &WriteOptions {
+                    checksum: true,
+                    durable: false,
+                    ..WriteOptions::default()
+                },
+            )
+            .unwrap()
+        })
+    });
+    g.bench_function("sha256 single-core baseline", |b| {
+        b.iter(|| {
+            let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+            for (_, d) in &m.tensors {
+                ctx.update(d);
+            }
+            black_box(ctx.finish());
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group(format!("{label}/verify"));
+    g.throughput(Throughput::Bytes(m.bytes));
+    g.sample_size(10);
+    let r = Reader::open(&ours_ck_path).unwrap();
+    g.bench_function("ours tensors (all cores)", |b| {
+        b.iter(|| r.verify_tensors().unwrap())
+    });
+    g.bench_function("ours footer", |b| b.iter(|| r.verify_footer().unwrap()));
+    g.bench_function("ours all", |b| b.iter(|| r.verify().unwrap()));
+    g.finish();
+    let _ = std::fs::remove_file(&out);
+}
+
+fn benches(c: &mut Criterion) {
+    let mib = std::env::var("DT_BENCH_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
+    let big = model(mib);
+    eprintln!(
+        "model: {} tensors, {} MiB",
+        big.tensors.len(),
+        big.bytes >> 20
+    );
+    suite(c, "model", &big);
+    drop(big);
+    let small = tiny(20_000);
+    suite(c, "tiny20k", &small);
+}
+
+criterion_group! {
+    name = io;
+    config = Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(5));
+    targets = benches
+}
+criterion_main!(io);
