@@ -8,44 +8,20 @@ use crate::util::{cargo, cargo_bin, exec};
 pub fn run_ci(args: &[String]) -> Result<(), String> {
     let fuzz_seconds = match args {
         [] => 10,
-        [flag, n] if flag == "--fuzz-seconds" => {
-            n.parse().map_err(|_| format!("bad number {n:?}"))?
-        }
+        [flag, n] if flag == "--fuzz-seconds" => n.parse().map_err(|_| format!("bad number {n:?}"))?,
         _ => return Err(format!("unexpected arguments {args:?}")),
     };
     crate::setup::run_setup()?;
     cargo(&["fmt", "--all", "--", "--check"])?;
-    cargo(&[
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ])?;
+    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
     cargo(&["test", "--workspace"])?;
     // The serde_json backend of the no_std build, with the same tests.
     cargo(&["test", "-p", "deathtensors-format", "--no-default-features"])?;
     // no_std proofs: the host without std, and a bare-metal target.
-    cargo(&[
-        "build",
-        "-p",
-        "deathtensors-format",
-        "--no-default-features",
-    ])?;
-    cargo(&[
-        "build",
-        "-p",
-        "deathtensors-format",
-        "--no-default-features",
-        "--target",
-        NO_STD_TARGET,
-    ])?;
-    exec(
-        Command::new(cargo_bin())
-            .args(["doc", "--workspace", "--no-deps"])
-            .env("RUSTDOCFLAGS", "-D warnings"),
-    )?;
+    cargo(&["build", "-p", "deathtensors-format", "--no-default-features"])?;
+    cargo(&["build", "-p", "deathtensors-format", "--no-default-features", "--target", NO_STD_TARGET])?;
+    exec(Command::new(cargo_bin()).args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))?;
+    crate::python::test()?;
     crate::fuzz::smoke(fuzz_seconds)?;
     eprintln!("xtask: all checks passed");
     Ok(())

@@ -9,17 +9,7 @@ pub fn run() -> Result<(), String> {
         "testdata/valid/deathtensors-0.3.0/all_dtypes_checksum.deathtensors",
         "testdata/valid/safetensors-0.8.0/all_dtypes.safetensors",
     ] {
-        cargo(&[
-            "run",
-            "--quiet",
-            "--release",
-            "-p",
-            "deathtensors-format",
-            "--example",
-            "inspect",
-            "--",
-            file,
-        ])?;
+        cargo(&["run", "--quiet", "--release", "-p", "deathtensors-format", "--example", "inspect", "--", file])?;
     }
     Ok(())
 }

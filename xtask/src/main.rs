@@ -10,6 +10,7 @@
 mod ci;
 mod demo;
 mod fuzz;
+mod python;
 mod setup;
 mod util;
 

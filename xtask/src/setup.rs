@@ -9,14 +9,9 @@ pub const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
 
 /// Adds the rustup target and components the checks use, if missing.
 pub fn run_setup() -> Result<(), String> {
-    let installed = Command::new("rustup")
-        .args(["target", "list", "--installed"])
-        .output();
-    let has_target = installed.is_ok_and(|o| {
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .any(|l| l.trim() == NO_STD_TARGET)
-    });
+    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
+    let has_target =
+        installed.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == NO_STD_TARGET));
     if !has_target {
         exec(Command::new("rustup").args(["target", "add", NO_STD_TARGET]))?;
     }
@@ -32,13 +27,10 @@ fn component_installed(name: &str) -> bool {
     Command::new("rustup")
         .args(["component", "list", "--installed"])
         .output()
-        .is_ok_and(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .any(|l| l.starts_with(name))
-        })
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with(name)))
 }
 
 pub fn run() -> Result<(), String> {
-    run_setup()
+    run_setup()?;
+    crate::python::setup()
 }

@@ -5,10 +5,7 @@ use std::process::Command;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 /// The cargo that runs us.
@@ -20,9 +17,7 @@ pub fn cargo_bin() -> String {
 pub fn exec(cmd: &mut Command) -> Result<(), String> {
     cmd.current_dir(root());
     eprintln!("$ {}", display(cmd));
-    let status = cmd
-        .status()
-        .map_err(|e| format!("cannot run {}: {e}", display(cmd)))?;
+    let status = cmd.status().map_err(|e| format!("cannot run {}: {e}", display(cmd)))?;
     if status.success() {
         Ok(())
     } else {

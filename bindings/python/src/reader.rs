@@ -30,13 +30,8 @@ fn metadata_dict<'py>(py: Python<'py>, m: &Metadata) -> PyResult<Bound<'py, PyDi
 
 impl PyReader {
     fn get(&self) -> PyResult<Arc<Reader>> {
-        let guard = self
-            .inner
-            .read()
-            .map_err(|_| PyValueError::new_err("reader lock poisoned"))?;
-        guard
-            .clone()
-            .ok_or_else(|| PyValueError::new_err("I/O operation on a closed file"))
+        let guard = self.inner.read().map_err(|_| PyValueError::new_err("reader lock poisoned"))?;
+        guard.clone().ok_or_else(|| PyValueError::new_err("I/O operation on a closed file"))
     }
 
     fn tensor_info<'r>(reader: &'r Reader, py: Python<'_>, name: &str) -> PyResult<&'r TensorInfo> {
@@ -63,17 +58,12 @@ impl PyReader {
                 }
             })
             .py(py)?;
-        Ok(PyReader {
-            inner: RwLock::new(Some(Arc::new(reader))),
-        })
+        Ok(PyReader { inner: RwLock::new(Some(Arc::new(reader))) })
     }
 
     /// Closes the file. Views made by `region` stay valid until dropped.
     fn close(&self) -> PyResult<()> {
-        let mut guard = self
-            .inner
-            .write()
-            .map_err(|_| PyValueError::new_err("reader lock poisoned"))?;
+        let mut guard = self.inner.write().map_err(|_| PyValueError::new_err("reader lock poisoned"))?;
         *guard = None;
         Ok(())
     }
@@ -114,10 +104,7 @@ impl PyReader {
     /// Global metadata: a dict, or None for a safetensors file without one.
     fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let r = self.get()?;
-        r.header()
-            .metadata()
-            .map(|m| metadata_dict(py, m))
-            .transpose()
+        r.header().metadata().map(|m| metadata_dict(py, m)).transpose()
     }
 
     #[getter]
@@ -152,9 +139,7 @@ impl PyReader {
     }
 
     fn shape(&self, py: Python<'_>, name: &str) -> PyResult<Vec<u64>> {
-        Ok(PyReader::tensor_info(&*self.get()?, py, name)?
-            .shape
-            .clone())
+        Ok(PyReader::tensor_info(&*self.get()?, py, name)?.shape.clone())
     }
 
     fn nbytes(&self, py: Python<'_>, name: &str) -> PyResult<u64> {
@@ -184,25 +169,14 @@ impl PyReader {
 
     /// The tensor's bytes as a new `bytes` object (a copy the caller owns).
     #[pyo3(signature = (name, verify = false))]
-    fn read<'py>(
-        &self,
-        py: Python<'py>,
-        name: &str,
-        verify: bool,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+    fn read<'py>(&self, py: Python<'py>, name: &str, verify: bool) -> PyResult<Bound<'py, PyBytes>> {
         let r = self.get()?;
         let len = PyReader::tensor_info(&r, py, name)?.byte_len() as usize;
         let mut failure = None;
         let bytes = PyBytes::new_with(py, len, |buf| {
             // The bytes object is not visible to other threads yet.
             let res = py.allow_threads(|| {
-                r.read_into(name, buf).and_then(|()| {
-                    if verify {
-                        r.verify_tensor(name)
-                    } else {
-                        Ok(())
-                    }
-                })
+                r.read_into(name, buf).and_then(|()| if verify { r.verify_tensor(name) } else { Ok(()) })
             });
             if let Err(e) = res {
                 failure = Some(e);
@@ -219,19 +193,11 @@ impl PyReader {
     /// exactly its size (a numpy array, a torch tensor's numpy view, a
     /// bytearray), with the GIL released.
     #[pyo3(signature = (name, out, verify = false))]
-    fn read_into(
-        &self,
-        py: Python<'_>,
-        name: &str,
-        out: &Bound<'_, PyAny>,
-        verify: bool,
-    ) -> PyResult<()> {
+    fn read_into(&self, py: Python<'_>, name: &str, out: &Bound<'_, PyAny>, verify: bool) -> PyResult<()> {
         let r = self.get()?;
         let buf = PyBuffer::<u8>::get(out)?;
         if buf.readonly() || !buf.is_c_contiguous() {
-            return Err(PyBufferError::new_err(
-                "read_into needs a writable C-contiguous buffer",
-            ));
+            return Err(PyBufferError::new_err("read_into needs a writable C-contiguous buffer"));
         }
         let ptr = buf.buf_ptr() as usize;
         let len = buf.len_bytes();
@@ -257,11 +223,7 @@ impl PyReader {
         let r = self.get()?;
         let bytes = r.bytes(name).py(py)?;
         let (ptr, len) = (bytes.as_ptr() as usize, bytes.len());
-        Ok(PyRegion {
-            _reader: r,
-            ptr,
-            len,
-        })
+        Ok(PyRegion { _reader: r, ptr, len })
     }
 
     /// Checks the footer and every tensor digest; False if there is none.
@@ -296,11 +258,7 @@ impl PyRegion {
     }
 
     /// Exposes the bytes read-only through the buffer protocol.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut pyo3::ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: c_int) -> PyResult<()> {
         if view.is_null() {
             return Err(PyBufferError::new_err("view is null"));
         }

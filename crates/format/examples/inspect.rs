@@ -19,32 +19,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut head = Vec::new();
     (&mut file).take(PROBE_LEN as u64).read_to_end(&mut head)?;
     let needed = Head::needed(&head, &limits).map_err(|e| format!("{path}: {e}"))?;
-    (&mut file)
-        .take(needed.saturating_sub(head.len() as u64))
-        .read_to_end(&mut head)?;
+    (&mut file).take(needed.saturating_sub(head.len() as u64)).read_to_end(&mut head)?;
     let head = Head::parse(&head, file_len, &limits).map_err(|e| format!("{path}: {e}"))?;
 
     let header = &head.header;
-    println!(
-        "{path}: {:?}, {} tensors, data {}..{}",
-        header.format(),
-        header.len(),
-        head.data_start,
-        head.data_end
-    );
+    println!("{path}: {:?}, {} tensors, data {}..{}", header.format(), header.len(), head.data_start, head.data_end);
     if let Some(meta) = header.metadata() {
         for (k, v) in meta {
             println!("  {k} = {v}");
         }
     }
     for t in header.tensors() {
-        println!(
-            "  {:<40} {:<8} {:<16} {:>10} bytes",
-            t.name,
-            t.dtype.name(),
-            format!("{:?}", t.shape),
-            t.byte_len()
-        );
+        println!("  {:<40} {:<8} {:<16} {:>10} bytes", t.name, t.dtype.name(), format!("{:?}", t.shape), t.byte_len());
     }
     Ok(())
 }

@@ -199,9 +199,7 @@ impl Dtype {
     /// - `Overflow` if the size does not fit in a `u64`.
     /// - `MisalignedSubByte` if a sub-byte type does not end on a byte boundary.
     pub fn byte_len(self, numel: u64) -> crate::Result<u64> {
-        let bits = numel
-            .checked_mul(self.bits())
-            .ok_or_else(|| crate::Error::overflow("tensor byte length"))?;
+        let bits = numel.checked_mul(self.bits()).ok_or_else(|| crate::Error::overflow("tensor byte length"))?;
         if bits % 8 != 0 {
             return Err(crate::Error::new(crate::ErrorKind::MisalignedSubByte));
         }

@@ -164,19 +164,11 @@ pub enum ErrorKind {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind) -> Error {
-        Error {
-            kind,
-            tensor: None,
-            offset: None,
-        }
+        Error { kind, tensor: None, offset: None }
     }
 
     pub(crate) fn at(kind: ErrorKind, offset: u64) -> Error {
-        Error {
-            kind,
-            tensor: None,
-            offset: Some(offset),
-        }
+        Error { kind, tensor: None, offset: Some(offset) }
     }
 
     pub(crate) fn with_tensor(mut self, name: &str) -> Error {
@@ -193,11 +185,7 @@ impl Error {
     }
 
     pub(crate) fn truncated(what: &'static str, needed: u64, available: u64) -> Error {
-        Error::new(ErrorKind::Truncated {
-            what,
-            needed,
-            available,
-        })
+        Error::new(ErrorKind::Truncated { what, needed, available })
     }
 
     pub(crate) fn overflow(what: &'static str) -> Error {
@@ -244,13 +232,10 @@ impl fmt::Display for ErrorKind {
             Truncated { what, needed, available } => {
                 write!(f, "truncated {what}: needs {needed} bytes, {available} available")
             }
-            UnrecognizedFormat { looks_like: Some(what) } => write!(
-                f,
-                "not a deathtensors or safetensors file: it looks like {what}"
-            ),
-            UnrecognizedFormat { looks_like: None } => {
-                f.write_str("not a deathtensors or safetensors file")
+            UnrecognizedFormat { looks_like: Some(what) } => {
+                write!(f, "not a deathtensors or safetensors file: it looks like {what}")
             }
+            UnrecognizedFormat { looks_like: None } => f.write_str("not a deathtensors or safetensors file"),
             UnsupportedVersion(v) => write!(f, "unsupported deathtensors version {v}"),
             UnknownFlags(bits) => write!(f, "unknown flag bits {bits:#x}"),
             Unsupported { what } => write!(f, "{what} is not supported by this version"),
@@ -268,26 +253,22 @@ impl fmt::Display for ErrorKind {
             UnsupportedFormatVersion(v) => write!(f, "unsupported format_version {v}"),
             UnknownDtype(d) => write!(f, "unknown dtype {d:?}"),
             InvalidDimension => f.write_str("shape dimensions must be non-negative integers"),
-            InvalidOffsets => {
-                f.write_str("data_offsets must be an array of two non-negative integers")
-            }
+            InvalidOffsets => f.write_str("data_offsets must be an array of two non-negative integers"),
             Overflow { what } => write!(f, "overflow computing {what}"),
             MisalignedSubByte => f.write_str("sub-byte dtype data does not end on a byte boundary"),
             OffsetsReversed { start, end } => {
                 write!(f, "data_offsets reversed: start {start} > end {end}")
             }
-            ByteLengthMismatch { expected, actual } => write!(
-                f,
-                "data_offsets span {actual} bytes but dtype and shape need {expected}"
-            ),
+            ByteLengthMismatch { expected, actual } => {
+                write!(f, "data_offsets span {actual} bytes but dtype and shape need {expected}")
+            }
             OffsetOutOfBounds { end, data_len } => {
                 write!(f, "data ends at {end}, past the {data_len}-byte data blob")
             }
             Overlap { other } => write!(f, "data overlaps tensor {other:?}"),
-            UnexpectedGap { expected, actual } => write!(
-                f,
-                "data starts at {actual} but the layout puts it at {expected} (hole in the data blob)"
-            ),
+            UnexpectedGap { expected, actual } => {
+                write!(f, "data starts at {actual} but the layout puts it at {expected} (hole in the data blob)")
+            }
             UnownedBytes { covered, data_len } => write!(
                 f,
                 "data blob is {data_len} bytes but tensors cover only {covered}: {} trailing bytes belong to no tensor",
@@ -298,11 +279,9 @@ impl fmt::Display for ErrorKind {
             ReservedName => f.write_str("tensor name is reserved by the format"),
             MetadataNotString { key } => write!(f, "metadata value of {key:?} is not a string"),
             InvalidDigest => f.write_str("sha256 must be 64 lowercase hexadecimal digits"),
-            InvalidAlignment(a) => write!(
-                f,
-                "alignment {a} is not a power of two between 1 and {}",
-                crate::layout::MAX_ALIGNMENT
-            ),
+            InvalidAlignment(a) => {
+                write!(f, "alignment {a} is not a power of two between 1 and {}", crate::layout::MAX_ALIGNMENT)
+            }
         }
     }
 }

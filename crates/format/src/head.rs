@@ -44,57 +44,38 @@ pub struct Head {
 /// Names what a file that is neither format looks like, from its first bytes.
 pub(crate) fn sniff(bytes: &[u8]) -> Option<&'static str> {
     let trimmed = {
-        let start = bytes
-            .iter()
-            .position(|b| !b.is_ascii_whitespace())
-            .unwrap_or(bytes.len());
+        let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
         &bytes[start..]
     };
-    let lower_starts = |prefix: &[u8]| {
-        trimmed.len() >= prefix.len() && trimmed[..prefix.len()].eq_ignore_ascii_case(prefix)
-    };
+    let lower_starts =
+        |prefix: &[u8]| trimmed.len() >= prefix.len() && trimmed[..prefix.len()].eq_ignore_ascii_case(prefix);
     Some(match bytes {
         [] => "an empty file",
         _ if bytes.starts_with(b"version https://git-lfs") => {
             "a Git LFS pointer, not the file itself (fetch it with `git lfs pull`)"
         }
-        _ if lower_starts(b"<!doctype html")
-            || lower_starts(b"<html")
-            || lower_starts(b"<head") =>
-        {
+        _ if lower_starts(b"<!doctype html") || lower_starts(b"<html") || lower_starts(b"<head") => {
             "an HTML page (a download that returned a web page instead of the file)"
         }
-        _ if lower_starts(b"<?xml") => {
-            "an XML document (perhaps an error page from a storage service)"
-        }
-        [0x80, 2..=5, ..] => {
-            "a Python pickle (a PyTorch .bin or .pt file; unsafe to load from untrusted sources)"
-        }
-        [b'P', b'K', 3, 4, ..] => {
-            "a zip archive (PyTorch .pt and .pth files are zip archives of pickles)"
-        }
+        _ if lower_starts(b"<?xml") => "an XML document (perhaps an error page from a storage service)",
+        [0x80, 2..=5, ..] => "a Python pickle (a PyTorch .bin or .pt file; unsafe to load from untrusted sources)",
+        [b'P', b'K', 3, 4, ..] => "a zip archive (PyTorch .pt and .pth files are zip archives of pickles)",
         [0x1f, 0x8b, ..] => "a gzip file",
         [0x28, 0xb5, 0x2f, 0xfd, ..] => "a zstd frame",
         [b'G', b'G', b'U', b'F', ..] => "a GGUF file",
         [0x89, b'H', b'D', b'F', ..] => "an HDF5 file",
         [0x93, b'N', b'U', b'M', b'P', b'Y', ..] => "a numpy .npy file",
-        [b'{', ..] | [b'[', ..] => {
-            "a JSON document (a sharded checkpoint's index, or a config file?)"
-        }
+        [b'{', ..] | [b'[', ..] => "a JSON document (a sharded checkpoint's index, or a config file?)",
         // Read as a safetensors header length, 8 printable bytes are over
         // 6 * 10^17: no real file. A damaged magic or a text file, then.
-        _ if bytes.get(..8).is_some_and(is_text) => {
-            "text (a text file, or a file whose magic number was damaged?)"
-        }
+        _ if bytes.get(..8).is_some_and(is_text) => "text (a text file, or a file whose magic number was damaged?)",
         _ => return None,
     })
 }
 
 /// Whether every byte is printable ASCII or the whitespace text files hold.
 fn is_text(bytes: &[u8]) -> bool {
-    bytes
-        .iter()
-        .all(|&b| matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e))
+    bytes.iter().all(|&b| matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e))
 }
 
 impl Head {
@@ -125,17 +106,13 @@ impl Head {
             }
         }
         if let Some(what) = sniff(start) {
-            return Err(Error::new(ErrorKind::UnrecognizedFormat {
-                looks_like: Some(what),
-            }));
+            return Err(Error::new(ErrorKind::UnrecognizedFormat { looks_like: Some(what) }));
         }
         let n = Reader::new(start).u64_le("safetensors header length")?;
         check_header_len(n, limits, 0)?;
         if start.len() > 8 {
             // Not a JSON object after the length: neither format.
-            return Err(Error::new(ErrorKind::UnrecognizedFormat {
-                looks_like: None,
-            }));
+            return Err(Error::new(ErrorKind::UnrecognizedFormat { looks_like: None }));
         }
         Ok(8 + n)
     }
@@ -176,9 +153,7 @@ impl Head {
     fn parse_deathtensors(head: &[u8], file_len: u64, limits: &Limits) -> Result<Head> {
         let prefix = Prefix::parse(head)?;
         if prefix.flags.contains(Flags::ENCRYPTED) {
-            return Err(Error::new(ErrorKind::Unsupported {
-                what: "encryption (flag bit 2)",
-            }));
+            return Err(Error::new(ErrorKind::Unsupported { what: "encryption (flag bit 2)" }));
         }
         let json_end = Prefix::LEN + prefix.header_len as usize;
         let json = &head[Prefix::LEN..json_end];
@@ -186,45 +161,28 @@ impl Head {
             return Err(Error::at(ErrorKind::NonZeroPadding, (json_end + i) as u64));
         }
         let data_start = head.len() as u64;
-        let footer = if prefix.flags.contains(Flags::CHECKSUM) {
-            FOOTER_LEN
-        } else {
-            0
-        };
+        let footer = if prefix.flags.contains(Flags::CHECKSUM) { FOOTER_LEN } else { 0 };
         let min_len = data_start + footer;
         if file_len < min_len {
             return Err(Error::truncated("sha256 footer", min_len, file_len));
         }
         let data_end = file_len - footer;
-        let header =
-            Header::parse_deathtensors(json, limits).map_err(|e| shift(e, Prefix::LEN as u64))?;
+        let header = Header::parse_deathtensors(json, limits).map_err(|e| shift(e, Prefix::LEN as u64))?;
         if !prefix.flags.contains(Flags::ZSTD) {
             check_blob(header.tensors(), header.data_len(), data_end - data_start)?;
         }
-        Ok(Head {
-            header,
-            flags: prefix.flags,
-            data_start,
-            data_end,
-        })
+        Ok(Head { header, flags: prefix.flags, data_start, data_end })
     }
 
     fn parse_safetensors(head: &[u8], file_len: u64, limits: &Limits) -> Result<Head> {
         let json = &head[8..];
         if json.first() != Some(&b'{') {
-            return Err(Error::new(ErrorKind::UnrecognizedFormat {
-                looks_like: None,
-            }));
+            return Err(Error::new(ErrorKind::UnrecognizedFormat { looks_like: None }));
         }
         let header = Header::parse_safetensors(json, limits).map_err(|e| shift(e, 8))?;
         let data_start = head.len() as u64;
         check_blob(header.tensors(), header.data_len(), file_len - data_start)?;
-        Ok(Head {
-            header,
-            flags: Flags::EMPTY,
-            data_start,
-            data_end: file_len,
-        })
+        Ok(Head { header, flags: Flags::EMPTY, data_start, data_end: file_len })
     }
 
     /// Encodes the head of a file for `header`: the prefix or length, the
@@ -242,9 +200,7 @@ impl Head {
         match header.format() {
             Format::Deathtensors => {
                 if flags.contains(Flags::ENCRYPTED) {
-                    return Err(Error::new(ErrorKind::Unsupported {
-                        what: "encryption (flag bit 2)",
-                    }));
+                    return Err(Error::new(ErrorKind::Unsupported { what: "encryption (flag bit 2)" }));
                 }
                 let align = DATA_START_ALIGN.max(header.alignment());
                 let unpadded = Prefix::LEN as u64 + json.len() as u64;
@@ -252,23 +208,14 @@ impl Head {
                 let header_len = total - Prefix::LEN as u64;
                 check_header_len(header_len, &Limits::DEFAULT, 16)?;
                 let mut out = Vec::with_capacity(total as usize);
-                out.extend_from_slice(
-                    &Prefix {
-                        version: 1,
-                        flags,
-                        header_len,
-                    }
-                    .encode(),
-                );
+                out.extend_from_slice(&Prefix { version: 1, flags, header_len }.encode());
                 out.extend_from_slice(&json);
                 out.resize(total as usize, b' ');
                 Ok(out)
             }
             Format::Safetensors => {
                 if flags != Flags::EMPTY {
-                    return Err(Error::new(ErrorKind::Unsupported {
-                        what: "flags in a safetensors file",
-                    }));
+                    return Err(Error::new(ErrorKind::Unsupported { what: "flags in a safetensors file" }));
                 }
                 let n = align_up(json.len() as u64, 8, "header length")?;
                 if n > SAFETENSORS_MAX_HEADER {
@@ -285,9 +232,7 @@ impl Head {
 
     /// The byte range of the SHA-256 footer, if the file has one.
     pub fn footer(&self) -> Option<(u64, u64)> {
-        self.flags
-            .contains(Flags::CHECKSUM)
-            .then_some((self.data_end, self.data_end + FOOTER_LEN))
+        self.flags.contains(Flags::CHECKSUM).then_some((self.data_end, self.data_end + FOOTER_LEN))
     }
 
     /// The byte range the footer's digest covers: from the end of the

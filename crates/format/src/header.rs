@@ -81,13 +81,7 @@ pub struct TensorSpec {
 impl TensorSpec {
     /// A spec with no metadata and no digest.
     pub fn new(name: impl Into<String>, dtype: Dtype, shape: impl Into<Vec<u64>>) -> TensorSpec {
-        TensorSpec {
-            name: name.into(),
-            dtype,
-            shape: shape.into(),
-            metadata: Metadata::new(),
-            sha256: None,
-        }
+        TensorSpec { name: name.into(), dtype, shape: shape.into(), metadata: Metadata::new(), sha256: None }
     }
 }
 
@@ -140,20 +134,13 @@ pub(crate) fn check_name(name: &str, limits: &Limits) -> Result<()> {
         return Err(Error::new(ErrorKind::EmptyName));
     }
     if name.len() as u64 > limits.max_name_len {
-        return Err(Error::limit(
-            "tensor name length",
-            name.len() as u64,
-            limits.max_name_len,
-        ));
+        return Err(Error::limit("tensor name length", name.len() as u64, limits.max_name_len));
     }
     // Names are almost always printable ASCII: check that first without
     // branching per byte (this vectorizes), and look closer only otherwise.
-    let plain = name
-        .bytes()
-        .fold(true, |plain, b| plain & (0x20..0x7f).contains(&b));
+    let plain = name.bytes().fold(true, |plain, b| plain & (0x20..0x7f).contains(&b));
     if !plain
-        && (name.bytes().any(|b| b < 0x20 || b == 0x7f)
-            || name.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)))
+        && (name.bytes().any(|b| b < 0x20 || b == 0x7f) || name.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)))
     {
         return Err(Error::new(ErrorKind::ControlCharacterInName));
     }
@@ -190,24 +177,14 @@ impl Header {
     /// As [`Header::parse_deathtensors`].
     pub fn parse(json: &[u8], format: Format, limits: &Limits) -> Result<Header> {
         if json.len() as u64 > limits.max_header_len {
-            return Err(Error::limit(
-                "header length",
-                json.len() as u64,
-                limits.max_header_len,
-            ));
+            return Err(Error::limit("header length", json.len() as u64, limits.max_header_len));
         }
         let raw = de::parse(json, format, limits)?;
         let alignment = match raw.alignment {
             None => 1,
             Some(a) => layout::check_alignment(a)?,
         };
-        Header::build(
-            raw.format,
-            raw.created_by,
-            raw.metadata,
-            alignment,
-            raw.tensors,
-        )
+        Header::build(raw.format, raw.created_by, raw.metadata, alignment, raw.tensors)
     }
 
     /// Lays out a deathtensors v1 header: tensors in the given order, each
@@ -228,13 +205,7 @@ impl Header {
     ) -> Result<Header> {
         let alignment = layout::check_alignment(alignment)?;
         let tensors = layout::plan(specs, alignment, limits)?;
-        Header::build(
-            Format::Deathtensors,
-            created_by,
-            Some(global_metadata),
-            alignment,
-            tensors,
-        )
+        Header::build(Format::Deathtensors, created_by, Some(global_metadata), alignment, tensors)
     }
 
     /// Lays out a safetensors header exactly as safetensors 0.8.0 does: tensors
@@ -245,11 +216,7 @@ impl Header {
     /// # Errors
     /// As [`Header::new_deathtensors`], plus `ReservedName` for a tensor named
     /// `__metadata__`.
-    pub fn new_safetensors(
-        mut specs: Vec<TensorSpec>,
-        metadata: Option<Metadata>,
-        limits: &Limits,
-    ) -> Result<Header> {
+    pub fn new_safetensors(mut specs: Vec<TensorSpec>, metadata: Option<Metadata>, limits: &Limits) -> Result<Header> {
         if let Some(spec) = specs.iter().find(|s| s.name == "__metadata__") {
             return Err(Error::new(ErrorKind::ReservedName).with_tensor(&spec.name));
         }
@@ -284,10 +251,7 @@ impl Header {
                         Format::Deathtensors => "tensors",
                         Format::Safetensors => "header",
                     };
-                    return Err(Error::new(ErrorKind::DuplicateKey {
-                        within,
-                        key: t.name.as_str().into(),
-                    }));
+                    return Err(Error::new(ErrorKind::DuplicateKey { within, key: t.name.as_str().into() }));
                 }
                 hashbrown::hash_table::Entry::Vacant(v) => {
                     // `tensors.len()` is bounded by `Limits::max_tensors`, far below u32::MAX.
@@ -304,16 +268,7 @@ impl Header {
             }
         }
         let data_len = layout::check(&tensors, alignment)?;
-        Ok(Header {
-            format,
-            created_by,
-            metadata,
-            alignment,
-            tensors,
-            index,
-            hasher,
-            data_len,
-        })
+        Ok(Header { format, created_by, metadata, alignment, tensors, index, hasher, data_len })
     }
 
     /// The format of the file this header belongs to.
@@ -361,9 +316,7 @@ impl Header {
     /// The index in [`Header::tensors`] of the tensor with this name, in O(1).
     pub fn position(&self, name: &str) -> Option<usize> {
         let hash = self.hasher.hash_one(name);
-        self.index
-            .find(hash, |&j| self.tensors[j as usize].name == name)
-            .map(|&j| j as usize)
+        self.index.find(hash, |&j| self.tensors[j as usize].name == name).map(|&j| j as usize)
     }
 
     /// Length of the (uncompressed) data blob: where the last tensor ends.

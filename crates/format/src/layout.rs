@@ -25,10 +25,7 @@ pub(crate) fn check_alignment(alignment: u64) -> Result<u64> {
 /// Rounds `offset` up to a multiple of `alignment` (a power of two).
 pub(crate) fn align_up(offset: u64, alignment: u64, what: &'static str) -> Result<u64> {
     let mask = alignment - 1;
-    offset
-        .checked_add(mask)
-        .map(|v| v & !mask)
-        .ok_or_else(|| Error::overflow(what))
+    offset.checked_add(mask).map(|v| v & !mask).ok_or_else(|| Error::overflow(what))
 }
 
 /// Bytes taken by a tensor of this dtype and shape.
@@ -39,17 +36,9 @@ fn tensor_bytes(dtype: crate::Dtype, shape: &[u64]) -> Result<u64> {
 
 /// Assigns offsets to `specs` in order, each tensor at the next multiple of
 /// `alignment`.
-pub(crate) fn plan(
-    specs: Vec<TensorSpec>,
-    alignment: u64,
-    limits: &Limits,
-) -> Result<Vec<TensorInfo>> {
+pub(crate) fn plan(specs: Vec<TensorSpec>, alignment: u64, limits: &Limits) -> Result<Vec<TensorInfo>> {
     if specs.len() as u64 > limits.max_tensors {
-        return Err(Error::limit(
-            "tensor count",
-            specs.len() as u64,
-            limits.max_tensors,
-        ));
+        return Err(Error::limit("tensor count", specs.len() as u64, limits.max_tensors));
     }
     let mut offset = 0u64;
     let mut out = Vec::with_capacity(specs.len());
@@ -57,17 +46,11 @@ pub(crate) fn plan(
         let located = |e: Error| e.with_tensor(&spec.name);
         check_name(&spec.name, limits).map_err(located)?;
         if spec.shape.len() as u64 > limits.max_rank {
-            return Err(located(Error::limit(
-                "tensor rank",
-                spec.shape.len() as u64,
-                limits.max_rank,
-            )));
+            return Err(located(Error::limit("tensor rank", spec.shape.len() as u64, limits.max_rank)));
         }
         let len = tensor_bytes(spec.dtype, &spec.shape).map_err(located)?;
         let start = align_up(offset, alignment, "tensor start").map_err(located)?;
-        let end = start
-            .checked_add(len)
-            .ok_or_else(|| located(Error::overflow("tensor end")))?;
+        let end = start.checked_add(len).ok_or_else(|| located(Error::overflow("tensor end")))?;
         offset = end;
         out.push(TensorInfo {
             name: spec.name,
@@ -93,24 +76,16 @@ pub(crate) fn check(tensors: &[TensorInfo], alignment: u64) -> Result<u64> {
         let (start, end) = t.data_offsets;
         let located = |e: Error| e.with_tensor(&t.name);
         if end < start {
-            return Err(located(Error::new(ErrorKind::OffsetsReversed {
-                start,
-                end,
-            })));
+            return Err(located(Error::new(ErrorKind::OffsetsReversed { start, end })));
         }
         let expected = tensor_bytes(t.dtype, &t.shape).map_err(located)?;
         if end - start != expected {
-            return Err(located(Error::new(ErrorKind::ByteLengthMismatch {
-                expected,
-                actual: end - start,
-            })));
+            return Err(located(Error::new(ErrorKind::ByteLengthMismatch { expected, actual: end - start })));
         }
     }
     // Headers written by both formats list tensors in offset order; sort only
     // when they do not.
-    let sorted = tensors
-        .windows(2)
-        .all(|w| w[0].data_offsets <= w[1].data_offsets);
+    let sorted = tensors.windows(2).all(|w| w[0].data_offsets <= w[1].data_offsets);
     let mut order: Vec<u32> = Vec::new();
     if !sorted {
         order = (0..tensors.len() as u32).collect();
@@ -130,19 +105,11 @@ pub(crate) fn check(tensors: &[TensorInfo], alignment: u64) -> Result<u64> {
         let (start, end) = t.data_offsets;
         if start < covered {
             let other = prev.map_or("", |p| p.name.as_str());
-            return Err(Error::new(ErrorKind::Overlap {
-                other: other.into(),
-            })
-            .with_tensor(&t.name));
+            return Err(Error::new(ErrorKind::Overlap { other: other.into() }).with_tensor(&t.name));
         }
-        let expected =
-            align_up(covered, alignment, "tensor start").map_err(|e| e.with_tensor(&t.name))?;
+        let expected = align_up(covered, alignment, "tensor start").map_err(|e| e.with_tensor(&t.name))?;
         if start != expected {
-            return Err(Error::new(ErrorKind::UnexpectedGap {
-                expected,
-                actual: start,
-            })
-            .with_tensor(&t.name));
+            return Err(Error::new(ErrorKind::UnexpectedGap { expected, actual: start }).with_tensor(&t.name));
         }
         covered = end;
         prev = Some(t);
@@ -154,23 +121,13 @@ pub(crate) fn check(tensors: &[TensorInfo], alignment: u64) -> Result<u64> {
 /// a header whose layout ends at `data_len`.
 pub(crate) fn check_blob(tensors: &[TensorInfo], data_len: u64, blob_len: u64) -> Result<()> {
     if blob_len > data_len {
-        return Err(Error::new(ErrorKind::UnownedBytes {
-            covered: data_len,
-            data_len: blob_len,
-        }));
+        return Err(Error::new(ErrorKind::UnownedBytes { covered: data_len, data_len: blob_len }));
     }
     if blob_len < data_len {
         // The first tensor (by offset) that does not fit.
-        let t = tensors
-            .iter()
-            .filter(|t| t.data_offsets.1 > blob_len)
-            .min_by_key(|t| t.data_offsets);
+        let t = tensors.iter().filter(|t| t.data_offsets.1 > blob_len).min_by_key(|t| t.data_offsets);
         let (name, end) = t.map_or(("", data_len), |t| (t.name.as_str(), t.data_offsets.1));
-        return Err(Error::new(ErrorKind::OffsetOutOfBounds {
-            end,
-            data_len: blob_len,
-        })
-        .with_tensor(name));
+        return Err(Error::new(ErrorKind::OffsetOutOfBounds { end, data_len: blob_len }).with_tensor(name));
     }
     Ok(())
 }

@@ -23,12 +23,8 @@ pub struct Limits {
 
 impl Limits {
     /// The default limits.
-    pub const DEFAULT: Limits = Limits {
-        max_header_len: 100 * 1024 * 1024,
-        max_tensors: 1_000_000,
-        max_rank: 64,
-        max_name_len: 4096,
-    };
+    pub const DEFAULT: Limits =
+        Limits { max_header_len: 100 * 1024 * 1024, max_tensors: 1_000_000, max_rank: 64, max_name_len: 4096 };
 }
 
 impl Default for Limits {

@@ -81,9 +81,7 @@ impl Prefix {
     pub fn parse(bytes: &[u8]) -> Result<Prefix> {
         let mut r = Reader::new(bytes);
         if r.array::<8>("magic")? != MAGIC {
-            return Err(Error::new(ErrorKind::UnrecognizedFormat {
-                looks_like: crate::head::sniff(bytes),
-            }));
+            return Err(Error::new(ErrorKind::UnrecognizedFormat { looks_like: crate::head::sniff(bytes) }));
         }
         let version = r.u32_le("version")?;
         if version != VERSION {
@@ -91,11 +89,7 @@ impl Prefix {
         }
         let flags = Flags::from_bits(r.u32_le("flags")?)?;
         let header_len = r.u64_le("header length")?;
-        Ok(Prefix {
-            version,
-            flags,
-            header_len,
-        })
+        Ok(Prefix { version, flags, header_len })
     }
 
     /// Encodes the prefix.

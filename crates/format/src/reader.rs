@@ -20,11 +20,7 @@ impl<'a> Reader<'a> {
                 self.pos += n;
                 Ok(head)
             }
-            None => Err(Error::truncated(
-                what,
-                (self.pos + n) as u64,
-                self.bytes.len() as u64,
-            )),
+            None => Err(Error::truncated(what, (self.pos + n) as u64, self.bytes.len() as u64)),
         }
     }
 

@@ -48,40 +48,16 @@ fn model(mib: u64) -> Model {
     let mut specs = vec![(TensorSpec::new("model.embed_tokens.weight", Dtype::BF16, [32000, d]))];
     for l in 0..layers {
         for m in ["q", "k", "v", "o"] {
-            specs.push(TensorSpec::new(
-                format!("model.layers.{l}.self_attn.{m}_proj.weight"),
-                Dtype::BF16,
-                [d, d],
-            ));
+            specs.push(TensorSpec::new(format!("model.layers.{l}.self_attn.{m}_proj.weight"), Dtype::BF16, [d, d]));
         }
-        for (m, shape) in [
-            ("gate", [4 * d, d]),
-            ("up", [4 * d, d]),
-            ("down", [d, 4 * d]),
-        ] {
-            specs.push(TensorSpec::new(
-                format!("model.layers.{l}.mlp.{m}_proj.weight"),
-                Dtype::BF16,
-                shape,
-            ));
+        for (m, shape) in [("gate", [4 * d, d]), ("up", [4 * d, d]), ("down", [d, 4 * d])] {
+            specs.push(TensorSpec::new(format!("model.layers.{l}.mlp.{m}_proj.weight"), Dtype::BF16, shape));
         }
         for n in ["input_layernorm", "post_attention_layernorm"] {
-            specs.push(TensorSpec::new(
-                format!("model.layers.{l}.{n}.weight"),
-                Dtype::F32,
-                [d],
-            ));
+            specs.push(TensorSpec::new(format!("model.layers.{l}.{n}.weight"), Dtype::F32, [d]));
         }
-        specs.push(TensorSpec::new(
-            format!("model.layers.{l}.self_attn.rotary_emb.inv_freq"),
-            Dtype::F32,
-            [d / 16],
-        ));
-        specs.push(TensorSpec::new(
-            format!("model.layers.{l}.position_ids"),
-            Dtype::I64,
-            [1, 2],
-        ));
+        specs.push(TensorSpec::new(format!("model.layers.{l}.self_attn.rotary_emb.inv_freq"), Dtype::F32, [d / 16]));
+        specs.push(TensorSpec::new(format!("model.layers.{l}.position_ids"), Dtype::I64, [1, 2]));
     }
     specs.push(TensorSpec::new("model.norm.weight", Dtype::F32, [d]));
     specs.push(TensorSpec::new("lm_head.bias", Dtype::F32, [32000]));
@@ -103,11 +79,7 @@ fn tiny(n: usize) -> Model {
     let tensors: Vec<_> = (0..n)
         .map(|i| {
             let dtype = [Dtype::F32, Dtype::BF16, Dtype::I64][i % 3];
-            let s = TensorSpec::new(
-                format!("model.layers.{}.block.{}.weight", i / 16, i % 16),
-                dtype,
-                [4],
-            );
+            let s = TensorSpec::new(format!("model.layers.{}.block.{}.weight", i / 16, i % 16), dtype, [4]);
             let len = dtype.byte_len(4).unwrap() as usize;
             (s, fill(len, i as u64))
         })
@@ -130,10 +102,7 @@ fn st_views(m: &Model) -> Vec<(String, safetensors::tensor::TensorView<'_>)> {
         .iter()
         .map(|(s, d)| {
             let shape: Vec<usize> = s.shape.iter().map(|&x| x as usize).collect();
-            (
-                s.name.clone(),
-                safetensors::tensor::TensorView::new(st_dtype(s.dtype), shape, d).unwrap(),
-            )
+            (s.name.clone(), safetensors::tensor::TensorView::new(st_dtype(s.dtype), shape, d).unwrap())
         })
         .collect()
 }
@@ -160,29 +129,15 @@ fn suite(c: &mut Criterion, label: &str, m: &Model) {
     let ours_path = dir.join(format!("{label}.dt"));
     let ours_ck_path = dir.join(format!("{label}-ck.dt"));
     let st_path = dir.join(format!("{label}.safetensors"));
-    let nondurable = WriteOptions {
-        durable: false,
-        ..WriteOptions::default()
-    };
+    let nondurable = WriteOptions { durable: false, ..WriteOptions::default() };
     save(&ours_path, ours(m), &nondurable).unwrap();
-    save(
-        &ours_ck_path,
-        ours(m),
-        &WriteOptions {
-            checksum: true,
-            durable: false,
-            ..WriteOptions::default()
-        },
-    )
-    .unwrap();
+    save(&ours_ck_path, ours(m), &WriteOptions { checksum: true, durable: false, ..WriteOptions::default() }).unwrap();
     safetensors::serialize_to_file(st_views(m), None, &st_path).unwrap();
     let names: Vec<String> = m.tensors.iter().map(|(s, _)| s.name.clone()).collect();
     let one = &names[names.len() / 2];
 
     let mut g = c.benchmark_group(format!("{label}/open"));
-    g.bench_function("ours", |b| {
-        b.iter(|| black_box(Reader::open(&ours_path).unwrap().header().len()))
-    });
+    g.bench_function("ours", |b| b.iter(|| black_box(Reader::open(&ours_path).unwrap().header().len())));
     g.bench_function("ours(safetensors file)", |b| {
         b.iter(|| black_box(Reader::open(&st_path).unwrap().header().len()))
     });
@@ -208,10 +163,7 @@ fn suite(c: &mut Criterion, label: &str, m: &Model) {
         b.iter(|| {
             let map = st_map(&st_path);
             let st = safetensors::SafeTensors::deserialize(&map).unwrap();
-            let all: Vec<Vec<u8>> = names
-                .iter()
-                .map(|n| st.tensor(n).unwrap().data().to_vec())
-                .collect();
+            let all: Vec<Vec<u8>> = names.iter().map(|n| st.tensor(n).unwrap().data().to_vec()).collect();
             black_box(all);
         })
     });
@@ -248,19 +200,12 @@ fn suite(c: &mut Criterion, label: &str, m: &Model) {
     g.throughput(Throughput::Bytes(m.bytes));
     g.sample_size(10);
     let out = dir.join(format!("{label}-out"));
-    g.bench_function("ours", |b| {
-        b.iter(|| save(&out, ours(m), &nondurable).unwrap())
-    });
-    g.bench_function("safetensors", |b| {
-        b.iter(|| safetensors::serialize_to_file(st_views(m), None, &out).unwrap())
-    });
-    g.bench_function("ours durable", |b| {
-        b.iter(|| save(&out, ours(m), &WriteOptions::default()).unwrap())
-    });
+    g.bench_function("ours", |b| b.iter(|| save(&out, ours(m), &nondurable).unwrap()));
+    g.bench_function("safetensors", |b| b.iter(|| safetensors::serialize_to_file(st_views(m), None, &out).unwrap()));
+    g.bench_function("ours durable", |b| b.iter(|| save(&out, ours(m), &WriteOptions::default()).unwrap()));
     g.bench_function("fsync'd write baseline", |b| {
         b.iter(|| {
-            let mut f =
-                std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&out).unwrap());
+            let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&out).unwrap());
             for (_, d) in &m.tensors {
                 f.write_all(d).unwrap();
             }
@@ -269,16 +214,7 @@ fn suite(c: &mut Criterion, label: &str, m: &Model) {
     });
     g.bench_function("ours checksum", |b| {
         b.iter(|| {
-            save(
-                &out,
-                ours(m),
-                &WriteOptions {
-                    checksum: true,
-                    durable: false,
-                    ..WriteOptions::default()
-                },
-            )
-            .unwrap()
+            save(&out, ours(m), &WriteOptions { checksum: true, durable: false, ..WriteOptions::default() }).unwrap()
         })
     });
     g.bench_function("sha256 single-core baseline", |b| {
@@ -296,9 +232,7 @@ fn suite(c: &mut Criterion, label: &str, m: &Model) {
     g.throughput(Throughput::Bytes(m.bytes));
     g.sample_size(10);
     let r = Reader::open(&ours_ck_path).unwrap();
-    g.bench_function("ours tensors (all cores)", |b| {
-        b.iter(|| r.verify_tensors().unwrap())
-    });
+    g.bench_function("ours tensors (all cores)", |b| b.iter(|| r.verify_tensors().unwrap()));
     g.bench_function("ours footer", |b| b.iter(|| r.verify_footer().unwrap()));
     g.bench_function("ours all", |b| b.iter(|| r.verify().unwrap()));
     g.finish();
@@ -306,16 +240,9 @@ fn suite(c: &mut Criterion, label: &str, m: &Model) {
 }
 
 fn benches(c: &mut Criterion) {
-    let mib = std::env::var("DT_BENCH_MIB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1024);
+    let mib = std::env::var("DT_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
     let big = model(mib);
-    eprintln!(
-        "model: {} tensors, {} MiB",
-        big.tensors.len(),
-        big.bytes >> 20
-    );
+    eprintln!("model: {} tensors, {} MiB", big.tensors.len(), big.bytes >> 20);
     suite(c, "model", &big);
     drop(big);
     let small = tiny(20_000);

@@ -33,11 +33,7 @@ pub(crate) struct TempFile {
 fn temp_name(target: &Path) -> OsString {
     let mut name = OsString::from(".");
     name.push(target.file_name().unwrap_or_default());
-    name.push(format!(
-        ".{}.{}{TEMP_SUFFIX}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    name.push(format!(".{}.{}{TEMP_SUFFIX}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     name
 }
 
@@ -56,17 +52,11 @@ fn is_stale(name: &str) -> bool {
     }
     #[cfg(unix)]
     {
-        let Some(pid) = i32::try_from(pid)
-            .ok()
-            .and_then(rustix::process::Pid::from_raw)
-        else {
+        let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
             return false;
         };
         // Signal 0 only checks whether the process exists; EPERM means it does.
-        matches!(
-            rustix::process::test_kill_process(pid),
-            Err(rustix::io::Errno::SRCH)
-        )
+        matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
     }
     #[cfg(not(unix))]
     {
@@ -107,13 +97,7 @@ impl TempFile {
             match rustix::fs::openat(rustix::fs::CWD, &dir, flags, Mode::from_raw_mode(0o644)) {
                 Ok(fd) => {
                     let file = File::from(fd);
-                    return Ok(TempFile {
-                        file,
-                        target: target.to_path_buf(),
-                        dir,
-                        named: None,
-                        durable,
-                    });
+                    return Ok(TempFile { file, target: target.to_path_buf(), dir, named: None, durable });
                 }
                 // Filesystems without O_TMPFILE: fall back to a named file.
                 Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {}
@@ -121,18 +105,8 @@ impl TempFile {
             }
         }
         let path = dir.join(temp_name(target));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
-        Ok(TempFile {
-            file,
-            target: target.to_path_buf(),
-            dir,
-            named: Some(path),
-            durable,
-        })
+        let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+        Ok(TempFile { file, target: target.to_path_buf(), dir, named: Some(path), durable })
     }
 
     pub(crate) fn file(&self) -> &File {
@@ -169,13 +143,7 @@ impl TempFile {
         // Linking an O_TMPFILE through /proc needs no privilege (AT_EMPTY_PATH does).
         let proc = format!("/proc/self/fd/{}", self.file.as_raw_fd());
         let cwd = rustix::fs::CWD;
-        rustix::fs::linkat(
-            cwd,
-            proc.as_str(),
-            cwd,
-            &path,
-            rustix::fs::AtFlags::SYMLINK_FOLLOW,
-        )?;
+        rustix::fs::linkat(cwd, proc.as_str(), cwd, &path, rustix::fs::AtFlags::SYMLINK_FOLLOW)?;
         Ok(path)
     }
 

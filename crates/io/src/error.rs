@@ -59,11 +59,7 @@ pub enum ErrorKind {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, path: Option<&Path>, doing: &'static str) -> Error {
-        Error(Box::new(Inner {
-            kind,
-            path: path.map(Path::to_path_buf),
-            doing,
-        }))
+        Error(Box::new(Inner { kind, path: path.map(Path::to_path_buf), doing }))
     }
 
     pub(crate) fn io(e: std::io::Error, path: &Path, doing: &'static str) -> Error {
@@ -107,10 +103,7 @@ impl Error {
 
     /// Whether this error is an integrity failure (footer or tensor digest).
     pub fn is_integrity(&self) -> bool {
-        matches!(
-            self.0.kind,
-            ErrorKind::ChecksumMismatch { .. } | ErrorKind::TensorDigestMismatch { .. }
-        )
+        matches!(self.0.kind, ErrorKind::ChecksumMismatch { .. } | ErrorKind::TensorDigestMismatch { .. })
     }
 }
 
@@ -131,11 +124,7 @@ impl fmt::Display for Error {
                 hex_digest(expected),
                 hex_digest(actual)
             ),
-            ErrorKind::TensorDigestMismatch {
-                tensor,
-                expected,
-                actual,
-            } => write!(
+            ErrorKind::TensorDigestMismatch { tensor, expected, actual } => write!(
                 f,
                 "tensor {tensor:?} is corrupt: header says sha256 {}, bytes hash to {}",
                 hex_digest(expected),

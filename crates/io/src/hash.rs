@@ -37,12 +37,7 @@ impl Hasher {
 }
 
 /// Hashes `len` bytes of `file` from `offset` with positioned reads.
-pub(crate) fn sha256_file_range(
-    file: &File,
-    offset: u64,
-    len: u64,
-    buf: &mut Vec<u8>,
-) -> std::io::Result<[u8; 32]> {
+pub(crate) fn sha256_file_range(file: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> std::io::Result<[u8; 32]> {
     let mut h = Hasher::new();
     let mut done = 0u64;
     buf.resize(CHUNK, 0);
@@ -97,10 +92,7 @@ where
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
     let mut all = vec![T::default(); n];
     for r in results {

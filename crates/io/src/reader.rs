@@ -25,10 +25,7 @@ pub struct ReadOptions {
 
 impl Default for ReadOptions {
     fn default() -> ReadOptions {
-        ReadOptions {
-            limits: Limits::DEFAULT,
-            max_decompressed_len: 16 << 30,
-        }
+        ReadOptions { limits: Limits::DEFAULT, max_decompressed_len: 16 << 30 }
     }
 }
 
@@ -104,20 +101,9 @@ impl Reader {
     pub fn open_with(path: impl AsRef<Path>, options: ReadOptions) -> Result<Reader> {
         let path = path.as_ref();
         let file = File::open(path).map_err(|e| Error::io(e, path, "cannot open"))?;
-        let file_len = file
-            .metadata()
-            .map_err(|e| Error::io(e, path, "cannot open"))?
-            .len();
+        let file_len = file.metadata().map_err(|e| Error::io(e, path, "cannot open"))?.len();
         let head = read_head(&file, file_len, path, &options.limits)?;
-        Ok(Reader {
-            path: path.to_path_buf(),
-            file,
-            file_len,
-            head,
-            map: None,
-            blob: OnceLock::new(),
-            options,
-        })
+        Ok(Reader { path: path.to_path_buf(), file, file_len, head, map: None, blob: OnceLock::new(), options })
     }
 
     /// Opens a file and maps it, for zero-copy access with [`Reader::bytes`].
@@ -133,15 +119,10 @@ impl Reader {
     pub unsafe fn open_mmap(path: impl AsRef<Path>) -> Result<Reader> {
         let mut reader = Reader::open(path)?;
         // SAFETY: forwarded to our caller, see `# Safety`.
-        let map = unsafe { Mmap::map(&reader.file) }
-            .map_err(|e| Error::io(e, &reader.path, "cannot map"))?;
+        let map = unsafe { Mmap::map(&reader.file) }.map_err(|e| Error::io(e, &reader.path, "cannot map"))?;
         // The file may have changed between reading the head and mapping it.
         if map.bytes().len() as u64 != reader.file_len {
-            return Err(Error::input(
-                "file changed size while being opened",
-                &reader.path,
-                "cannot map",
-            ));
+            return Err(Error::input("file changed size while being opened", &reader.path, "cannot map"));
         }
         reader.map = Some(map);
         Ok(reader)
@@ -187,30 +168,18 @@ impl Reader {
     /// # Errors
     /// `TensorNotFound` if there is none.
     pub fn tensor(&self, name: &str) -> Result<TensorRef<'_>> {
-        let info = self.head.header.get(name).ok_or_else(|| {
-            Error::new(
-                ErrorKind::TensorNotFound(name.to_string()),
-                Some(&self.path),
-                "cannot read",
-            )
-        })?;
-        Ok(TensorRef {
-            info,
-            file_offset: self.head.data_start + info.data_offsets.0,
-        })
+        let info =
+            self.head.header.get(name).ok_or_else(|| {
+                Error::new(ErrorKind::TensorNotFound(name.to_string()), Some(&self.path), "cannot read")
+            })?;
+        Ok(TensorRef { info, file_offset: self.head.data_start + info.data_offsets.0 })
     }
 
     /// The decompressed blob of a zstd file, decompressed once, bounded by
     /// the size the header declares.
     fn blob(&self) -> Result<&[u8]> {
         let blob = self.blob.get_or_init(|| self.decompress());
-        blob.as_deref().map_err(|m| {
-            Error::new(
-                ErrorKind::Decompress(m.clone()),
-                Some(&self.path),
-                "cannot read",
-            )
-        })
+        blob.as_deref().map_err(|m| Error::new(ErrorKind::Decompress(m.clone()), Some(&self.path), "cannot read"))
     }
 
     fn decompress(&self) -> std::result::Result<Vec<u8>, String> {
@@ -222,30 +191,20 @@ impl Reader {
             ));
         }
         let mut compressed = vec![0u8; (self.head.data_end - self.head.data_start) as usize];
-        read_exact_at(&self.file, &mut compressed, self.head.data_start)
-            .map_err(|e| e.to_string())?;
+        read_exact_at(&self.file, &mut compressed, self.head.data_start).map_err(|e| e.to_string())?;
         if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(&compressed) {
             if size != want {
-                return Err(format!(
-                    "the zstd frame holds {size} bytes, the header declares {want}"
-                ));
+                return Err(format!("the zstd frame holds {size} bytes, the header declares {want}"));
             }
         }
-        let mut decoder = zstd::stream::read::Decoder::with_buffer(&compressed[..])
-            .map_err(|e| e.to_string())?
-            .single_frame();
+        let mut decoder =
+            zstd::stream::read::Decoder::with_buffer(&compressed[..]).map_err(|e| e.to_string())?.single_frame();
         // Grow with the output, never past one byte more than declared: a
         // bomb stops at the declared size, however large its expansion.
         let mut out = Vec::with_capacity(want.min(compressed.len() as u64 * 8) as usize);
-        (&mut decoder)
-            .take(want + 1)
-            .read_to_end(&mut out)
-            .map_err(|e| e.to_string())?;
+        (&mut decoder).take(want + 1).read_to_end(&mut out).map_err(|e| e.to_string())?;
         if out.len() as u64 != want {
-            return Err(format!(
-                "the zstd frame holds {}+ bytes, the header declares {want}",
-                out.len()
-            ));
+            return Err(format!("the zstd frame holds {}+ bytes, the header declares {want}", out.len()));
         }
         let rest = decoder.finish();
         if !rest.is_empty() {
@@ -300,8 +259,7 @@ impl Reader {
             buf.copy_from_slice(&self.blob()?[start as usize..end as usize]);
             return Ok(());
         }
-        read_exact_at(&self.file, buf, t.file_offset)
-            .map_err(|e| Error::io(e, &self.path, "cannot read"))
+        read_exact_at(&self.file, buf, t.file_offset).map_err(|e| Error::io(e, &self.path, "cannot read"))
     }
 
     /// Reads the tensor's bytes into a fresh buffer the caller owns.
@@ -335,9 +293,7 @@ impl Reader {
         let info = self.tensor(name)?.info;
         let Some(expected) = info.sha256 else {
             return Err(Error::new(
-                ErrorKind::NoChecksum {
-                    what: "sha256 digest for this tensor",
-                },
+                ErrorKind::NoChecksum { what: "sha256 digest for this tensor" },
                 Some(&self.path),
                 "cannot verify",
             ));
@@ -345,11 +301,7 @@ impl Reader {
         let actual = hash::sha256(bytes);
         if actual != expected {
             return Err(Error::new(
-                ErrorKind::TensorDigestMismatch {
-                    tensor: name.to_string(),
-                    expected,
-                    actual,
-                },
+                ErrorKind::TensorDigestMismatch { tensor: name.to_string(), expected, actual },
                 Some(&self.path),
                 "verification failed for",
             ));
@@ -365,9 +317,7 @@ impl Reader {
         let t = self.tensor(name)?;
         let Some(expected) = t.info.sha256 else {
             return Err(Error::new(
-                ErrorKind::NoChecksum {
-                    what: "sha256 digest for this tensor",
-                },
+                ErrorKind::NoChecksum { what: "sha256 digest for this tensor" },
                 Some(&self.path),
                 "cannot verify",
             ));
@@ -382,11 +332,7 @@ impl Reader {
         };
         if actual != expected {
             return Err(Error::new(
-                ErrorKind::TensorDigestMismatch {
-                    tensor: name.to_string(),
-                    expected,
-                    actual,
-                },
+                ErrorKind::TensorDigestMismatch { tensor: name.to_string(), expected, actual },
                 Some(&self.path),
                 "verification failed for",
             ));
@@ -403,9 +349,7 @@ impl Reader {
     pub fn verify_footer(&self) -> Result<()> {
         let Some((covered_start, covered_end)) = self.head.checksummed() else {
             return Err(Error::new(
-                ErrorKind::NoChecksum {
-                    what: "SHA-256 footer",
-                },
+                ErrorKind::NoChecksum { what: "SHA-256 footer" },
                 Some(&self.path),
                 "cannot verify",
             ));
@@ -414,13 +358,7 @@ impl Reader {
         let mut expected = [0u8; 32];
         read_exact_at(&self.file, &mut expected, covered_end).map_err(io)?;
         let mut buf = Vec::new();
-        let actual = sha256_file_range(
-            &self.file,
-            covered_start,
-            covered_end - covered_start,
-            &mut buf,
-        )
-        .map_err(io)?;
+        let actual = sha256_file_range(&self.file, covered_start, covered_end - covered_start, &mut buf).map_err(io)?;
         debug_assert_eq!(self.file_len, covered_end + FOOTER_LEN);
         if actual != expected {
             return Err(Error::new(
@@ -437,20 +375,11 @@ impl Reader {
     /// # Errors
     /// `TensorDigestMismatch` naming a tensor that fails; `Io`; `Decompress`.
     pub fn verify_tensors(&self) -> Result<()> {
-        let tensors: Vec<&TensorInfo> = self
-            .header()
-            .tensors()
-            .iter()
-            .filter(|t| t.sha256.is_some())
-            .collect();
+        let tensors: Vec<&TensorInfo> = self.header().tensors().iter().filter(|t| t.sha256.is_some()).collect();
         if self.is_compressed() {
             self.blob()?;
         }
-        hash::parallel(
-            tensors.len(),
-            |i| tensors[i].byte_len(),
-            |i| self.verify_tensor(&tensors[i].name),
-        )?;
+        hash::parallel(tensors.len(), |i| tensors[i].byte_len(), |i| self.verify_tensor(&tensors[i].name))?;
         Ok(())
     }
 
@@ -464,9 +393,7 @@ impl Reader {
         let has_digests = self.header().tensors().iter().any(|t| t.sha256.is_some());
         match (self.has_footer(), has_digests) {
             (false, false) => Err(Error::new(
-                ErrorKind::NoChecksum {
-                    what: "SHA-256 footer or tensor digests",
-                },
+                ErrorKind::NoChecksum { what: "SHA-256 footer or tensor digests" },
                 Some(&self.path),
                 "cannot verify",
             )),
@@ -476,12 +403,7 @@ impl Reader {
                 let (footer, tensors) = std::thread::scope(|s| {
                     let footer = s.spawn(|| self.verify_footer());
                     let tensors = self.verify_tensors();
-                    (
-                        footer
-                            .join()
-                            .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                        tensors,
-                    )
+                    (footer.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), tensors)
                 });
                 // A corrupt tensor is the more precise report.
                 tensors?;

@@ -3,9 +3,7 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use deathtensors_format::{
-    Flags, Format, Head, Header, Limits, Metadata, TensorSpec, CREATED_BY, DEFAULT_ALIGNMENT,
-};
+use deathtensors_format::{Flags, Format, Head, Header, Limits, Metadata, TensorSpec, CREATED_BY, DEFAULT_ALIGNMENT};
 
 use crate::atomic::TempFile;
 use crate::error::{Error, Result};
@@ -66,23 +64,14 @@ fn plan(path: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<(
                 &options.limits,
             )
             .map_err(fmt)?;
-            let flags = if options.checksum {
-                Flags::CHECKSUM
-            } else {
-                Flags::EMPTY
-            };
+            let flags = if options.checksum { Flags::CHECKSUM } else { Flags::EMPTY };
             Ok((header, flags))
         }
         Format::Safetensors => {
             if options.checksum {
-                return Err(Error::input(
-                    "safetensors files have no checksum; write deathtensors",
-                    path,
-                    DOING,
-                ));
+                return Err(Error::input("safetensors files have no checksum; write deathtensors", path, DOING));
             }
-            let header = Header::new_safetensors(specs, options.metadata.clone(), &options.limits)
-                .map_err(fmt)?;
+            let header = Header::new_safetensors(specs, options.metadata.clone(), &options.limits).map_err(fmt)?;
             Ok((header, Flags::EMPTY))
         }
     }
@@ -117,51 +106,29 @@ fn zeros<'a>(n: u64) -> impl Iterator<Item = &'a [u8]> {
 /// - `Format` if the specs are invalid (names, duplicates, sizes, limits).
 /// - `Io` if the file cannot be written; the target is then untouched and
 ///   no temp file remains.
-pub fn save(
-    path: impl AsRef<Path>,
-    tensors: Vec<(TensorSpec, &[u8])>,
-    options: &WriteOptions,
-) -> Result<Header> {
+pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: &WriteOptions) -> Result<Header> {
     let path = path.as_ref();
     let (mut specs, data): (Vec<TensorSpec>, Vec<&[u8]>) = tensors.into_iter().unzip();
     // Check lengths against a layout of the specs before any hashing.
-    let (probe, _) = plan(
-        path,
-        specs.clone(),
-        &WriteOptions {
-            checksum: false,
-            ..options.clone()
-        },
-    )?;
+    let (probe, _) = plan(path, specs.clone(), &WriteOptions { checksum: false, ..options.clone() })?;
     for (spec, bytes) in specs.iter().zip(&data) {
         let want = probe.get(&spec.name).map_or(0, |t| t.byte_len());
         if bytes.len() as u64 != want {
             return Err(Error::input(
-                format!(
-                    "tensor {:?}: {} bytes given, its dtype and shape need {want}",
-                    spec.name,
-                    bytes.len()
-                ),
+                format!("tensor {:?}: {} bytes given, its dtype and shape need {want}", spec.name, bytes.len()),
                 path,
                 DOING,
             ));
         }
     }
     if options.checksum {
-        let digests = hash::parallel(
-            data.len(),
-            |i| data[i].len() as u64,
-            |i| Ok::<_, Error>(hash::sha256(data[i])),
-        )?;
+        let digests = hash::parallel(data.len(), |i| data[i].len() as u64, |i| Ok::<_, Error>(hash::sha256(data[i])))?;
         for (spec, d) in specs.iter_mut().zip(digests) {
             spec.sha256 = Some(d);
         }
     }
-    let by_name: std::collections::HashMap<&str, &[u8]> = specs
-        .iter()
-        .map(|s| s.name.as_str())
-        .zip(data.iter().copied())
-        .collect();
+    let by_name: std::collections::HashMap<&str, &[u8]> =
+        specs.iter().map(|s| s.name.as_str()).zip(data.iter().copied()).collect();
     let (header, flags) = plan(path, specs.clone(), options)?;
     let head = Head::encode(&header, flags).map_err(|e| Error::format(e, path, DOING))?;
 
@@ -196,17 +163,11 @@ pub fn save(
                 h.finish()
             });
             let written = write();
-            (
-                written,
-                hasher
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            )
+            (written, hasher.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
         });
         written.map_err(|e| Error::io(e, path, DOING))?;
         let mut f = temp.file();
-        f.write_all(&footer)
-            .map_err(|e| Error::io(e, path, DOING))?;
+        f.write_all(&footer).map_err(|e| Error::io(e, path, DOING))?;
     } else {
         write().map_err(|e| Error::io(e, path, DOING))?;
     }
@@ -236,11 +197,7 @@ impl Writer {
     ///
     /// # Errors
     /// As [`save`].
-    pub fn create(
-        path: impl AsRef<Path>,
-        mut specs: Vec<TensorSpec>,
-        options: &WriteOptions,
-    ) -> Result<Writer> {
+    pub fn create(path: impl AsRef<Path>, mut specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<Writer> {
         let path = path.as_ref();
         if options.checksum {
             // Placeholders of the same length: the real digests replace them
@@ -251,15 +208,12 @@ impl Writer {
         }
         let (header, flags) = plan(path, specs, options)?;
         let head = Head::encode(&header, flags).map_err(|e| Error::format(e, path, DOING))?;
-        let temp =
-            TempFile::create(path, options.durable).map_err(|e| Error::io(e, path, DOING))?;
+        let temp = TempFile::create(path, options.durable).map_err(|e| Error::io(e, path, DOING))?;
         let io = |e| Error::io(e, path, DOING);
         write_all_at(temp.file(), &head, 0).map_err(io)?;
         let data_start = head.len() as u64;
         // Gaps read as zeros (sparse where the filesystem allows).
-        temp.file()
-            .set_len(data_start + header.data_len())
-            .map_err(io)?;
+        temp.file().set_len(data_start + header.data_len()).map_err(io)?;
         let n = header.len();
         Ok(Writer {
             path: path.to_path_buf(),
@@ -290,29 +244,17 @@ impl Writer {
             .ok_or_else(|| Error::input(format!("no tensor {name:?} in the specs"), path, DOING))?;
         let info = &self.header.tensors()[i];
         if self.written[i] {
-            return Err(Error::input(
-                format!("tensor {name:?} written twice"),
-                path,
-                DOING,
-            ));
+            return Err(Error::input(format!("tensor {name:?} written twice"), path, DOING));
         }
         if bytes.len() as u64 != info.byte_len() {
             return Err(Error::input(
-                format!(
-                    "tensor {name:?}: {} bytes given, its dtype and shape need {}",
-                    bytes.len(),
-                    info.byte_len()
-                ),
+                format!("tensor {name:?}: {} bytes given, its dtype and shape need {}", bytes.len(), info.byte_len()),
                 path,
                 DOING,
             ));
         }
-        write_all_at(
-            self.temp.file(),
-            bytes,
-            self.data_start + info.data_offsets.0,
-        )
-        .map_err(|e| Error::io(e, path, DOING))?;
+        write_all_at(self.temp.file(), bytes, self.data_start + info.data_offsets.0)
+            .map_err(|e| Error::io(e, path, DOING))?;
         if self.flags.contains(Flags::CHECKSUM) {
             self.digests[i] = hash::sha256(bytes);
         }
@@ -329,11 +271,7 @@ impl Writer {
         let io = |e| Error::io(e, path, DOING);
         if let Some(i) = self.written.iter().position(|w| !w) {
             let name = &self.header.tensors()[i].name;
-            return Err(Error::input(
-                format!("tensor {name:?} was never written"),
-                path,
-                DOING,
-            ));
+            return Err(Error::input(format!("tensor {name:?} was never written"), path, DOING));
         }
         if self.flags.contains(Flags::CHECKSUM) {
             let specs = self
@@ -357,8 +295,7 @@ impl Writer {
                 &Limits::DEFAULT,
             )
             .map_err(|e| Error::format(e, path, DOING))?;
-            let head =
-                Head::encode(&header, self.flags).map_err(|e| Error::format(e, path, DOING))?;
+            let head = Head::encode(&header, self.flags).map_err(|e| Error::format(e, path, DOING))?;
             debug_assert_eq!(head.len() as u64, self.data_start);
             write_all_at(self.temp.file(), &head, 0).map_err(io)?;
             // The footer covers the final header and the data: hash it back

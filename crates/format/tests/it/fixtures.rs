@@ -11,30 +11,17 @@ fn manifest() -> Value {
 }
 
 fn metadata_of(v: &Value) -> Metadata {
-    v.as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
-        .collect()
+    v.as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string())).collect()
 }
 
 #[track_caller]
 fn check_file(rel: &str, expected: &Value) {
     let bytes = std::fs::read(crate::testdata().join("valid").join(rel)).unwrap();
-    let head = Head::parse(&bytes, bytes.len() as u64, &Limits::DEFAULT)
-        .unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let head = Head::parse(&bytes, bytes.len() as u64, &Limits::DEFAULT).unwrap_or_else(|e| panic!("{rel}: {e}"));
     let header = &head.header;
     if let Some(flags) = expected.get("flags") {
-        assert_eq!(
-            head.flags.contains(Flags::CHECKSUM),
-            flags["checksum"].as_bool().unwrap(),
-            "{rel}"
-        );
-        assert_eq!(
-            head.flags.contains(Flags::ZSTD),
-            flags["compressed"].as_bool().unwrap(),
-            "{rel}"
-        );
+        assert_eq!(head.flags.contains(Flags::CHECKSUM), flags["checksum"].as_bool().unwrap(), "{rel}");
+        assert_eq!(head.flags.contains(Flags::ZSTD), flags["compressed"].as_bool().unwrap(), "{rel}");
         assert_eq!(header.format(), Format::Deathtensors, "{rel}");
     } else {
         assert_eq!(header.format(), Format::Safetensors, "{rel}");
@@ -43,35 +30,16 @@ fn check_file(rel: &str, expected: &Value) {
     match header.format() {
         Format::Deathtensors => assert_eq!(header.metadata(), Some(&global), "{rel}"),
         // safetensors: absent `__metadata__` is `None`, and the manifest says `{}`.
-        Format::Safetensors => assert_eq!(
-            header.metadata().cloned().unwrap_or_default(),
-            global,
-            "{rel}"
-        ),
+        Format::Safetensors => assert_eq!(header.metadata().cloned().unwrap_or_default(), global, "{rel}"),
     }
     let tensors = expected["tensors"].as_object().unwrap();
     assert_eq!(header.len(), tensors.len(), "{rel}");
     for (name, t) in tensors {
-        let info = header
-            .get(name)
-            .unwrap_or_else(|| panic!("{rel}: no tensor {name}"));
-        assert_eq!(
-            info.dtype.name(),
-            t["dtype"].as_str().unwrap(),
-            "{rel} {name}"
-        );
-        let shape: Vec<u64> = t["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap())
-            .collect();
+        let info = header.get(name).unwrap_or_else(|| panic!("{rel}: no tensor {name}"));
+        assert_eq!(info.dtype.name(), t["dtype"].as_str().unwrap(), "{rel} {name}");
+        let shape: Vec<u64> = t["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
         assert_eq!(info.shape, shape, "{rel} {name}");
-        assert_eq!(
-            info.byte_len(),
-            t["nbytes"].as_u64().unwrap(),
-            "{rel} {name}"
-        );
+        assert_eq!(info.byte_len(), t["nbytes"].as_u64().unwrap(), "{rel} {name}");
         assert_eq!(info.metadata, metadata_of(&t["metadata"]), "{rel} {name}");
     }
 }
@@ -93,32 +61,22 @@ fn every_fixture_matches_its_manifest() {
 #[test]
 fn bitflipped_fixture_still_parses() {
     // Its header is intact; only the footer check (in deathtensors-io) fails.
-    let bytes = std::fs::read(
-        crate::testdata().join("valid/deathtensors-0.3.0/bad_checksum_bitflip.deathtensors"),
-    )
-    .unwrap();
+    let bytes =
+        std::fs::read(crate::testdata().join("valid/deathtensors-0.3.0/bad_checksum_bitflip.deathtensors")).unwrap();
     let head = Head::parse(&bytes, bytes.len() as u64, &Limits::DEFAULT).unwrap();
     assert!(head.flags.contains(Flags::CHECKSUM));
-    assert_eq!(
-        head.footer(),
-        Some((bytes.len() as u64 - 32, bytes.len() as u64))
-    );
+    assert_eq!(head.footer(), Some((bytes.len() as u64 - 32, bytes.len() as u64)));
 }
 
 #[test]
 fn legacy_offsets_are_packed_and_the_blob_starts_at_a_multiple_of_8() {
-    let bytes =
-        std::fs::read(crate::testdata().join("valid/deathtensors-0.3.0/edge_shapes.deathtensors"))
-            .unwrap();
+    let bytes = std::fs::read(crate::testdata().join("valid/deathtensors-0.3.0/edge_shapes.deathtensors")).unwrap();
     let head = Head::parse(&bytes, bytes.len() as u64, &Limits::DEFAULT).unwrap();
     assert_eq!(head.data_start, 808);
     assert_eq!(head.header.alignment(), 1);
     let after_odd = head.header.get("after_odd").unwrap();
     assert_eq!(after_odd.data_offsets, (7, 27));
-    assert_eq!(
-        head.header.created_by(),
-        Some("deathtensors 0.3.0 (death legion)")
-    );
+    assert_eq!(head.header.created_by(), Some("deathtensors 0.3.0 (death legion)"));
 }
 
 /// Rebuilds a safetensors file's header from its tensors with our encoder.
@@ -126,15 +84,10 @@ fn reencode_safetensors(bytes: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let head = Head::parse(bytes, bytes.len() as u64, &Limits::DEFAULT).unwrap();
     // Feed the tensors in a scrambled order: the encoder must sort them as
     // safetensors does.
-    let mut specs: Vec<TensorSpec> = head
-        .header
-        .tensors()
-        .iter()
-        .map(|t| TensorSpec::new(t.name.clone(), t.dtype, t.shape.clone()))
-        .collect();
+    let mut specs: Vec<TensorSpec> =
+        head.header.tensors().iter().map(|t| TensorSpec::new(t.name.clone(), t.dtype, t.shape.clone())).collect();
     specs.reverse();
-    let rebuilt =
-        Header::new_safetensors(specs, head.header.metadata().cloned(), &Limits::DEFAULT).unwrap();
+    let rebuilt = Header::new_safetensors(specs, head.header.metadata().cloned(), &Limits::DEFAULT).unwrap();
     let ours = Head::encode(&rebuilt, Flags::EMPTY).unwrap();
     (ours, bytes[..head.data_start as usize].to_vec())
 }
@@ -149,11 +102,7 @@ fn safetensors_encoder_reproduces_fixture_headers() {
     ] {
         let bytes = std::fs::read(crate::testdata().join("valid").join(rel)).unwrap();
         let (ours, theirs) = reencode_safetensors(&bytes);
-        assert_eq!(
-            String::from_utf8_lossy(&ours[8..]),
-            String::from_utf8_lossy(&theirs[8..]),
-            "{rel}"
-        );
+        assert_eq!(String::from_utf8_lossy(&ours[8..]), String::from_utf8_lossy(&theirs[8..]), "{rel}");
         assert_eq!(ours, theirs, "{rel}");
     }
 }
@@ -169,12 +118,7 @@ fn safetensors_multi_key_metadata_is_reproduced_up_to_key_order() {
     assert_eq!(ours.len(), theirs.len());
     let ours = String::from_utf8(ours[8..].to_vec()).unwrap();
     let theirs = String::from_utf8(theirs[8..].to_vec()).unwrap();
-    assert!(
-        ours.starts_with(
-            r#"{"__metadata__":{"format":"pt","license":"MIT","producer":"fixture"},"#
-        ),
-        "{ours}"
-    );
+    assert!(ours.starts_with(r#"{"__metadata__":{"format":"pt","license":"MIT","producer":"fixture"},"#), "{ours}");
     let tensors = |s: &str| s[s.find("},").unwrap()..].to_string();
     assert_eq!(tensors(&ours), tensors(&theirs));
 }

@@ -51,17 +51,10 @@ fn check(name: &str, bytes: &[u8], limits: &Limits, expected_kind: &str) {
         Err(err) => err,
     };
     let debug = format!("{:?}", err.kind());
-    assert_eq!(
-        variant(&debug),
-        expected_kind,
-        "{name}: wrong error kind: {debug} ({err})"
-    );
+    assert_eq!(variant(&debug), expected_kind, "{name}: wrong error kind: {debug} ({err})");
     let message = err.to_string();
     assert!(!message.is_empty(), "{name}: empty error message");
-    assert!(
-        !message.contains(['\n', '\r']),
-        "{name}: error message spans lines: {message:?}"
-    );
+    assert!(!message.contains(['\n', '\r']), "{name}: error message spans lines: {message:?}");
 }
 
 #[test]
@@ -69,14 +62,9 @@ fn every_invalid_file_is_rejected_with_its_kind() {
     let manifest = manifest();
     let files = manifest["files"].as_object().unwrap();
     for (name, entry) in files {
-        let bytes = std::fs::read(crate::testdata().join("invalid").join(name))
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        check(
-            name,
-            &bytes,
-            &limits_of(entry),
-            entry["kind"].as_str().unwrap(),
-        );
+        let bytes =
+            std::fs::read(crate::testdata().join("invalid").join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        check(name, &bytes, &limits_of(entry), entry["kind"].as_str().unwrap());
     }
     assert!(files.len() >= 70, "only {} invalid files", files.len());
 }
@@ -84,12 +72,7 @@ fn every_invalid_file_is_rejected_with_its_kind() {
 #[test]
 fn manifest_lists_exactly_the_files_in_the_folder() {
     let manifest = manifest();
-    let listed: BTreeSet<String> = manifest["files"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .cloned()
-        .collect();
+    let listed: BTreeSet<String> = manifest["files"].as_object().unwrap().keys().cloned().collect();
     let present: BTreeSet<String> = std::fs::read_dir(crate::testdata().join("invalid"))
         .unwrap()
         .map(|entry| entry.unwrap().file_name().into_string().unwrap())
@@ -108,9 +91,6 @@ fn every_manifest_entry_says_why() {
     let manifest = manifest();
     for (name, entry) in manifest["files"].as_object().unwrap() {
         let why = entry["why"].as_str().unwrap_or("");
-        assert!(
-            !why.is_empty() && !why.contains('\n'),
-            "{name}: bad \"why\""
-        );
+        assert!(!why.is_empty() && !why.contains('\n'), "{name}: bad \"why\"");
     }
 }

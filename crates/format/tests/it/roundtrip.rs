@@ -12,8 +12,7 @@ fn dtype() -> impl Strategy<Value = Dtype> {
 /// Text with the characters that stress JSON escaping: quotes, backslashes,
 /// control characters, non-ASCII and astral-plane characters.
 fn text() -> impl Strategy<Value = String> {
-    proptest::string::string_regex("[a-z0-9._\"\\\\/\u{0}-\u{1f}\u{7f}éü✓\u{1F600} -]{0,12}")
-        .unwrap()
+    proptest::string::string_regex("[a-z0-9._\"\\\\/\u{0}-\u{1f}\u{7f}éü✓\u{1F600} -]{0,12}").unwrap()
 }
 
 /// A tensor name: any text without control characters.
@@ -26,26 +25,14 @@ fn metadata() -> impl Strategy<Value = Metadata> {
 }
 
 fn spec() -> impl Strategy<Value = TensorSpec> {
-    (
-        name(),
-        dtype(),
-        proptest::collection::vec(0u64..6, 0..4),
-        metadata(),
-        proptest::option::of(any::<[u8; 32]>()),
-    )
+    (name(), dtype(), proptest::collection::vec(0u64..6, 0..4), metadata(), proptest::option::of(any::<[u8; 32]>()))
         .prop_map(|(name, dtype, mut shape, metadata, sha256)| {
             // Sub-byte dtypes need whole bytes: make the element count even
             // (F4) or a multiple of 4 (F6).
             if dtype.bits() < 8 {
                 shape.push(4);
             }
-            TensorSpec {
-                name,
-                dtype,
-                shape,
-                metadata,
-                sha256,
-            }
+            TensorSpec { name, dtype, shape, metadata, sha256 }
         })
 }
 
@@ -154,19 +141,17 @@ proptest! {
 
 #[test]
 fn safetensors_refuses_c128_which_safetensors_cannot_read() {
-    let err = Header::new_safetensors(vec![TensorSpec::new("z", Dtype::C128, [1])], None, &Limits::DEFAULT).unwrap_err();
+    let err =
+        Header::new_safetensors(vec![TensorSpec::new("z", Dtype::C128, [1])], None, &Limits::DEFAULT).unwrap_err();
     assert_eq!(err.kind(), &deathtensors_format::ErrorKind::UnknownDtype("C128".into()));
     assert_eq!(err.tensor(), Some("z"));
 }
 
 #[test]
 fn zero_element_tensors_with_huge_dimensions_are_valid() {
-    let specs = vec![
-        TensorSpec::new("empty", Dtype::F64, [u64::MAX, 0, u64::MAX]),
-        TensorSpec::new("scalar", Dtype::C128, []),
-    ];
-    let header =
-        Header::new_deathtensors(specs, Metadata::new(), 64, None, &Limits::DEFAULT).unwrap();
+    let specs =
+        vec![TensorSpec::new("empty", Dtype::F64, [u64::MAX, 0, u64::MAX]), TensorSpec::new("scalar", Dtype::C128, [])];
+    let header = Header::new_deathtensors(specs, Metadata::new(), 64, None, &Limits::DEFAULT).unwrap();
     assert_eq!(header.get("empty").unwrap().byte_len(), 0);
     assert_eq!(header.get("scalar").unwrap().data_offsets, (0, 16));
     let head = parse(&file(&header, Flags::EMPTY)).unwrap();
@@ -181,17 +166,12 @@ fn layout_pads_each_tensor_to_the_alignment() {
         TensorSpec::new("c", Dtype::U8, [0]),
         TensorSpec::new("d", Dtype::I64, [1]),
     ];
-    let header =
-        Header::new_deathtensors(specs, Metadata::new(), 64, None, &Limits::DEFAULT).unwrap();
+    let header = Header::new_deathtensors(specs, Metadata::new(), 64, None, &Limits::DEFAULT).unwrap();
     let offsets: Vec<_> = header.tensors().iter().map(|t| t.data_offsets).collect();
     assert_eq!(offsets, [(0, 3), (64, 84), (128, 128), (128, 136)]);
     assert_eq!(header.data_len(), 136);
     let packed = Header::new_deathtensors(
-        header
-            .tensors()
-            .iter()
-            .map(|t| TensorSpec::new(t.name.clone(), t.dtype, t.shape.clone()))
-            .collect(),
+        header.tensors().iter().map(|t| TensorSpec::new(t.name.clone(), t.dtype, t.shape.clone())).collect(),
         Metadata::new(),
         1,
         None,
@@ -208,21 +188,14 @@ fn encoder_output_is_compact_and_opens_at_a_64_byte_boundary() {
     spec.sha256 = Some([0xab; 32]);
     let mut global = Metadata::new();
     global.insert("model".into(), "tiny".into());
-    let header =
-        Header::new_deathtensors(vec![spec], global, 64, Some("me".into()), &Limits::DEFAULT)
-            .unwrap();
+    let header = Header::new_deathtensors(vec![spec], global, 64, Some("me".into()), &Limits::DEFAULT).unwrap();
     let head = Head::encode(&header, Flags::CHECKSUM).unwrap();
     assert_eq!(&head[..8], b"DTLEGION");
     assert_eq!(u32::from_le_bytes(head[8..12].try_into().unwrap()), 1);
     assert_eq!(u32::from_le_bytes(head[12..16].try_into().unwrap()), 2);
-    assert_eq!(
-        u64::from_le_bytes(head[16..24].try_into().unwrap()) as usize,
-        head.len() - 24
-    );
+    assert_eq!(u64::from_le_bytes(head[16..24].try_into().unwrap()) as usize, head.len() - 24);
     assert_eq!(head.len() % 64, 0);
-    let json = std::str::from_utf8(&head[24..])
-        .unwrap()
-        .trim_end_matches(' ');
+    let json = std::str::from_utf8(&head[24..]).unwrap().trim_end_matches(' ');
     let digest = "ab".repeat(32);
     assert_eq!(
         json,

@@ -26,30 +26,17 @@ fn every_fixture_reads_back_to_its_manifest() {
             let want = t["sha256"].as_str().unwrap();
             let owned = reader.read(name).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(crate::sha256_hex(&owned), want, "{rel} {name}");
-            assert_eq!(
-                crate::sha256_hex(mapped.bytes(name).unwrap()),
-                want,
-                "{rel} {name} (mapped)"
-            );
+            assert_eq!(crate::sha256_hex(mapped.bytes(name).unwrap()), want, "{rel} {name} (mapped)");
             tensors_checked += 1;
         }
         if expected["flags"]["checksum"] == true {
             reader.verify_footer().unwrap_or_else(|e| panic!("{e}"));
             reader.verify().unwrap_or_else(|e| panic!("{e}"));
         } else if expected.get("flags").is_some() {
-            assert!(
-                matches!(
-                    reader.verify().unwrap_err().kind(),
-                    ErrorKind::NoChecksum { .. }
-                ),
-                "{rel}"
-            );
+            assert!(matches!(reader.verify().unwrap_err().kind(), ErrorKind::NoChecksum { .. }), "{rel}");
         }
     }
-    assert!(
-        tensors_checked > 80,
-        "only {tensors_checked} tensors checked"
-    );
+    assert!(tensors_checked > 80, "only {tensors_checked} tensors checked");
 }
 
 #[test]
@@ -60,10 +47,7 @@ fn bitflipped_fixture_fails_verification() {
     assert!(err.is_integrity(), "{err}");
     assert!(matches!(err.kind(), ErrorKind::ChecksumMismatch { .. }));
     let text = err.to_string();
-    assert!(
-        text.contains("bad_checksum_bitflip") && text.contains("SHA-256 footer mismatch"),
-        "{text}"
-    );
+    assert!(text.contains("bad_checksum_bitflip") && text.contains("SHA-256 footer mismatch"), "{text}");
 }
 
 #[test]
@@ -75,18 +59,14 @@ fn misaligned_legacy_tensors_are_flagged_and_read_correctly() {
     assert!(!t.is_aligned());
     assert!(reader.tensor("scalar").unwrap().is_aligned());
     let bytes = reader.read("after_odd").unwrap();
-    let values: Vec<f32> = bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
+    let values: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
     assert_eq!(values.len(), 5);
     assert!(values.iter().all(|v| v.is_finite()));
 }
 
 #[test]
 fn compressed_fixture_decompresses_lazily_and_verifies() {
-    let path =
-        crate::testdata().join("valid/deathtensors-0.3.0/all_dtypes_zstd_checksum.deathtensors");
+    let path = crate::testdata().join("valid/deathtensors-0.3.0/all_dtypes_zstd_checksum.deathtensors");
     let reader = Reader::open(&path).unwrap();
     assert!(reader.is_compressed());
     assert_eq!(reader.read("f32").unwrap().len(), 256);

@@ -6,9 +6,7 @@ use deathtensors_io::{save, ErrorKind, Reader, WriteOptions, Writer};
 
 /// Bytes that differ per tensor and per position.
 fn pattern(seed: u8, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
 }
 
 /// One tensor of every dtype plus edge shapes: scalars, zero-size, and huge
@@ -17,23 +15,13 @@ fn corpus() -> Vec<(TensorSpec, Vec<u8>)> {
     let mut out = Vec::new();
     for (k, dtype) in Dtype::ALL.iter().enumerate() {
         // Sub-byte dtypes need whole bytes.
-        let shape = if dtype.bits() < 8 {
-            vec![3, 8]
-        } else {
-            vec![3, 5]
-        };
+        let shape = if dtype.bits() < 8 { vec![3, 8] } else { vec![3, 5] };
         let len = dtype.byte_len(shape.iter().product()).unwrap() as usize;
-        out.push((
-            TensorSpec::new(format!("t.{}", dtype.name()), *dtype, shape),
-            pattern(k as u8, len),
-        ));
+        out.push((TensorSpec::new(format!("t.{}", dtype.name()), *dtype, shape), pattern(k as u8, len)));
     }
     out.push((TensorSpec::new("scalar", Dtype::F64, []), pattern(99, 8)));
     out.push((TensorSpec::new("zero", Dtype::F32, [0, 4]), vec![]));
-    out.push((
-        TensorSpec::new("huge-but-empty", Dtype::BF16, [u64::MAX, 0, 1 << 40]),
-        vec![],
-    ));
+    out.push((TensorSpec::new("huge-but-empty", Dtype::BF16, [u64::MAX, 0, 1 << 40]), vec![]));
     out
 }
 
@@ -57,18 +45,14 @@ fn check_reads(path: &std::path::Path, corpus: &[(TensorSpec, Vec<u8>)]) {
 fn every_dtype_and_edge_shape_round_trips_in_both_formats() {
     let dir = crate::scratch("all-dtypes");
     let corpus = corpus();
-    for (format, checksum) in [
-        (Format::Deathtensors, false),
-        (Format::Deathtensors, true),
-        (Format::Safetensors, false),
-    ] {
+    for (format, checksum) in
+        [(Format::Deathtensors, false), (Format::Deathtensors, true), (Format::Safetensors, false)]
+    {
         let path = dir.join(format!("{format:?}-{checksum}"));
-        let options = WriteOptions {
-            format,
-            checksum,
-            durable: false,
-            ..WriteOptions::default()
-        };
+        let options = WriteOptions { format, checksum, durable: false, ..WriteOptions::default() };
+        // safetensors has every dtype but C128.
+        let corpus: Vec<_> =
+            corpus.iter().filter(|(s, _)| format == Format::Deathtensors || s.dtype != Dtype::C128).cloned().collect();
         save(&path, borrowed(&corpus), &options).unwrap();
         check_reads(&path, &corpus);
         let reader = Reader::open(&path).unwrap();
@@ -83,12 +67,7 @@ fn every_dtype_and_edge_shape_round_trips_in_both_formats() {
             }
             // Every tensor start is 64-byte aligned in the file.
             for t in reader.header().tensors() {
-                assert_eq!(
-                    reader.tensor(&t.name).unwrap().file_offset % 64,
-                    0,
-                    "{}",
-                    t.name
-                );
+                assert_eq!(reader.tensor(&t.name).unwrap().file_offset % 64, 0, "{}", t.name);
             }
         }
     }
@@ -99,23 +78,12 @@ fn empty_files_round_trip() {
     let dir = crate::scratch("empty");
     for format in [Format::Deathtensors, Format::Safetensors] {
         let path = dir.join(format!("{format:?}"));
-        save(
-            &path,
-            vec![],
-            &WriteOptions {
-                format,
-                ..WriteOptions::default()
-            },
-        )
-        .unwrap();
+        save(&path, vec![], &WriteOptions { format, ..WriteOptions::default() }).unwrap();
         let reader = Reader::open(&path).unwrap();
         assert!(reader.header().is_empty());
     }
     let st = std::fs::read(dir.join("Safetensors")).unwrap();
-    assert_eq!(
-        st,
-        std::fs::read(crate::testdata().join("valid/safetensors-0.8.0/empty.safetensors")).unwrap()
-    );
+    assert_eq!(st, std::fs::read(crate::testdata().join("valid/safetensors-0.8.0/empty.safetensors")).unwrap());
 }
 
 #[test]
@@ -125,28 +93,17 @@ fn saving_is_deterministic() {
     let mut meta = Metadata::new();
     meta.insert("b".into(), "2".into());
     meta.insert("a".into(), "1".into());
-    let options = WriteOptions {
-        checksum: true,
-        metadata: Some(meta),
-        durable: false,
-        ..WriteOptions::default()
-    };
+    let options = WriteOptions { checksum: true, metadata: Some(meta), durable: false, ..WriteOptions::default() };
     save(dir.join("one"), borrowed(&corpus), &options).unwrap();
     save(dir.join("two"), borrowed(&corpus), &options).unwrap();
-    assert_eq!(
-        std::fs::read(dir.join("one")).unwrap(),
-        std::fs::read(dir.join("two")).unwrap()
-    );
+    assert_eq!(std::fs::read(dir.join("one")).unwrap(), std::fs::read(dir.join("two")).unwrap());
 }
 
 #[test]
 fn safetensors_output_is_byte_identical_to_safetensors() {
     // Re-save the tensors of files safetensors 0.8.0 wrote: same bytes.
     let dir = crate::scratch("st-identity");
-    for rel in [
-        "all_dtypes.safetensors",
-        "sharded/model-00001-of-00002.safetensors",
-    ] {
+    for rel in ["all_dtypes.safetensors", "sharded/model-00001-of-00002.safetensors"] {
         let original = crate::testdata().join("valid/safetensors-0.8.0").join(rel);
         let reader = Reader::open(&original).unwrap();
         let data: Vec<(TensorSpec, Vec<u8>)> = reader
@@ -154,12 +111,7 @@ fn safetensors_output_is_byte_identical_to_safetensors() {
             .tensors()
             .iter()
             .rev()
-            .map(|t| {
-                (
-                    TensorSpec::new(t.name.clone(), t.dtype, t.shape.clone()),
-                    reader.read(&t.name).unwrap(),
-                )
-            })
+            .map(|t| (TensorSpec::new(t.name.clone(), t.dtype, t.shape.clone()), reader.read(&t.name).unwrap()))
             .collect();
         let out = dir.join("out.safetensors");
         let options = WriteOptions {
@@ -168,11 +120,7 @@ fn safetensors_output_is_byte_identical_to_safetensors() {
             ..WriteOptions::default()
         };
         save(&out, borrowed(&data), &options).unwrap();
-        assert_eq!(
-            std::fs::read(&out).unwrap(),
-            std::fs::read(&original).unwrap(),
-            "{rel}"
-        );
+        assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&original).unwrap(), "{rel}");
     }
 }
 
@@ -181,11 +129,7 @@ fn incremental_writer_matches_save_whatever_the_order() {
     let dir = crate::scratch("incremental");
     let corpus = corpus();
     for checksum in [false, true] {
-        let options = WriteOptions {
-            checksum,
-            durable: false,
-            ..WriteOptions::default()
-        };
+        let options = WriteOptions { checksum, durable: false, ..WriteOptions::default() };
         save(dir.join("saved"), borrowed(&corpus), &options).unwrap();
         let specs = corpus.iter().map(|(s, _)| s.clone()).collect();
         let mut w = Writer::create(dir.join("streamed"), specs, &options).unwrap();
@@ -204,25 +148,12 @@ fn incremental_writer_matches_save_whatever_the_order() {
 #[test]
 fn incremental_writer_rejects_misuse_and_leaves_nothing() {
     let dir = crate::scratch("incremental-misuse");
-    let specs = vec![
-        TensorSpec::new("a", Dtype::U8, [2]),
-        TensorSpec::new("b", Dtype::U8, [1]),
-    ];
+    let specs = vec![TensorSpec::new("a", Dtype::U8, [2]), TensorSpec::new("b", Dtype::U8, [1])];
     let mut w = Writer::create(dir.join("x"), specs, &WriteOptions::default()).unwrap();
-    assert!(matches!(
-        w.write_tensor("nope", &[1]).unwrap_err().kind(),
-        ErrorKind::InvalidInput(_)
-    ));
-    assert!(matches!(
-        w.write_tensor("a", &[1]).unwrap_err().kind(),
-        ErrorKind::InvalidInput(_)
-    ));
+    assert!(matches!(w.write_tensor("nope", &[1]).unwrap_err().kind(), ErrorKind::InvalidInput(_)));
+    assert!(matches!(w.write_tensor("a", &[1]).unwrap_err().kind(), ErrorKind::InvalidInput(_)));
     w.write_tensor("a", &[1, 2]).unwrap();
-    assert!(w
-        .write_tensor("a", &[1, 2])
-        .unwrap_err()
-        .to_string()
-        .contains("twice"));
+    assert!(w.write_tensor("a", &[1, 2]).unwrap_err().to_string().contains("twice"));
     let err = w.finish().unwrap_err();
     assert!(err.to_string().contains("\"b\" was never written"), "{err}");
     assert_eq!(crate::entries(&dir), Vec::<String>::new());
@@ -233,15 +164,7 @@ fn corrupted_tensor_is_named_by_verification() {
     let dir = crate::scratch("corrupt");
     let corpus = corpus();
     let path = dir.join("m.dt");
-    save(
-        &path,
-        borrowed(&corpus),
-        &WriteOptions {
-            checksum: true,
-            ..WriteOptions::default()
-        },
-    )
-    .unwrap();
+    save(&path, borrowed(&corpus), &WriteOptions { checksum: true, ..WriteOptions::default() }).unwrap();
     let reader = Reader::open(&path).unwrap();
     let victim = reader.tensor("t.F32").unwrap().file_offset;
     drop(reader);
@@ -256,41 +179,20 @@ fn corrupted_tensor_is_named_by_verification() {
     }
     assert!(reader.read_verified("t.F32").is_err());
     reader.read_verified("t.F64").unwrap();
-    assert!(matches!(
-        reader.verify_footer().unwrap_err().kind(),
-        ErrorKind::ChecksumMismatch { .. }
-    ));
+    assert!(matches!(reader.verify_footer().unwrap_err().kind(), ErrorKind::ChecksumMismatch { .. }));
 }
 
 #[test]
 fn wrong_lengths_and_bad_specs_are_refused() {
     let dir = crate::scratch("bad-input");
-    let err = save(
-        dir.join("x"),
-        vec![(TensorSpec::new("a", Dtype::F32, [2]), &[0u8; 7][..])],
-        &WriteOptions::default(),
-    )
-    .unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("7 bytes given, its dtype and shape need 8"),
-        "{err}"
-    );
-    let dup = vec![
-        (TensorSpec::new("a", Dtype::U8, [1]), &[0u8][..]),
-        (TensorSpec::new("a", Dtype::U8, [1]), &[0u8][..]),
-    ];
-    assert!(matches!(
-        save(dir.join("x"), dup, &WriteOptions::default())
-            .unwrap_err()
-            .kind(),
-        ErrorKind::Format(_)
-    ));
-    let st = WriteOptions {
-        format: Format::Safetensors,
-        checksum: true,
-        ..WriteOptions::default()
-    };
+    let err =
+        save(dir.join("x"), vec![(TensorSpec::new("a", Dtype::F32, [2]), &[0u8; 7][..])], &WriteOptions::default())
+            .unwrap_err();
+    assert!(err.to_string().contains("7 bytes given, its dtype and shape need 8"), "{err}");
+    let dup =
+        vec![(TensorSpec::new("a", Dtype::U8, [1]), &[0u8][..]), (TensorSpec::new("a", Dtype::U8, [1]), &[0u8][..])];
+    assert!(matches!(save(dir.join("x"), dup, &WriteOptions::default()).unwrap_err().kind(), ErrorKind::Format(_)));
+    let st = WriteOptions { format: Format::Safetensors, checksum: true, ..WriteOptions::default() };
     assert!(save(dir.join("x"), vec![], &st).is_err());
     assert_eq!(crate::entries(&dir), Vec::<String>::new());
 }

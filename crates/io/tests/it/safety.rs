@@ -9,27 +9,12 @@ use deathtensors_io::{save, ErrorKind, Reader, WriteOptions, Writer};
 fn failed_save_keeps_the_old_file_and_leaves_no_temp() {
     let dir = crate::scratch("failed-save");
     let path = dir.join("m.dt");
-    save(
-        &path,
-        vec![(TensorSpec::new("a", Dtype::U8, [3]), &[1, 2, 3][..])],
-        &WriteOptions::default(),
-    )
-    .unwrap();
+    save(&path, vec![(TensorSpec::new("a", Dtype::U8, [3]), &[1, 2, 3][..])], &WriteOptions::default()).unwrap();
     let before = std::fs::read(&path).unwrap();
     // A length mismatch fails before writing; a name with a control
     // character fails in the header.
-    assert!(save(
-        &path,
-        vec![(TensorSpec::new("a", Dtype::U8, [3]), &[1][..])],
-        &WriteOptions::default()
-    )
-    .is_err());
-    assert!(save(
-        &path,
-        vec![(TensorSpec::new("a\n", Dtype::U8, [1]), &[1][..])],
-        &WriteOptions::default()
-    )
-    .is_err());
+    assert!(save(&path, vec![(TensorSpec::new("a", Dtype::U8, [3]), &[1][..])], &WriteOptions::default()).is_err());
+    assert!(save(&path, vec![(TensorSpec::new("a\n", Dtype::U8, [1]), &[1][..])], &WriteOptions::default()).is_err());
     assert_eq!(std::fs::read(&path).unwrap(), before);
     assert_eq!(crate::entries(&dir), ["m.dt"]);
 }
@@ -38,19 +23,10 @@ fn failed_save_keeps_the_old_file_and_leaves_no_temp() {
 fn dropped_writer_keeps_the_old_file_and_leaves_no_temp() {
     let dir = crate::scratch("dropped-writer");
     let path = dir.join("m.dt");
-    save(
-        &path,
-        vec![(TensorSpec::new("a", Dtype::U8, [3]), &[1, 2, 3][..])],
-        &WriteOptions::default(),
-    )
-    .unwrap();
+    save(&path, vec![(TensorSpec::new("a", Dtype::U8, [3]), &[1, 2, 3][..])], &WriteOptions::default()).unwrap();
     let before = std::fs::read(&path).unwrap();
-    let mut w = Writer::create(
-        &path,
-        vec![TensorSpec::new("b", Dtype::U8, [1 << 20])],
-        &WriteOptions::default(),
-    )
-    .unwrap();
+    let mut w =
+        Writer::create(&path, vec![TensorSpec::new("b", Dtype::U8, [1 << 20])], &WriteOptions::default()).unwrap();
     w.write_tensor("b", &vec![7u8; 1 << 20]).unwrap();
     drop(w);
     assert_eq!(std::fs::read(&path).unwrap(), before);
@@ -71,22 +47,12 @@ fn truncation_while_open_is_an_error_not_a_crash() {
     let dir = crate::scratch("truncate");
     let path = dir.join("m.dt");
     let data = vec![5u8; 1 << 20];
-    save(
-        &path,
-        vec![(TensorSpec::new("big", Dtype::U8, [1 << 20]), &data[..])],
-        &WriteOptions::default(),
-    )
-    .unwrap();
+    save(&path, vec![(TensorSpec::new("big", Dtype::U8, [1 << 20]), &data[..])], &WriteOptions::default()).unwrap();
     let reader = Reader::open(&path).unwrap();
     // SAFETY: the mapping is never touched after the truncation below; this
     // test checks that owned reads of a mapped reader do not use it.
     let mapped = unsafe { Reader::open_mmap(&path) }.unwrap();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(4096)
-        .unwrap();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
     for r in [&reader, &mapped] {
         let err = r.read("big").unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::Io(_)), "{err}");
@@ -102,21 +68,10 @@ fn generation_file(path: &std::path::Path, generation: u8) {
     let data = vec![generation; 24 << 20];
     let mut meta = deathtensors_format::Metadata::new();
     meta.insert("generation".into(), generation.to_string());
-    let options = WriteOptions {
-        checksum: true,
-        durable: false,
-        metadata: Some(meta),
-        ..WriteOptions::default()
-    };
+    let options = WriteOptions { checksum: true, durable: false, metadata: Some(meta), ..WriteOptions::default() };
     let tensors = vec![
-        (
-            TensorSpec::new("a", Dtype::U8, [12 << 20]),
-            &data[..12 << 20],
-        ),
-        (
-            TensorSpec::new("b", Dtype::U8, [12 << 20]),
-            &data[12 << 20..],
-        ),
+        (TensorSpec::new("a", Dtype::U8, [12 << 20]), &data[..12 << 20]),
+        (TensorSpec::new("b", Dtype::U8, [12 << 20]), &data[12 << 20..]),
     ];
     save(path, tensors, &options).unwrap();
 }
@@ -136,12 +91,7 @@ fn killed_writer_leaves_old_or_new_file() {
     let exe = std::env::current_exe().unwrap();
     for round in 0..25u64 {
         let mut child = std::process::Command::new(&exe)
-            .args([
-                "--exact",
-                "safety::killed_writer_leaves_old_or_new_file",
-                "--test-threads=1",
-                "--nocapture",
-            ])
+            .args(["--exact", "safety::killed_writer_leaves_old_or_new_file", "--test-threads=1", "--nocapture"])
             .env(CHILD_ENV, &path)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -152,16 +102,9 @@ fn killed_writer_leaves_old_or_new_file() {
         child.kill().unwrap(); // SIGKILL on Unix
         child.wait().unwrap();
         let reader = Reader::open(&path).unwrap_or_else(|e| panic!("round {round}: {e}"));
-        reader
-            .verify()
-            .unwrap_or_else(|e| panic!("round {round}: {e}"));
-        let generation: u8 = reader.header().metadata().unwrap()["generation"]
-            .parse()
-            .unwrap();
-        assert!(
-            reader.read("b").unwrap().iter().all(|&b| b == generation),
-            "round {round}"
-        );
+        reader.verify().unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let generation: u8 = reader.header().metadata().unwrap()["generation"].parse().unwrap();
+        assert!(reader.read("b").unwrap().iter().all(|&b| b == generation), "round {round}");
         // Stale temp files of killed writers are removed by the next save.
         generation_file(&dir.join("probe.dt"), 0);
         assert_eq!(crate::entries(&dir), ["m.dt", "probe.dt"], "round {round}");

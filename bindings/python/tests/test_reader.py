@@ -1,0 +1,165 @@
+"""Reading: every fixture with both frameworks, the DtFile API, views and errors."""
+
+import numpy as np
+import pytest
+import torch
+
+import deathtensors as dt
+from conftest import TESTDATA, sha256
+
+
+def ok_fixtures(manifest):
+    return [(rel, exp) for rel, exp in manifest["files"].items() if exp["outcome"] == "ok"]
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_every_fixture_reads_back_to_its_manifest(manifest, framework):
+    checked = 0
+    for rel, expected in ok_fixtures(manifest):
+        with dt.open(TESTDATA / "valid" / rel) as f:
+            assert sorted(f.keys()) == sorted(expected["tensors"])
+            assert f.metadata() == expected["global_metadata"]
+            for name, t in expected["tensors"].items():
+                info = f.info(name)
+                assert info["dtype"] == t["dtype"]
+                assert info["shape"] == t["shape"]
+                assert info["nbytes"] == t["nbytes"]
+                assert info["metadata"] == t["metadata"]
+                assert sha256(f.get_bytes(name)) == t["sha256"], (rel, name)
+                try:
+                    value = f.get_tensor(name, framework=framework)
+                except dt.DeathTensorsError:
+                    # F8 types without a numpy equivalent need ml_dtypes: it is installed here.
+                    raise
+                assert list(value.shape) == t["shape"], (rel, name)
+                raw = value.reshape(-1).view(torch.uint8).numpy() if framework == "torch" else value.reshape(-1).view(np.uint8)
+                assert sha256(raw.tobytes()) == t["sha256"], (rel, name)
+                checked += 1
+            if expected.get("flags", {}).get("checksum"):
+                assert f.verify() is True
+    assert checked > 80
+
+
+def test_bitflipped_fixture_fails_verification():
+    path = TESTDATA / "valid/deathtensors-0.3.0/bad_checksum_bitflip.deathtensors"
+    with pytest.raises(dt.IntegrityError, match="SHA-256 footer mismatch"):
+        dt.open(path, verify=True)
+    f = dt.open(path)
+    with pytest.raises(dt.IntegrityError):
+        f.verify()
+    assert issubclass(dt.IntegrityError, ValueError)
+
+
+def test_verify_is_false_without_checksum():
+    with dt.open(TESTDATA / "valid/deathtensors-0.3.0/all_dtypes.deathtensors") as f:
+        assert f.has_checksum() is False
+        assert f.verify() is False
+
+
+def test_container_protocol_and_info(tmp_path):
+    path = tmp_path / "m.dt"
+    dt.save(path, {"b": np.zeros(3, np.float32), "a": np.ones((2, 2), np.int64)},
+            metadata={"a": {"k": "v"}}, global_metadata={"model": "m"})
+    f = dt.DtFile(path)
+    assert f.keys() == ["b", "a"]  # insertion order
+    assert len(f) == 2 and "a" in f and "zz" not in f and 3 not in f
+    assert list(f) == ["b", "a"]
+    info = f.info("a")
+    assert info["dtype"] == "I64" and info["shape"] == [2, 2] and info["nbytes"] == 32
+    assert info["data_offsets"] == (64, 96) and info["metadata"] == {"k": "v"}
+    assert info["torch_dtype"] == "torch.int64" and info["aligned"] is True
+    assert f.metadata() == {"model": "m"}
+    assert "2 tensors" in repr(f)
+    f.close()
+    with pytest.raises(ValueError, match="closed"):
+        f.keys()
+
+
+def test_get_tensor_is_owned_and_outlives_close(tmp_path):
+    path = tmp_path / "m.dt"
+    dt.save(path, {"w": torch.arange(6, dtype=torch.float32)})
+    before = path.read_bytes()
+    with dt.open(path) as f:
+        t = f.get_tensor("w")
+        a = f.get_tensor("w", framework="numpy")
+    t += 100
+    a[:] = -1
+    assert path.read_bytes() == before
+    assert t.tolist() == [100.0, 101.0, 102.0, 103.0, 104.0, 105.0]
+    with dt.open(path) as f:
+        assert f.get_tensor("w").tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def test_views_are_zero_copy_and_read_only(tmp_path):
+    path = tmp_path / "m.dt"
+    dt.save(path, {"w": np.arange(8, dtype=np.float32)})
+    f = dt.open(path)
+    v = f.get_tensor_view("w", framework="numpy")
+    assert v.tolist() == list(range(8)) and not v.flags.writeable
+    with pytest.raises(ValueError):
+        v[0] = 1
+    mv = f.get_buffer("w")
+    assert mv.readonly and len(mv) == 32
+    tv = f.get_tensor_view("w")
+    f.close()
+    # Views keep the mapping alive after close.
+    assert tv.tolist() == list(range(8)) and bytes(mv)[:4] == np.float32(0).tobytes()
+
+
+def test_misaligned_legacy_tensor_view_is_copied():
+    with dt.open(TESTDATA / "valid/deathtensors-0.3.0/edge_shapes.deathtensors") as f:
+        assert f.info("after_odd")["aligned"] is False
+        v = f.get_tensor_view("after_odd", framework="torch")
+        assert torch.equal(v, f.get_tensor("after_odd"))
+
+
+def test_errors_have_the_right_types(tmp_path):
+    with pytest.raises(FileNotFoundError) as e:
+        dt.open(tmp_path / "missing.dt")
+    assert "missing.dt" in str(e.value)
+    bad = tmp_path / "lfs.safetensors"
+    bad.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 1\n")
+    with pytest.raises(dt.FormatError, match="Git LFS pointer"):
+        dt.open(bad)
+    path = tmp_path / "m.dt"
+    dt.save(path, {"a": np.zeros(1)})
+    with dt.open(path) as f, pytest.raises(KeyError) as e:
+        f.get_tensor("b")
+    assert isinstance(e.value, dt.TensorNotFoundError) and '"b"' in str(e.value)
+    with pytest.raises(dt.DeathTensorsError, match="framework"):
+        dt.open(path).get_tensor("a", framework="jax")
+
+
+def test_invalid_corpus_is_rejected_with_format_errors():
+    import json
+
+    manifest = json.loads((TESTDATA / "invalid" / "manifest.json").read_text())
+    checked = 0
+    for name, entry in manifest["files"].items():
+        if entry.get("limits"):
+            continue  # needs non-default limits (tested in Rust)
+        with pytest.raises(dt.FormatError):
+            dt.open(TESTDATA / "invalid" / name)
+        checked += 1
+    assert checked > 200
+
+
+def test_compressed_legacy_files_read():
+    with dt.open(TESTDATA / "valid/deathtensors-0.3.0/all_dtypes_zstd_checksum.deathtensors", verify=True) as f:
+        assert f.is_compressed()
+        assert f.get_tensor("f32", framework="numpy").shape == (8, 8)
+
+
+def test_verify_on_read_detects_a_corrupt_tensor(tmp_path):
+    path = tmp_path / "m.dt"
+    dt.save(path, {"a": np.arange(100, dtype=np.int32), "b": np.ones(10)}, checksum=True)
+    data = bytearray(path.read_bytes())
+    off = dt.open(path).info("a")["file_offset"]
+    data[off + 5] ^= 1
+    path.write_bytes(bytes(data))
+    f = dt.open(path)
+    assert f.get_tensor("b", verify=True).sum() == 10
+    with pytest.raises(dt.IntegrityError, match='"a"'):
+        f.get_tensor("a", verify=True)
+    with pytest.raises(dt.IntegrityError, match='"a"'):
+        f.verify()
