@@ -262,6 +262,30 @@ impl Reader {
         read_exact_at(&self.file, buf, t.file_offset).map_err(|e| Error::io(e, &self.path, "cannot read"))
     }
 
+    /// Reads `buf.len()` bytes of the tensor starting `offset` bytes into it,
+    /// for streaming through a tensor in chunks (positioned reads).
+    ///
+    /// # Errors
+    /// As [`Reader::read_into`]; `InvalidInput` if the range is past the tensor.
+    pub fn read_range_into(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let t = self.tensor(name)?;
+        let len = t.info.byte_len();
+        let end = offset.checked_add(buf.len() as u64).filter(|&e| e <= len);
+        let Some(end) = end else {
+            return Err(Error::input(
+                format!("range {offset}+{} is past the end of tensor {name:?} ({len} bytes)", buf.len()),
+                &self.path,
+                "cannot read",
+            ));
+        };
+        if self.is_compressed() {
+            let start = t.info.data_offsets.0 + offset;
+            buf.copy_from_slice(&self.blob()?[start as usize..(start + (end - offset)) as usize]);
+            return Ok(());
+        }
+        read_exact_at(&self.file, buf, t.file_offset + offset).map_err(|e| Error::io(e, &self.path, "cannot read"))
+    }
+
     /// Reads the tensor's bytes into a fresh buffer the caller owns.
     ///
     /// # Errors

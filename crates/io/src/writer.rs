@@ -262,6 +262,47 @@ impl Writer {
         Ok(())
     }
 
+    /// Writes the tensor `name` in chunks of at most `chunk` bytes that
+    /// `fill(offset, buf)` produces, so that memory stays bounded whatever
+    /// the tensor's size (conversions stream through it).
+    ///
+    /// # Errors
+    /// As [`Writer::write_tensor`], and whatever `fill` returns.
+    pub fn write_tensor_with(
+        &mut self,
+        name: &str,
+        chunk: usize,
+        mut fill: impl FnMut(u64, &mut [u8]) -> Result<()>,
+    ) -> Result<()> {
+        let path = &self.path;
+        let i = self
+            .header
+            .position(name)
+            .ok_or_else(|| Error::input(format!("no tensor {name:?} in the specs"), path, DOING))?;
+        if self.written[i] {
+            return Err(Error::input(format!("tensor {name:?} written twice"), path, DOING));
+        }
+        let info = &self.header.tensors()[i];
+        let (start, len) = (self.data_start + info.data_offsets.0, info.byte_len());
+        let mut buf = vec![0u8; (len.min(chunk.max(1) as u64)) as usize];
+        let mut hasher = self.flags.contains(Flags::CHECKSUM).then(Hasher::new);
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(buf.len() as u64) as usize;
+            fill(done, &mut buf[..n])?;
+            write_all_at(self.temp.file(), &buf[..n], start + done).map_err(|e| Error::io(e, path, DOING))?;
+            if let Some(h) = &mut hasher {
+                h.update(&buf[..n]);
+            }
+            done += n as u64;
+        }
+        if let Some(h) = hasher {
+            self.digests[i] = h.finish();
+        }
+        self.written[i] = true;
+        Ok(())
+    }
+
     /// Completes the file and moves it over the target.
     ///
     /// # Errors
