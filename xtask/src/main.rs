@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         "test" | "ci" => ci::run(rest),
         "setup" => setup::run(),
         "demo" => demo::run(),
+        "python" => python::test(),
         "fuzz" => fuzz::run(rest),
         "bench" => util::cargo(&["bench", "--workspace"]),
         "help" | "--help" | "-h" => {
@@ -49,6 +50,7 @@ tasks:
   test               everything CI checks: setup, fmt, clippy, tests, docs, no_std builds, fuzz smoke
   ci                 the same as test
   demo               the main job: build everything and show it at work on real files
+  python             build the wheel, install it into .venv and run pytest
   setup              install rustup targets and tools the build needs
   fuzz [--seconds N] [TARGET]
                      fuzz every target (or TARGET) for N seconds each (default 60)

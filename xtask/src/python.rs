@@ -37,18 +37,35 @@ pub fn setup() -> Result<(), String> {
     Ok(())
 }
 
-/// Builds the extension (release) into `.venv`.
-pub fn develop() -> Result<(), String> {
+/// Builds the wheel (release), checks what it ships, and installs it into
+/// `.venv`: the tests run against the real wheel, not a development tree.
+pub fn install_wheel() -> Result<(), String> {
+    let out = root().join("target/wheels");
+    let _ = std::fs::remove_dir_all(&out);
     exec(
         Command::new(venv().join("bin/maturin"))
-            .args(["develop", "--release", "--quiet", "-m", "bindings/python/Cargo.toml"])
+            .args(["build", "--release", "--quiet", "-m", "bindings/python/Cargo.toml", "-o"])
+            .arg(&out)
             .env("VIRTUAL_ENV", venv()),
-    )
+    )?;
+    let wheel = std::fs::read_dir(&out)
+        .map_err(|e| format!("no wheel in {}: {e}", out.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .ok_or("maturin built no wheel")?;
+    // The wheel must ship the stubs and the typing marker.
+    let check = "import sys, zipfile; names = zipfile.ZipFile(sys.argv[1]).namelist(); \
+                 missing = [n for n in ('deathtensors/py.typed', 'deathtensors/_native.pyi', 'deathtensors/__init__.py') if n not in names]; \
+                 assert not missing, f'wheel lacks {missing}'; \
+                 assert any(n.startswith('deathtensors/_native') and n.endswith('.so') for n in names), 'no extension module'";
+    exec(Command::new(python()).args(["-c", check]).arg(&wheel))?;
+    exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps"]).arg(&wheel))
 }
 
 /// Runs the Python tests.
 pub fn test() -> Result<(), String> {
     setup()?;
-    develop()?;
+    install_wheel()?;
     exec(Command::new(python()).args(["-m", "pytest", "bindings/python/tests", "-q", "-p", "no:cacheprovider"]))
 }
