@@ -171,3 +171,12 @@ fn sync_dir(_dir: &Path) -> io::Result<()> {
     // Windows has no directory fsync; MoveFileEx is durable with the file flushed.
     Ok(())
 }
+
+/// Writes `bytes` to `target` atomically (small files: indexes).
+pub(crate) fn write_file(target: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+    use std::io::Write;
+    let temp = TempFile::create(target, durable)?;
+    let mut f = temp.file();
+    f.write_all(bytes)?;
+    temp.persist()
+}

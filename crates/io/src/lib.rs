@@ -28,11 +28,13 @@ mod hash;
 mod mmap;
 mod pread;
 mod reader;
+mod sharded;
 mod writer;
 
 pub use crate::{
     error::{Error, ErrorKind, Result},
     reader::{ReadOptions, Reader, TensorRef},
+    sharded::{save_sharded, ShardedReader, INDEX_SUFFIX},
     writer::{save, WriteOptions, Writer},
 };
 pub use deathtensors_format as format;

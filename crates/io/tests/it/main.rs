@@ -3,6 +3,7 @@
 mod fixtures;
 mod roundtrip;
 mod safety;
+mod sharded;
 
 use std::path::PathBuf;
 
