@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod errors;
 mod reader;
+mod sharded;
 mod writer;
 
 #[pymodule]
@@ -12,6 +13,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reader::PyReader>()?;
     m.add_class::<reader::PyRegion>()?;
     m.add_function(wrap_pyfunction!(writer::save, m)?)?;
+    m.add_class::<sharded::PyShardedIndex>()?;
+    m.add_function(wrap_pyfunction!(sharded::save_sharded, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("CREATED_BY", deathtensors_io::format::CREATED_BY)?;
     Ok(())

@@ -10,7 +10,50 @@ use crate::errors::IntoPy;
 
 /// One tensor as Python hands it over: name, dtype name, shape, a
 /// C-contiguous byte buffer, and per-tensor metadata.
-type Item<'py> = (String, String, Vec<u64>, Bound<'py, PyAny>, Option<Metadata>);
+pub(crate) type Item<'py> = (String, String, Vec<u64>, Bound<'py, PyAny>, Option<Metadata>);
+
+/// Turns Python items into specs and the buffers that keep their memory alive.
+pub(crate) fn collect(tensors: Vec<Item<'_>>) -> PyResult<(Vec<TensorSpec>, Vec<PyBuffer<u8>>)> {
+    let mut specs = Vec::with_capacity(tensors.len());
+    let mut buffers = Vec::with_capacity(tensors.len());
+    for (name, dtype, shape, obj, metadata) in tensors {
+        let dtype = Dtype::from_name(&dtype)
+            .ok_or_else(|| PyValueError::new_err(format!("tensor {name:?}: unknown dtype {dtype:?}")))?;
+        let buf = PyBuffer::<u8>::get(&obj)?;
+        if !buf.is_c_contiguous() {
+            return Err(PyValueError::new_err(format!("tensor {name:?}: buffer is not C-contiguous")));
+        }
+        let mut spec = TensorSpec::new(name, dtype, shape);
+        spec.metadata = metadata.unwrap_or_default();
+        specs.push(spec);
+        buffers.push(buf);
+    }
+    Ok((specs, buffers))
+}
+
+/// Borrows the buffers' memory as slices, paired with their specs.
+///
+/// # Safety
+/// The buffers must outlive the returned slices and not be resized; the
+/// caller keeps `buffers` alive (it is borrowed) while using them.
+pub(crate) unsafe fn slices<'b>(specs: Vec<TensorSpec>, buffers: &'b [PyBuffer<u8>]) -> Vec<(TensorSpec, &'b [u8])> {
+    specs
+        .into_iter()
+        .zip(buffers)
+        // SAFETY: see the function's contract; each PyBuffer is contiguous
+        // and `len_bytes` long.
+        .map(|(s, b)| (s, unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const u8, b.len_bytes()) }))
+        .collect()
+}
+
+/// Parses the `format` argument.
+pub(crate) fn parse_format(format: &str) -> PyResult<Format> {
+    match format {
+        "deathtensors" => Ok(Format::Deathtensors),
+        "safetensors" => Ok(Format::Safetensors),
+        other => Err(PyValueError::new_err(format!("unknown format {other:?}: use 'deathtensors' or 'safetensors'"))),
+    }
+}
 
 /// Saves tensors atomically. The buffers' memory goes to the file without a
 /// copy, with the GIL released; they must not be modified meanwhile.
@@ -27,39 +70,13 @@ pub fn save(
     format: &str,
     alignment: u64,
 ) -> PyResult<()> {
-    let format = match format {
-        "deathtensors" => Format::Deathtensors,
-        "safetensors" => Format::Safetensors,
-        other => {
-            return Err(PyValueError::new_err(format!("unknown format {other:?}: use 'deathtensors' or 'safetensors'")))
-        }
-    };
-    let mut specs = Vec::with_capacity(tensors.len());
-    let mut buffers = Vec::with_capacity(tensors.len());
-    for (name, dtype, shape, obj, metadata) in tensors {
-        let dtype = Dtype::from_name(&dtype)
-            .ok_or_else(|| PyValueError::new_err(format!("tensor {name:?}: unknown dtype {dtype:?}")))?;
-        let buf = PyBuffer::<u8>::get(&obj)?;
-        if !buf.is_c_contiguous() {
-            return Err(PyValueError::new_err(format!("tensor {name:?}: buffer is not C-contiguous")));
-        }
-        let mut spec = TensorSpec::new(name, dtype, shape);
-        spec.metadata = metadata.unwrap_or_default();
-        specs.push(spec);
-        buffers.push(buf);
-    }
-    let regions: Vec<(usize, usize)> = buffers.iter().map(|b| (b.buf_ptr() as usize, b.len_bytes())).collect();
+    let format = parse_format(format)?;
+    let (specs, buffers) = collect(tensors)?;
     let options =
         WriteOptions { format, checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
     py.allow_threads(|| {
-        let data: Vec<(TensorSpec, &[u8])> = specs
-            .into_iter()
-            .zip(&regions)
-            // SAFETY: each `PyBuffer` in `buffers` keeps its exporter's
-            // memory alive and contiguous until it is dropped, after this
-            // closure returns.
-            .map(|(s, &(ptr, len))| (s, unsafe { std::slice::from_raw_parts(ptr as *const u8, len) }))
-            .collect();
+        // SAFETY: `buffers` lives until after this closure returns.
+        let data = unsafe { slices(specs, &buffers) };
         io_save(&path, data, &options).map(|_| ())
     })
     .py(py)?;

@@ -36,8 +36,15 @@ impl Hasher {
     }
 }
 
-/// Hashes `len` bytes of `file` from `offset` with positioned reads.
-pub(crate) fn sha256_file_range(file: &File, offset: u64, len: u64, buf: &mut Vec<u8>) -> std::io::Result<[u8; 32]> {
+/// Hashes `len` bytes of `file` from `offset` with positioned reads,
+/// calling `progress` with the number of bytes of each chunk hashed.
+pub(crate) fn sha256_file_range(
+    file: &File,
+    offset: u64,
+    len: u64,
+    buf: &mut Vec<u8>,
+    progress: &mut dyn FnMut(u64),
+) -> std::io::Result<[u8; 32]> {
     let mut h = Hasher::new();
     let mut done = 0u64;
     buf.resize(CHUNK, 0);
@@ -46,6 +53,7 @@ pub(crate) fn sha256_file_range(file: &File, offset: u64, len: u64, buf: &mut Ve
         read_exact_at(file, &mut buf[..n], offset + done)?;
         h.update(&buf[..n]);
         done += n as u64;
+        progress(n as u64);
     }
     Ok(h.finish())
 }

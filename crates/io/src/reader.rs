@@ -351,7 +351,7 @@ impl Reader {
             hash::sha256(&self.blob()?[start as usize..end as usize])
         } else {
             let mut buf = Vec::new();
-            sha256_file_range(&self.file, t.file_offset, t.info.byte_len(), &mut buf)
+            sha256_file_range(&self.file, t.file_offset, t.info.byte_len(), &mut buf, &mut |_| {})
                 .map_err(|e| Error::io(e, &self.path, "cannot verify"))?
         };
         if actual != expected {
@@ -371,6 +371,16 @@ impl Reader {
     /// `NoChecksum` if the file has no footer, `ChecksumMismatch` if it does
     /// not match, `Io` if the file cannot be read.
     pub fn verify_footer(&self) -> Result<()> {
+        self.verify_footer_with(|_| {})
+    }
+
+    /// [`Reader::verify_footer`], calling `progress` with the number of
+    /// bytes hashed after each chunk (1 MiB), for a progress bar: the pass
+    /// covers the whole file, which takes about a minute per 100 GB.
+    ///
+    /// # Errors
+    /// As [`Reader::verify_footer`].
+    pub fn verify_footer_with(&self, mut progress: impl FnMut(u64)) -> Result<()> {
         let Some((covered_start, covered_end)) = self.head.checksummed() else {
             return Err(Error::new(
                 ErrorKind::NoChecksum { what: "SHA-256 footer" },
@@ -382,7 +392,8 @@ impl Reader {
         let mut expected = [0u8; 32];
         read_exact_at(&self.file, &mut expected, covered_end).map_err(io)?;
         let mut buf = Vec::new();
-        let actual = sha256_file_range(&self.file, covered_start, covered_end - covered_start, &mut buf).map_err(io)?;
+        let actual = sha256_file_range(&self.file, covered_start, covered_end - covered_start, &mut buf, &mut progress)
+            .map_err(io)?;
         debug_assert_eq!(self.file_len, covered_end + FOOTER_LEN);
         if actual != expected {
             return Err(Error::new(

@@ -6,6 +6,7 @@ tensor bytes. See :func:`save`, :func:`open` and :class:`DtFile`.
 
 from ._file import DtFile, open, save, save_file
 from ._native import CREATED_BY, __version__
+from ._sharded import ShardedFile, open_sharded, save_sharded
 from .errors import (
     DeathTensorsError,
     FormatError,
@@ -22,6 +23,9 @@ __all__ = [
     "save_file",
     "open",
     "DtFile",
+    "save_sharded",
+    "open_sharded",
+    "ShardedFile",
     "DeathTensorsError",
     "FormatError",
     "IntegrityError",

@@ -51,6 +51,20 @@ fn bitflipped_fixture_fails_verification() {
 }
 
 #[test]
+fn footer_progress_counts_every_byte_hashed() {
+    // A progress bar over the footer pass sees the whole checksummed range,
+    // on a good file and on a corrupt one alike.
+    for name in ["all_dtypes_checksum.deathtensors", "bad_checksum_bitflip.deathtensors"] {
+        let reader = Reader::open(crate::testdata().join("valid/deathtensors-0.3.0").join(name)).unwrap();
+        let (start, end) = reader.head().checksummed().unwrap();
+        let mut seen = 0u64;
+        let result = reader.verify_footer_with(|n| seen += n);
+        assert_eq!(result.is_ok(), name.starts_with("all"), "{name}");
+        assert_eq!(seen, end - start, "{name}");
+    }
+}
+
+#[test]
 fn misaligned_legacy_tensors_are_flagged_and_read_correctly() {
     // deathtensors 0.3.0 packs an F32 right after a 3-byte BOOL.
     let path = crate::testdata().join("valid/deathtensors-0.3.0/edge_shapes.deathtensors");

@@ -1,0 +1,142 @@
+"""Sharded checkpoints: save_sharded and open_sharded.
+
+The index follows Hugging Face's scheme (``model.deathtensors.index.json``
+with ``metadata.total_size`` and ``weight_map``; shards
+``model-00001-of-00003.deathtensors``). ``open_sharded`` also reads Hugging
+Face ``model.safetensors.index.json`` checkpoints and the sharded sets
+deathtensors 0.3.0 writes (a tensor-less index ``.deathtensors`` file).
+Shards are opened only when a tensor in them is asked for.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Iterator, List, Mapping, Optional
+
+from . import _convert
+from ._file import DtFile, PathLike, _check_metadata
+from ._native import ShardedIndex, save_sharded as _native_save_sharded
+from .errors import DeathTensorsError
+
+
+def save_sharded(
+    path: PathLike,
+    tensors: Mapping[str, Any],
+    max_shard_bytes: int = 5 * 1024**3,
+    metadata: Optional[Mapping[str, Mapping[str, str]]] = None,
+    global_metadata: Optional[Mapping[str, str]] = None,
+    checksum: bool = True,
+    durable: bool = True,
+    *,
+    format: str = "deathtensors",
+) -> List[str]:
+    """Save tensors over shards of at most ``max_shard_bytes`` of tensor data
+    (a larger tensor gets a shard of its own) and an index.
+
+    ``path`` names the checkpoint: ``dir/model`` (or ``dir/model.deathtensors``)
+    gives ``dir/model-00001-of-0000N.deathtensors`` ... and
+    ``dir/model.deathtensors.index.json``. ``format="safetensors"`` writes a
+    Hugging Face checkpoint (``.safetensors`` shards, byte-identical to
+    safetensors). Returns the shard paths, as deathtensors 0.3.0 does; the
+    index is written last, so it never names a missing shard.
+    """
+    if not isinstance(tensors, Mapping):
+        raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
+    metadata = dict(metadata or {})
+    items = []
+    for name, value in tensors.items():
+        dtype, shape, buf = _convert.to_buffer(name, value)
+        items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", metadata.get(name))))
+    _index, shards = _native_save_sharded(
+        os.fspath(path), items, int(max_shard_bytes), _check_metadata("global_metadata", global_metadata),
+        checksum and format == "deathtensors", durable, format, 64,
+    )
+    return [os.fspath(p) for p in shards]
+
+
+class ShardedFile:
+    """A sharded checkpoint opened lazily: the same reading API as
+    :class:`DtFile`, over all shards."""
+
+    def __init__(self, path: PathLike, verify: bool = False) -> None:
+        self.path = os.fspath(path)
+        self._index = ShardedIndex(self.path)
+        self._files: Dict[str, DtFile] = {}
+        if verify:
+            self.verify()
+
+    def _file(self, name: str) -> DtFile:
+        shard = os.fspath(self._index.shard_of(name))
+        f = self._files.get(shard)
+        if f is None:
+            f = self._files[shard] = DtFile(shard)
+        return f
+
+    def keys(self) -> List[str]:
+        return self._index.keys()
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index.keys())
+
+    def __enter__(self) -> "ShardedFile":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+    def metadata(self) -> Dict[str, str]:
+        """The index's metadata (``total_size`` as a string)."""
+        return self._index.metadata()
+
+    @property
+    def total_size(self) -> Optional[int]:
+        return self._index.total_size
+
+    def shard_paths(self) -> List[str]:
+        return [os.fspath(p) for p in self._index.shard_paths()]
+
+    def opened_shards(self) -> int:
+        """How many shards have been opened so far."""
+        return len(self._files)
+
+    def info(self, name: str) -> Dict[str, Any]:
+        info = self._file(name).info(name)
+        info["shard"] = self._file(name).path
+        return info
+
+    def get_bytes(self, name: str) -> bytes:
+        return self._file(name).get_bytes(name)
+
+    def get_tensor(self, name: str, framework: str = "torch", verify: bool = False) -> Any:
+        return self._file(name).get_tensor(name, framework, verify)
+
+    def get_tensor_view(self, name: str, framework: str = "torch") -> Any:
+        return self._file(name).get_tensor_view(name, framework)
+
+    def get_tensors(self, framework: str = "torch") -> Dict[str, Any]:
+        return {name: self.get_tensor(name, framework) for name in self.keys()}
+
+    def verify(self) -> bool:
+        """Check that index and shards agree and every shard checksum."""
+        self._index.verify()
+        return True
+
+
+def open_sharded(path: PathLike, verify: bool = False) -> ShardedFile:
+    """Open a sharded checkpoint from its index (ours, Hugging Face's, or
+    deathtensors 0.3.0's tensor-less index file), or a single file."""
+    return ShardedFile(path, verify=verify)
+
+
+__all__ = ["save_sharded", "open_sharded", "ShardedFile"]

@@ -1,0 +1,92 @@
+//! `deathtensors._native.ShardedIndex` and `save_sharded`: sharded
+//! checkpoints. Tensors are read through per-shard `Reader`s that the
+//! Python layer opens lazily; the index resolves names to shards.
+
+use std::path::PathBuf;
+
+use deathtensors_io::format::Metadata;
+use deathtensors_io::{save_sharded as io_save_sharded, ShardedReader, WriteOptions};
+use pyo3::prelude::*;
+
+use crate::errors::IntoPy;
+use crate::writer::{collect, parse_format, slices, Item};
+
+/// The index of a sharded checkpoint (Hugging Face, ours, or deathtensors
+/// 0.3.0's), or a single file.
+#[derive(Debug)]
+#[pyclass(name = "ShardedIndex", module = "deathtensors._native", frozen)]
+pub struct PyShardedIndex {
+    inner: ShardedReader,
+}
+
+#[pymethods]
+impl PyShardedIndex {
+    #[new]
+    fn new(py: Python<'_>, path: PathBuf) -> PyResult<PyShardedIndex> {
+        let inner = py.allow_threads(|| ShardedReader::open(&path)).py(py)?;
+        Ok(PyShardedIndex { inner })
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.inner.keys().map(str::to_string).collect()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    fn __contains__(&self, name: &str) -> bool {
+        self.inner.contains(name)
+    }
+
+    fn metadata(&self) -> Metadata {
+        self.inner.metadata().clone()
+    }
+
+    #[getter]
+    fn total_size(&self) -> Option<u64> {
+        self.inner.total_size()
+    }
+
+    fn shard_paths(&self) -> Vec<PathBuf> {
+        self.inner.shard_paths()
+    }
+
+    /// The path of the shard that holds `name`.
+    fn shard_of(&self, py: Python<'_>, name: &str) -> PyResult<PathBuf> {
+        Ok(self.inner.reader_of(name).py(py)?.path().to_path_buf())
+    }
+
+    /// Checks index and shards agree, and every checksum the shards carry.
+    fn verify(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| self.inner.verify()).py(py)
+    }
+}
+
+/// Saves tensors over shards of at most `max_shard_bytes` plus an index in
+/// Hugging Face's scheme. Returns (index path, shard paths).
+#[pyfunction]
+#[pyo3(signature = (path, tensors, max_shard_bytes, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64))]
+#[allow(clippy::too_many_arguments)]
+pub fn save_sharded(
+    py: Python<'_>,
+    path: PathBuf,
+    tensors: Vec<Item<'_>>,
+    max_shard_bytes: u64,
+    global_metadata: Option<Metadata>,
+    checksum: bool,
+    durable: bool,
+    format: &str,
+    alignment: u64,
+) -> PyResult<(PathBuf, Vec<PathBuf>)> {
+    let format = parse_format(format)?;
+    let (specs, buffers) = collect(tensors)?;
+    let options =
+        WriteOptions { format, checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
+    py.allow_threads(|| {
+        // SAFETY: `buffers` lives until after this closure returns.
+        let data = unsafe { slices(specs, &buffers) };
+        io_save_sharded(&path, data, max_shard_bytes, &options)
+    })
+    .py(py)
+}

@@ -1,0 +1,258 @@
+//! The command line, as plain data: what clap parses.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const ABOUT: &str = "Inspect, check and convert deathtensors and safetensors files";
+
+const LONG_ABOUT: &str = "\
+Inspect, check and convert deathtensors and safetensors files.
+
+Files are recognised by their content, not by their extension. Reading a
+file's table of tensors reads only its header, whatever the file's size.
+
+Output: human-readable text goes to stdout; with --json, stdout is exactly
+one JSON document. Progress bars and warnings go to stderr (progress bars
+only when stderr is a terminal and the work is long).";
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success (for diff: the files are the same)
+  1  a file is invalid, or a check failed (for diff: the files differ)
+  2  usage or any other error (a missing file, a missing tensor, ...)
+
+A closed pipe (`deathtensors ls model.dt | head`) ends the command quietly.";
+
+/// The `deathtensors` command line.
+#[derive(Debug, Parser)]
+#[command(name = "deathtensors", version, about = ABOUT, long_about = LONG_ABOUT, after_help = EXIT_CODES)]
+#[command(arg_required_else_help = true, propagate_version = true)]
+pub struct Cli {
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// One subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show a file's format, flags, metadata and table of tensors (reads only the header).
+    #[command(after_help = "\
+Examples:
+  deathtensors inspect model.safetensors
+  deathtensors inspect --json model.dt | jq '.tensors[].name'")]
+    Inspect(InspectArgs),
+
+    /// List tensor names, one a line, in the order of the header.
+    #[command(after_help = "\
+Examples:
+  deathtensors ls model.dt
+  deathtensors ls model.safetensors | grep attn")]
+    Ls(LsArgs),
+
+    /// Check the SHA-256 footer and every per-tensor digest, on all cores.
+    #[command(after_help = "\
+Each failure names the tensor, or the byte range of the file, that does not match.
+A file that carries no checksum fails, unless --allow-missing is given.
+
+Examples:
+  deathtensors verify model.dt
+  deathtensors verify --json model.dt")]
+    Verify(VerifyArgs),
+
+    /// Convert between safetensors and deathtensors, streaming and atomically.
+    #[command(after_help = "\
+The output format is --to, or else OUT's extension: .safetensors for safetensors,
+.dt or .deathtensors for deathtensors. Global metadata is carried over both ways;
+per-tensor metadata and digests do not exist in safetensors and are dropped with a
+warning. Memory stays bounded whatever the file size, and OUT appears only when
+complete (converting a file onto itself is safe).
+
+Examples:
+  deathtensors convert model.safetensors model.dt --checksum
+  deathtensors convert model.dt model.safetensors
+  deathtensors convert old.dt new.dt --alignment 4096")]
+    Convert(ConvertArgs),
+
+    /// Compare two files: tensors added, removed, changed, and metadata.
+    #[command(after_help = "\
+Tensors are matched by name, across the two formats. Values are compared exactly
+(byte for byte) unless --atol or --rtol is given; then two values are equal when
+|a - b| <= atol + rtol * |b|, as numpy.isclose (NaNs at the same place are equal).
+Like diff(1), exits with 0 when the files are the same and 1 when they differ.
+
+Examples:
+  deathtensors diff model.safetensors model.dt
+  deathtensors diff --rtol 1e-3 before.dt after.dt")]
+    Diff(DiffArgs),
+
+    /// Per-tensor statistics: count, min, max, mean, std, zeros, NaNs, Infs.
+    #[command(after_help = "\
+Computed streaming, on all cores. min, max, mean and std are over the finite values
+(NaN and Inf are counted apart); std is the population standard deviation. Complex
+tensors count their real and imaginary parts as separate values.
+
+Examples:
+  deathtensors stats model.dt
+  deathtensors stats --json model.dt embed.weight lm_head.weight")]
+    Stats(StatsArgs),
+
+    /// Print a tensor's values (summarised like numpy for big tensors) or its raw bytes.
+    #[command(after_help = "\
+Tensors of more than 1000 elements are summarised as numpy does: the first and last
+3 entries of each axis, with `...` in between. With --json, the values are nested
+arrays and a summarised gap is the string \"...\"; NaN and infinities are the
+strings \"nan\", \"inf\" and \"-inf\".
+
+Examples:
+  deathtensors cat model.dt bias
+  deathtensors cat --raw model.dt weight > weight.bin")]
+    Cat(CatArgs),
+
+    /// Print global metadata, or change it (--set, --delete), rewriting the file atomically.
+    #[command(after_help = "\
+Without --set or --delete, prints the metadata as KEY=VALUE lines. Changing it
+rewrites the file atomically, keeping its format, alignment, checksum and every
+tensor byte for byte.
+
+Examples:
+  deathtensors meta model.safetensors
+  deathtensors meta model.dt --set license=MIT --set author=\"Death Legion\" --delete draft")]
+    Meta(MetaArgs),
+}
+
+/// Options of `inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The file.
+    pub file: PathBuf,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `ls`.
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// The file.
+    pub file: PathBuf,
+    /// Print a JSON array of names on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `verify`.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The file.
+    pub file: PathBuf,
+    /// Succeed (with a note) when the file carries no checksum at all.
+    #[arg(long)]
+    pub allow_missing: bool,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// An output format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// deathtensors v1.
+    Deathtensors,
+    /// safetensors.
+    Safetensors,
+}
+
+/// Options of `convert`.
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The file to convert.
+    pub input: PathBuf,
+    /// The file to write (replaced atomically if it exists).
+    pub output: PathBuf,
+    /// The output format [default: from OUT's extension].
+    #[arg(long, value_enum)]
+    pub to: Option<FormatArg>,
+    /// Record per-tensor SHA-256 digests and a SHA-256 footer (deathtensors only)
+    /// [default: on when converting a deathtensors file that has a checksum].
+    #[arg(long, conflicts_with = "no_checksum")]
+    pub checksum: bool,
+    /// Write no checksum, even if the input has one.
+    #[arg(long)]
+    pub no_checksum: bool,
+    /// Start each tensor at a multiple of this power of two (deathtensors only) [default: 64].
+    #[arg(long)]
+    pub alignment: Option<u64>,
+}
+
+/// Options of `diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The first file.
+    pub a: PathBuf,
+    /// The second file.
+    pub b: PathBuf,
+    /// Absolute tolerance for values [default: exact comparison].
+    #[arg(long)]
+    pub atol: Option<f64>,
+    /// Relative tolerance for values [default: exact comparison].
+    #[arg(long)]
+    pub rtol: Option<f64>,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `stats`.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The file.
+    pub file: PathBuf,
+    /// The tensors [default: all].
+    pub names: Vec<String>,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `cat`.
+#[derive(Debug, Args)]
+pub struct CatArgs {
+    /// The file.
+    pub file: PathBuf,
+    /// The tensor.
+    pub name: String,
+    /// Write the tensor's raw little-endian bytes to stdout.
+    #[arg(long, conflicts_with_all = ["json", "full"])]
+    pub raw: bool,
+    /// Print every value, however many.
+    #[arg(long)]
+    pub full: bool,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `meta`.
+#[derive(Debug, Args)]
+pub struct MetaArgs {
+    /// The file.
+    pub file: PathBuf,
+    /// Set a key (repeatable).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub set: Vec<(String, String)>,
+    /// Delete a key (repeatable).
+    #[arg(long, value_name = "KEY")]
+    pub delete: Vec<String>,
+    /// Print the (resulting) metadata as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
+}

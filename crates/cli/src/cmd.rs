@@ -1,0 +1,27 @@
+//! One module per subcommand, each with `run(args) -> anyhow::Result<ExitCode>`.
+
+mod cat;
+mod convert;
+mod diff;
+mod inspect;
+mod ls;
+mod meta;
+mod stats;
+mod verify;
+
+use crate::args::Command;
+use crate::exit::ExitCode;
+
+/// Runs one subcommand.
+pub fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Inspect(args) => inspect::run(args),
+        Command::Ls(args) => ls::run(args),
+        Command::Verify(args) => verify::run(args),
+        Command::Convert(args) => convert::run(args),
+        Command::Diff(args) => diff::run(args),
+        Command::Stats(args) => stats::run(args),
+        Command::Cat(args) => cat::run(args),
+        Command::Meta(args) => meta::run(args),
+    }
+}

@@ -1,0 +1,110 @@
+//! `deathtensors convert`: safetensors to deathtensors and back, streaming
+//! and atomic.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::bail;
+use deathtensors_io::format::{Dtype, Format, TensorSpec, DEFAULT_ALIGNMENT};
+use deathtensors_io::{Reader, WriteOptions};
+
+use crate::args::{ConvertArgs, FormatArg};
+use crate::copy;
+use crate::exit::ExitCode;
+use crate::out::{self, Out};
+
+/// The format named by a file's extension, if it names one.
+fn format_of(path: &Path) -> Option<Format> {
+    match path.extension()?.to_str()? {
+        "safetensors" => Some(Format::Safetensors),
+        "dt" | "deathtensors" => Some(Format::Deathtensors),
+        _ => None,
+    }
+}
+
+pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
+    let format = match args.to {
+        Some(FormatArg::Deathtensors) => Format::Deathtensors,
+        Some(FormatArg::Safetensors) => Format::Safetensors,
+        None => match format_of(&args.output) {
+            Some(format) => format,
+            None => bail!(
+                "cannot tell the output format of {}: name it .safetensors, .dt or .deathtensors, or pass --to",
+                args.output.display()
+            ),
+        },
+    };
+    let reader = Reader::open(&args.input)?;
+    let header = reader.header();
+    let had_checksum = reader.has_footer() || header.tensors().iter().any(|t| t.sha256.is_some());
+    let checksum = match format {
+        Format::Safetensors => {
+            if args.checksum {
+                bail!("--checksum: safetensors files have no checksum; convert to deathtensors to keep one");
+            }
+            if args.alignment.is_some() {
+                bail!("--alignment: safetensors files pack their tensors with no alignment; convert to deathtensors");
+            }
+            if let Some(t) = header.tensors().iter().find(|t| t.dtype == Dtype::C128) {
+                bail!(
+                    "cannot convert {} to safetensors: tensor {:?} is C128 (complex128), which safetensors cannot \
+                     store; keep it in deathtensors",
+                    args.input.display(),
+                    t.name
+                );
+            }
+            let with_metadata: Vec<&str> =
+                header.tensors().iter().filter(|t| !t.metadata.is_empty()).map(|t| t.name.as_str()).collect();
+            if let Some(first) = with_metadata.first() {
+                out::warn(&format!(
+                    "per-tensor metadata of {} tensor(s) (first {first:?}) is dropped: safetensors has none",
+                    with_metadata.len()
+                ));
+            }
+            if had_checksum {
+                out::warn("the input's checksums are dropped: safetensors has none");
+            }
+            false
+        }
+        Format::Deathtensors => args.checksum || (had_checksum && !args.no_checksum),
+    };
+    let metadata = match (format, header.metadata()) {
+        // An empty global_metadata becomes no __metadata__ at all, as
+        // safetensors writes a file saved without metadata.
+        (Format::Safetensors, Some(m)) if m.is_empty() => None,
+        (_, m) => m.cloned(),
+    };
+    let specs: Vec<TensorSpec> = header
+        .tensors()
+        .iter()
+        .map(|t| TensorSpec {
+            name: t.name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            metadata: t.metadata.clone(),
+            sha256: None,
+        })
+        .collect();
+    let options = WriteOptions {
+        format,
+        alignment: args.alignment.unwrap_or(DEFAULT_ALIGNMENT),
+        checksum,
+        metadata,
+        ..WriteOptions::default()
+    };
+    copy::copy(&reader, &args.output, specs, &options)?;
+    let mut out = Out::new();
+    let (bytes, n) = (header.tensors().iter().map(|t| t.byte_len()).sum::<u64>(), header.len());
+    let with = if checksum { ", with checksum" } else { "" };
+    writeln!(
+        out,
+        "{} -> {}: {}, {}, {}{with}",
+        args.input.display(),
+        args.output.display(),
+        out::format_name(format),
+        out::count(n, "tensor"),
+        out::size(bytes)
+    )?;
+    out.finish()?;
+    Ok(ExitCode::Success)
+}

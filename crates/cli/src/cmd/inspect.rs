@@ -1,0 +1,131 @@
+//! `deathtensors inspect`: everything the header says, without reading tensors.
+
+use std::io::Write;
+
+use deathtensors_io::format::{hex_digest, Metadata, TensorInfo};
+use deathtensors_io::Reader;
+use serde_json::{json, Value};
+
+use crate::args::InspectArgs;
+use crate::exit::ExitCode;
+use crate::out::{self, Out};
+
+pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    let reader = Reader::open(&args.file)?;
+    let mut out = Out::new();
+    if args.json {
+        out.json(&to_json(&reader))?;
+    } else {
+        write!(out, "{}", to_text(&reader))?;
+    }
+    out.finish()?;
+    Ok(ExitCode::Success)
+}
+
+fn metadata_json(metadata: &Metadata) -> Value {
+    metadata.iter().map(|(k, v)| (k.clone(), Value::from(v.as_str()))).collect::<serde_json::Map<_, _>>().into()
+}
+
+fn totals(tensors: &[TensorInfo]) -> (u64, u64) {
+    tensors.iter().fold((0, 0), |(bytes, params), t| (bytes + t.byte_len(), params + t.numel()))
+}
+
+fn to_json(reader: &Reader) -> Value {
+    let header = reader.header();
+    let (total_bytes, parameters) = totals(header.tensors());
+    let tensors: Vec<Value> = header
+        .tensors()
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "dtype": t.dtype.name(),
+                "shape": t.shape,
+                "nbytes": t.byte_len(),
+                "data_offsets": [t.data_offsets.0, t.data_offsets.1],
+                "metadata": metadata_json(&t.metadata),
+                "sha256": t.sha256.as_ref().map(hex_digest),
+            })
+        })
+        .collect();
+    json!({
+        "path": reader.path().to_string_lossy(),
+        "format": out::format_name(header.format()),
+        "flags": { "checksum": reader.has_footer(), "compressed": reader.is_compressed() },
+        "created_by": header.created_by(),
+        "alignment": header.alignment(),
+        "metadata": header.metadata().map(metadata_json),
+        "data_start": reader.head().data_start,
+        "file_bytes": reader.file_len(),
+        "tensors": tensors,
+        "total_bytes": total_bytes,
+        "parameters": parameters,
+    })
+}
+
+fn to_text(reader: &Reader) -> String {
+    let header = reader.header();
+    let (total_bytes, parameters) = totals(header.tensors());
+    let mut about = vec![vec!["file".to_string(), reader.path().display().to_string()]];
+    let mut format = out::format_name(header.format()).to_string();
+    if let Some(by) = header.created_by() {
+        format.push_str(&format!(" (created by {by})"));
+    }
+    about.push(vec!["format".into(), format]);
+    let mut flags = Vec::new();
+    if reader.has_footer() {
+        flags.push("checksum (SHA-256 footer)");
+    }
+    if reader.is_compressed() {
+        flags.push("compressed (zstd)");
+    }
+    about.push(vec!["flags".into(), if flags.is_empty() { "none".into() } else { flags.join(", ") }]);
+    about.push(vec!["alignment".into(), header.alignment().to_string()]);
+    let data = format!(
+        "bytes {}..{} of {} ({})",
+        reader.head().data_start,
+        reader.head().data_end,
+        reader.file_len(),
+        out::size(reader.file_len())
+    );
+    about.push(vec!["data".into(), data]);
+    match header.metadata() {
+        None => about.push(vec!["metadata".into(), "none".into()]),
+        Some(m) if m.is_empty() => about.push(vec!["metadata".into(), "{}".into()]),
+        Some(m) => {
+            for (i, (k, v)) in m.iter().enumerate() {
+                let label = if i == 0 { "metadata" } else { "" };
+                about.push(vec![label.into(), format!("{k} = {v}")]);
+            }
+        }
+    }
+    let digests = header.tensors().iter().filter(|t| t.sha256.is_some()).count();
+    about.push(vec![
+        "tensors".into(),
+        format!(
+            "{}, {total_bytes} bytes ({}), {parameters} parameters, {digests} with a sha256 digest",
+            out::count(header.len(), "tensor"),
+            out::size(total_bytes)
+        ),
+    ]);
+    let mut text = out::table(&about);
+    if header.is_empty() {
+        return text;
+    }
+    let mut rows = vec![["name", "dtype", "shape", "size", "offsets", "sha256", "metadata"].map(String::from).to_vec()];
+    for t in header.tensors() {
+        let metadata: Vec<String> = t.metadata.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        rows.push(vec![
+            t.name.clone(),
+            t.dtype.name().into(),
+            out::shape(&t.shape),
+            out::size(t.byte_len()),
+            format!("{}..{}", t.data_offsets.0, t.data_offsets.1),
+            if t.sha256.is_some() { "yes" } else { "-" }.into(),
+            metadata.join(", "),
+        ]);
+    }
+    text.push('\n');
+    text.push_str(&out::table(&rows));
+    text
+}

@@ -1,0 +1,24 @@
+//! `deathtensors ls`: tensor names, one a line.
+
+use std::io::Write;
+
+use deathtensors_io::Reader;
+
+use crate::args::LsArgs;
+use crate::exit::ExitCode;
+use crate::out::Out;
+
+pub fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
+    let reader = Reader::open(&args.file)?;
+    let mut out = Out::new();
+    let names = reader.header().tensors().iter().map(|t| t.name.as_str());
+    if args.json {
+        out.json(&names.collect::<Vec<_>>().into())?;
+    } else {
+        for name in names {
+            writeln!(out, "{name}")?;
+        }
+    }
+    out.finish()?;
+    Ok(ExitCode::Success)
+}

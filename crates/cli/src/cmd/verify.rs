@@ -1,0 +1,173 @@
+//! `deathtensors verify`: the SHA-256 footer and every per-tensor digest, on
+//! all cores, naming each tensor or byte range that does not match.
+
+use std::io::Write;
+
+use deathtensors_io::format::hex_digest;
+use deathtensors_io::{ErrorKind, Reader};
+use serde_json::{json, Value};
+
+use crate::args::VerifyArgs;
+use crate::exit::{CheckFailed, ExitCode};
+use crate::out::{self, Out};
+use crate::{par, progress};
+
+/// A digest that does not match: the tensor (or `None` for the footer), the
+/// file's byte range it covers, and the two digests.
+struct Mismatch {
+    tensor: Option<String>,
+    range: (u64, u64),
+    expected: [u8; 32],
+    actual: [u8; 32],
+}
+
+impl Mismatch {
+    fn describe(&self) -> String {
+        let (start, end) = self.range;
+        let (expected, actual) = (hex_digest(&self.expected), hex_digest(&self.actual));
+        match &self.tensor {
+            Some(name) => format!(
+                "tensor {name:?} (file bytes {start}..{end}) is corrupt: header says sha256 {expected}, bytes hash to {actual}"
+            ),
+            None => format!(
+                "SHA-256 footer mismatch over file bytes {start}..{end} (header and data): footer says {expected}, contents hash to {actual}"
+            ),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "tensor": self.tensor,
+            "range": [self.range.0, self.range.1],
+            "expected": hex_digest(&self.expected),
+            "actual": hex_digest(&self.actual),
+        })
+    }
+}
+
+pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let reader = Reader::open(&args.file)?;
+    let path = args.file.display();
+    let header = reader.header();
+    let digested: Vec<_> = header.tensors().iter().filter(|t| t.sha256.is_some()).collect();
+    let undigested: Vec<&str> =
+        header.tensors().iter().filter(|t| t.sha256.is_none()).map(|t| t.name.as_str()).collect();
+    let footer = reader.head().checksummed();
+    let mut out = Out::new();
+
+    if footer.is_none() && digested.is_empty() {
+        if !args.allow_missing {
+            return Err(CheckFailed(format!(
+                "{path}: no checksum to verify: the file has no SHA-256 footer and no tensor digests \
+                 (pass --allow-missing to accept that)"
+            ))
+            .into());
+        }
+        if args.json {
+            out.json(&json!({
+                "path": args.file.to_string_lossy(),
+                "ok": true,
+                "footer": "absent",
+                "tensors_verified": 0,
+                "unverified": undigested,
+                "failures": [],
+            }))?;
+        } else {
+            writeln!(out, "{path}: no checksum to verify (allowed by --allow-missing)")?;
+        }
+        out.finish()?;
+        return Ok(ExitCode::Success);
+    }
+
+    let footer_bytes = footer.map_or(0, |(start, end)| end - start);
+    let tensor_bytes: u64 = digested.iter().map(|t| t.byte_len()).sum();
+    let bar = progress::bar(footer_bytes + tensor_bytes, "verifying");
+    let (footer_result, tensor_results) = std::thread::scope(|s| {
+        // The footer is one sequential pass, on its own thread while the
+        // tensors are hashed on the other cores.
+        let footer_job = footer.map(|_| s.spawn(|| reader.verify_footer_with(|n| bar.inc(n))));
+        let tensors = par::map(digested.len(), |i| {
+            let t = digested[i];
+            let result = reader.verify_tensor(&t.name);
+            bar.inc(t.byte_len());
+            match result {
+                Ok(()) => Ok(None),
+                Err(e) => match e.kind() {
+                    ErrorKind::TensorDigestMismatch { expected, actual, .. } => {
+                        let start = reader.tensor(&t.name)?.file_offset;
+                        Ok(Some(Mismatch {
+                            tensor: Some(t.name.clone()),
+                            range: (start, start + t.byte_len()),
+                            expected: *expected,
+                            actual: *actual,
+                        }))
+                    }
+                    _ => Err(anyhow::Error::new(e)),
+                },
+            }
+        });
+        let footer = footer_job.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        (footer, tensors)
+    });
+    bar.finish_and_clear();
+
+    let mut failures: Vec<Mismatch> = tensor_results?.into_iter().flatten().collect();
+    let footer_status = match (footer_result, footer) {
+        (None, _) | (_, None) => "absent",
+        (Some(Ok(())), _) => "ok",
+        (Some(Err(e)), Some(range)) => match e.kind() {
+            ErrorKind::ChecksumMismatch { expected, actual } => {
+                failures.push(Mismatch { tensor: None, range, expected: *expected, actual: *actual });
+                "mismatch"
+            }
+            _ => return Err(e.into()),
+        },
+    };
+
+    if args.json {
+        out.json(&json!({
+            "path": args.file.to_string_lossy(),
+            "ok": failures.is_empty(),
+            "footer": footer_status,
+            "tensors_verified": digested.len(),
+            "unverified": if footer.is_some() { Vec::new() } else { undigested.clone() },
+            "failures": failures.iter().map(Mismatch::to_json).collect::<Vec<_>>(),
+        }))?;
+    } else if failures.is_empty() {
+        let mut checked = Vec::new();
+        if let Some((start, end)) = footer {
+            checked.push(format!("SHA-256 footer over bytes {start}..{end}"));
+        }
+        if !digested.is_empty() {
+            checked.push(format!("{} of {} tensor digests", digested.len(), header.len()));
+        }
+        writeln!(out, "{path}: ok: {}", checked.join(" and "))?;
+    } else {
+        for f in &failures {
+            writeln!(out, "{path}: FAILED: {}", f.describe())?;
+        }
+        if footer_status == "mismatch" && !digested.is_empty() && failures.len() == 1 {
+            writeln!(
+                out,
+                "{path}: every tensor digest matches: the damage is outside the tensors' bytes \
+                 (the header, the padding, an undigested tensor or the footer itself)"
+            )?;
+        }
+    }
+    out.finish()?;
+    if footer.is_none() && !undigested.is_empty() && failures.is_empty() {
+        out::note(&format!("{} without a digest, and no footer: not checked", out::count(undigested.len(), "tensor")));
+    }
+    if failures.is_empty() {
+        return Ok(ExitCode::Success);
+    }
+    let what: Vec<String> = failures
+        .iter()
+        .map(|f| match &f.tensor {
+            Some(name) => format!("tensor {name:?}"),
+            None => "the SHA-256 footer".to_string(),
+        })
+        .collect();
+    let verb = if what.len() == 1 { "does" } else { "do" };
+    Err(CheckFailed(format!("verification failed for {path}: {} {verb} not match", what.join(", "))).into())
+}

@@ -1,0 +1,38 @@
+//! Streaming tensors from an open file into a new one: conversions and
+//! metadata edits.
+
+use std::path::Path;
+
+use deathtensors_io::format::TensorSpec;
+use deathtensors_io::{Reader, WriteOptions, Writer};
+
+use crate::{exit, progress};
+
+/// Bytes per positioned read and write: large enough to run at disk speed,
+/// small enough that memory stays bounded whatever the tensors' sizes.
+pub const CHUNK: usize = 8 << 20;
+
+/// Writes a file of `specs` at `output`, atomically, streaming each tensor's
+/// bytes from the tensor of the same name in `reader`, in chunks.
+///
+/// Nothing appears at `output` before the whole file is written (and a
+/// previous file there stays whole): the writer works in a temp file that
+/// replaces `output` at the end, so writing onto the input is safe too.
+pub fn copy(reader: &Reader, output: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> anyhow::Result<()> {
+    let mut writer = Writer::create(output, specs, options).map_err(|e| exit::writing(e, output))?;
+    // In the output's order, so that the writes are sequential.
+    let names: Vec<String> = writer.header().tensors().iter().map(|t| t.name.clone()).collect();
+    let bar = progress::bar(writer.header().data_len(), "writing");
+    for name in &names {
+        writer
+            .write_tensor_with(name, CHUNK, |offset, buf| {
+                reader.read_range_into(name, offset, buf)?;
+                bar.inc(buf.len() as u64);
+                Ok(())
+            })
+            .map_err(|e| exit::writing(e, output))?;
+    }
+    writer.finish().map_err(|e| exit::writing(e, output))?;
+    bar.finish_and_clear();
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! The `deathtensors` command line: inspect, check and convert deathtensors
+//! and safetensors files from a shell or a script.
+//!
+//! A thin layer over `deathtensors-io`: clap parses the arguments, one
+//! module per subcommand runs it, and [`main_with_args`]
+//! maps the outcome to an exit code (0 ok, 1 invalid file or failed check,
+//! 2 anything else). The `deathtensors` binary and the Python package's
+//! `python -m deathtensors` both call [`main_with_args`].
+//!
+//! # Example
+//!
+//! ```
+//! let code = deathtensors_cli::main_with_args(["deathtensors", "ls", "no-such-file.dt"]);
+//! assert_eq!(code, 2);
+//! ```
+
+mod args;
+mod cmd;
+mod copy;
+mod exit;
+mod out;
+mod par;
+mod progress;
+mod values;
+
+use std::ffi::OsString;
+
+use clap::Parser;
+
+/// Parses `args` (the first is the program name), runs the subcommand and
+/// returns the process's exit code: 0 ok, 1 a file is invalid or a check
+/// failed, 2 usage or other errors. Errors are printed on stderr in one line,
+/// as `deathtensors: error: ...`; a closed stdout ends quietly with 0.
+pub fn main_with_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match args::Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout, usage errors to stderr; clap's
+            // exit codes are 0 and 2.
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    match cmd::run(cli.command) {
+        Ok(code) => code as i32,
+        Err(err) => {
+            let code = exit::code_for(&err);
+            if code != 0 {
+                out::error(&exit::one_line(&err));
+            }
+            code
+        }
+    }
+}

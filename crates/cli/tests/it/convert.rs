@@ -1,0 +1,232 @@
+//! `convert`: both directions checked tensor by tensor, metadata carried
+//! over, format choice, atomicity (onto itself, and killed midway).
+
+use std::io::Read;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use deathtensors_io::format::{Dtype, Metadata, TensorSpec};
+use deathtensors_io::{save, WriteOptions};
+use serde_json::{json, Value};
+
+use crate::{assert_one_error_line, assert_same_tensors, check, command, f32s, json, manifest, valid, write, Scratch};
+
+fn convert(input: &Path, output: &Path, extra: &[&str], code: i32) -> crate::Run {
+    let mut args = vec!["convert".as_ref(), input.as_os_str(), output.as_os_str()];
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    check(args, code)
+}
+
+#[test]
+fn every_fixture_converts_to_deathtensors_tensor_by_tensor() {
+    let dir = Scratch::new("convert-fixtures");
+    for (name, expected) in manifest() {
+        if expected["outcome"] != "ok" || name.ends_with(".json") {
+            continue;
+        }
+        let src = valid(&name);
+        let out = dir.path("out.dt");
+        convert(&src, &out, &["--checksum"], 0);
+        check(["verify".as_ref(), out.as_os_str()], 0);
+        assert_same_tensors(&src, &out);
+        // The digests the conversion recorded are the manifest's.
+        let doc = json(["inspect".as_ref(), out.as_os_str()], 0);
+        assert_eq!(doc["format"], "deathtensors");
+        for t in doc["tensors"].as_array().unwrap() {
+            let e = &expected["tensors"][t["name"].as_str().unwrap()];
+            assert_eq!(t["sha256"], e["sha256"], "{name}: {}", t["name"]);
+            assert_eq!(t["metadata"], e["metadata"], "{name}: {}", t["name"]);
+        }
+        let global = expected["global_metadata"].clone();
+        let global = if global.is_null() { json!({}) } else { global };
+        assert_eq!(doc["metadata"], global, "{name}");
+    }
+}
+
+#[test]
+fn safetensors_round_trip_is_byte_identical() {
+    let dir = Scratch::new("convert-round-trip");
+    for name in [
+        "all_dtypes.safetensors",
+        "multi_metadata.safetensors",
+        "empty.safetensors",
+        "sharded/model-00001-of-00002.safetensors",
+    ] {
+        let src = valid(&format!("safetensors-0.8.0/{name}"));
+        let (dt, back) = (dir.path("model.dt"), dir.path("back.safetensors"));
+        convert(&src, &dt, &["--checksum"], 0);
+        let r = convert(&dt, &back, &[], 0);
+        assert!(r.stderr.contains("checksums are dropped"), "{}", r.stderr);
+        assert_same_tensors(&src, &back);
+        let (a, b) = (json(["inspect".as_ref(), src.as_os_str()], 0), json(["inspect".as_ref(), back.as_os_str()], 0));
+        assert_eq!(a["metadata"], b["metadata"], "{name}");
+        // Byte for byte too, but where safetensors wrote metadata keys in
+        // insertion order: ours are sorted.
+        if a["metadata"].as_object().is_none_or(|m| m.len() < 2) {
+            assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&src).unwrap(), "{name}");
+        }
+    }
+}
+
+#[test]
+fn deathtensors_to_safetensors_drops_what_safetensors_cannot_hold() {
+    let dir = Scratch::new("convert-to-safetensors");
+    let src = dir.path("model.dt");
+    let mut spec = TensorSpec::new("w", Dtype::F32, [2]);
+    spec.metadata.insert("role".into(), "weight".into());
+    let metadata: Metadata = [("license".to_string(), "MIT".to_string())].into();
+    let options = WriteOptions { checksum: true, metadata: Some(metadata), ..WriteOptions::default() };
+    let b = [7u8; 3];
+    let w = f32s(&[1.5, -2.0]);
+    save(&src, vec![(spec, &w[..]), (TensorSpec::new("b", Dtype::U8, [3]), &b[..])], &options).unwrap();
+
+    let out = dir.path("model.safetensors");
+    let r = convert(&src, &out, &[], 0);
+    assert!(r.stderr.contains("per-tensor metadata of 1 tensor(s) (first \"w\") is dropped"), "{}", r.stderr);
+    assert!(r.stdout.contains("safetensors, 2 tensors"), "{}", r.stdout);
+    assert_same_tensors(&src, &out);
+    let doc = json(["inspect".as_ref(), out.as_os_str()], 0);
+    assert_eq!(doc["format"], "safetensors");
+    assert_eq!(doc["metadata"], json!({ "license": "MIT" }));
+
+    // An empty global_metadata becomes no __metadata__.
+    let bare = dir.path("bare.dt");
+    write(&bare, &[("x", Dtype::I8, &[1], vec![1])], &WriteOptions::default());
+    convert(&bare, &out, &[], 0);
+    assert_eq!(json(["inspect".as_ref(), out.as_os_str()], 0)["metadata"], Value::Null);
+}
+
+#[test]
+fn complex128_cannot_go_to_safetensors() {
+    let dir = Scratch::new("convert-c128");
+    let out = dir.path("out.safetensors");
+    let r = convert(&valid("deathtensors-0.3.0/all_dtypes.deathtensors"), &out, &[], 2);
+    assert_one_error_line(&r, &["all_dtypes.deathtensors", "tensor \"c128\" is C128", "safetensors cannot store"]);
+    assert!(!out.exists());
+}
+
+#[test]
+fn output_format_comes_from_to_or_the_extension() {
+    let dir = Scratch::new("convert-format");
+    let src = valid("safetensors-0.8.0/multi_metadata.safetensors");
+    let bin = dir.path("out.bin");
+    let r = convert(&src, &bin, &[], 2);
+    assert_one_error_line(&r, &["out.bin", "--to"]);
+    assert!(!bin.exists());
+    convert(&src, &bin, &["--to", "safetensors"], 0);
+    assert_eq!(json(["inspect".as_ref(), bin.as_os_str()], 0)["format"], "safetensors");
+    convert(&src, &bin, &["--to", "deathtensors"], 0);
+    assert_eq!(json(["inspect".as_ref(), bin.as_os_str()], 0)["format"], "deathtensors");
+    let dt = dir.path("out.deathtensors");
+    convert(&src, &dt, &["--alignment", "4096"], 0);
+    let doc = json(["inspect".as_ref(), dt.as_os_str()], 0);
+    assert_eq!(doc["alignment"], 4096);
+    assert_eq!(doc["flags"]["checksum"], false);
+    for t in doc["tensors"].as_array().unwrap() {
+        assert_eq!(t["data_offsets"][0].as_u64().unwrap() % 4096, 0);
+    }
+    assert_same_tensors(&src, &dt);
+
+    let r = convert(&src, &dir.path("x.dt"), &["--alignment", "3"], 2);
+    assert_one_error_line(&r, &["x.dt", "alignment 3"]);
+    let r = convert(&src, &dir.path("x.safetensors"), &["--checksum"], 2);
+    assert_one_error_line(&r, &["safetensors files have no checksum"]);
+    check(["convert".as_ref(), src.as_os_str(), dt.as_os_str(), "--checksum".as_ref(), "--no-checksum".as_ref()], 2);
+    assert_eq!(dir.entries(), ["out.bin", "out.deathtensors"]);
+}
+
+#[test]
+fn checksums_are_kept_unless_refused() {
+    let dir = Scratch::new("convert-keep-checksum");
+    let (a, b) = (dir.path("a.dt"), dir.path("b.dt"));
+    write(&a, &[("x", Dtype::F32, &[2], f32s(&[1.0, 2.0]))], &WriteOptions { checksum: true, ..Default::default() });
+    convert(&a, &b, &[], 0);
+    assert_eq!(json(["inspect".as_ref(), b.as_os_str()], 0)["flags"]["checksum"], true);
+    convert(&a, &b, &["--no-checksum"], 0);
+    let doc = json(["inspect".as_ref(), b.as_os_str()], 0);
+    assert_eq!(doc["flags"]["checksum"], false);
+    assert_eq!(doc["tensors"][0]["sha256"], Value::Null);
+}
+
+#[test]
+fn converting_a_file_onto_itself_is_safe() {
+    let dir = Scratch::new("convert-onto-itself");
+    let path = dir.path("model.dt");
+    std::fs::copy(valid("deathtensors-0.3.0/edge_shapes.deathtensors"), &path).unwrap();
+    convert(&path, &path, &["--alignment", "128", "--checksum"], 0);
+    assert_same_tensors(&valid("deathtensors-0.3.0/edge_shapes.deathtensors"), &path);
+    check(["verify".as_ref(), path.as_os_str()], 0);
+    assert_eq!(dir.entries(), ["model.dt"]);
+}
+
+#[test]
+fn an_invalid_input_is_exit_1_and_writes_nothing() {
+    let dir = Scratch::new("convert-invalid");
+    let out = dir.path("out.dt");
+    let lfs = crate::testdata().join("invalid/lfs-pointer.safetensors");
+    let r = convert(&lfs, &out, &[], 1);
+    assert_one_error_line(&r, &["lfs-pointer.safetensors", "Git LFS pointer"]);
+    assert!(dir.entries().is_empty());
+}
+
+/// Bytes the process has written so far (Linux), or `None` when unknown.
+fn written(pid: u32) -> Option<u64> {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    io.lines().find_map(|l| l.strip_prefix("wchar: ")).and_then(|n| n.trim().parse().ok())
+}
+
+#[test]
+fn a_killed_conversion_leaves_no_partial_output() {
+    let dir = Scratch::new("convert-killed");
+    let src = dir.path("big.safetensors");
+    // 256 MiB: long enough to kill the conversion in the middle.
+    let len = 256usize << 20;
+    let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+    let options =
+        WriteOptions { format: deathtensors_io::format::Format::Safetensors, durable: false, ..Default::default() };
+    write(&src, &[("w", Dtype::U8, &[len as u64], bytes)], &options);
+
+    for old in [Some(&b"the old file"[..]), None] {
+        let out = dir.path("out.dt");
+        let _ = std::fs::remove_file(&out);
+        if let Some(old) = old {
+            std::fs::write(&out, old).unwrap();
+        }
+        let mut child = command()
+            .args(["convert".as_ref(), src.as_os_str(), out.as_os_str(), "--checksum".as_ref()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Kill it once it has written 32 MiB of its 256 (or after a moment
+        // where /proc cannot tell).
+        let started = Instant::now();
+        loop {
+            match written(child.id()) {
+                Some(n) if n >= 32 << 20 => break,
+                None if started.elapsed() > Duration::from_millis(300) => break,
+                _ if started.elapsed() > Duration::from_secs(60) => break,
+                _ => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the conversion ended before it could be killed");
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        assert!(!status.success());
+        let mut stdout = String::new();
+        child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+        assert_eq!(stdout, "");
+        match old {
+            Some(old) => assert_eq!(std::fs::read(&out).unwrap(), old),
+            None => assert!(!out.exists()),
+        }
+        // No temp file left behind.
+        let expected: Vec<&str> =
+            if old.is_some() { vec!["big.safetensors", "out.dt"] } else { vec!["big.safetensors"] };
+        assert_eq!(dir.entries(), expected);
+    }
+    // And when left alone, it completes.
+    let out = dir.path("out.dt");
+    convert(&src, &out, &["--checksum"], 0);
+    check(["verify".as_ref(), out.as_os_str()], 0);
+}

@@ -1,0 +1,115 @@
+//! Exit codes, one-line errors, files that are not tensor files, help, and
+//! closed pipes.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::Stdio;
+
+use deathtensors_io::format::Dtype;
+use deathtensors_io::WriteOptions;
+
+use crate::{assert_one_error_line, check, command, run, testdata, valid, write, Scratch};
+
+const SUBCOMMANDS: [&str; 8] = ["inspect", "ls", "verify", "convert", "diff", "stats", "cat", "meta"];
+
+#[test]
+fn usage_errors_exit_2() {
+    let r = check(Vec::<&str>::new(), 2);
+    assert!(r.stderr.contains("Usage: deathtensors <COMMAND>"), "{}", r.stderr);
+    check(["frobnicate"], 2);
+    check(["inspect"], 2);
+    check(["inspect", "--nope", "x"], 2);
+    check(["cat", "f", "t", "--raw", "--json"], 2);
+}
+
+#[test]
+fn help_and_version_exit_0_with_an_example_for_every_subcommand() {
+    let top = check(["--help"], 0).stdout;
+    assert!(top.contains("Exit codes:") && top.contains("--json"), "{top}");
+    for sub in SUBCOMMANDS {
+        let help = check([sub, "--help"], 0).stdout;
+        assert!(help.contains("Examples:") && help.contains(&format!("deathtensors {sub} ")), "{sub}: {help}");
+        assert!(top.contains(sub), "{sub}");
+    }
+    assert!(check(["--version"], 0).stdout.starts_with("deathtensors 0."));
+}
+
+#[test]
+fn a_missing_file_exits_2_naming_it() {
+    for sub in ["inspect", "ls", "verify", "stats", "meta"] {
+        let r = check([sub, "/no/such/model.dt"], 2);
+        assert_one_error_line(&r, &["/no/such/model.dt", "No such file"]);
+        assert_eq!(r.stdout, "");
+    }
+}
+
+#[test]
+fn every_invalid_fixture_exits_1_with_one_line_naming_the_file() {
+    let dir = testdata().join("invalid");
+    let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    let manifest: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut seen = 0;
+    for (name, entry) in manifest["files"].as_object().unwrap() {
+        // Files invalid only under lower limits than the defaults are valid here.
+        if entry.get("limits").is_some() {
+            continue;
+        }
+        let path = dir.join(name);
+        let r = run(["inspect".as_ref(), path.as_os_str()]);
+        assert_eq!(r.code, 1, "{name}: {}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{name}: {}", r.stderr);
+        assert_one_error_line(&r, &[name]);
+        assert_eq!(r.stdout, "", "{name}");
+        seen += 1;
+    }
+    assert!(seen > 200, "{seen}");
+}
+
+#[test]
+fn lfs_pointers_and_html_pages_are_named_as_such() {
+    for (name, says) in [
+        (
+            "lfs-pointer.safetensors",
+            "it looks like a Git LFS pointer, not the file itself (fetch it with `git lfs pull`)",
+        ),
+        ("lfs-pointer.deathtensors", "Git LFS pointer"),
+        ("html-page.safetensors", "it looks like an HTML page"),
+    ] {
+        let path = testdata().join("invalid").join(name);
+        for sub in ["inspect", "verify", "stats", "ls"] {
+            let r = check([sub.as_ref(), path.as_os_str()], 1);
+            assert_one_error_line(&r, &[name, "not a deathtensors or safetensors file", says]);
+            // Each part of the message once.
+            assert_eq!(r.stderr.matches("not a deathtensors").count(), 1, "{}", r.stderr);
+        }
+    }
+}
+
+#[test]
+fn a_closed_pipe_exits_quietly() {
+    let dir = Scratch::new("broken-pipe");
+    let path = dir.path("big.dt");
+    // Enough output to overflow the pipe's buffer after the reader leaves.
+    let n = 1u64 << 20;
+    write(&path, &[("x", Dtype::U8, &[n], vec![7; n as usize])], &WriteOptions::default());
+    for args in [vec!["cat", "--full"], vec!["cat", "--raw"], vec!["cat", "--full", "--json"]] {
+        let mut child =
+            command().args(&args).arg(&path).arg("x").stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first = Vec::new();
+        stdout.read_until(b'\n', &mut first).unwrap();
+        assert!(!first.is_empty());
+        drop(stdout);
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        assert_eq!(status.code(), Some(0), "{args:?}: {stderr}");
+        assert_eq!(stderr, "", "{args:?}");
+    }
+}
+
+#[test]
+fn a_missing_tensor_exits_2() {
+    let path = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let r = check(["cat".as_ref(), path.as_os_str(), "nope".as_ref()], 2);
+    assert_one_error_line(&r, &["all_dtypes.safetensors", "no tensor named \"nope\""]);
+}
