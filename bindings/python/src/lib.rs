@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod cli;
 mod errors;
 mod reader;
 mod sharded;
@@ -15,6 +16,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(writer::save, m)?)?;
     m.add_class::<sharded::PyShardedIndex>()?;
     m.add_function(wrap_pyfunction!(sharded::save_sharded, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("CREATED_BY", deathtensors_io::format::CREATED_BY)?;
     Ok(())
