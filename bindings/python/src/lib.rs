@@ -3,9 +3,11 @@
 
 use pyo3::prelude::*;
 
+mod arena;
 mod cli;
 mod errors;
 mod reader;
+mod safetensors;
 mod sharded;
 mod writer;
 
@@ -13,7 +15,10 @@ mod writer;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reader::PyReader>()?;
     m.add_class::<reader::PyRegion>()?;
+    m.add_class::<arena::PyArena>()?;
     m.add_function(wrap_pyfunction!(writer::save, m)?)?;
+    m.add_function(wrap_pyfunction!(safetensors::encode_safetensors, m)?)?;
+    m.add_function(wrap_pyfunction!(safetensors::parse_head, m)?)?;
     m.add_class::<sharded::PyShardedIndex>()?;
     m.add_function(wrap_pyfunction!(sharded::save_sharded, m)?)?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;

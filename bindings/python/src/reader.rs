@@ -226,6 +226,17 @@ impl PyReader {
         Ok(PyRegion { _reader: r, ptr, len })
     }
 
+    /// Reads the whole data blob into one fresh buffer the caller owns
+    /// (tensors at their offsets), with parallel positioned reads.
+    fn read_all(&self, py: Python<'_>) -> PyResult<crate::arena::PyArena> {
+        let r = self.get()?;
+        let mut arena = crate::arena::PyArena::new(r.header().data_len() as usize)?;
+        // SAFETY: the arena was just made and is not exported yet.
+        let buf = unsafe { arena.as_mut_slice() };
+        py.allow_threads(|| r.read_data_into(buf)).py(py)?;
+        Ok(arena)
+    }
+
     /// Checks the footer and every tensor digest; False if there is none.
     fn verify(&self, py: Python<'_>) -> PyResult<bool> {
         let r = self.get()?;
@@ -267,43 +278,62 @@ impl PyRegion {
         }
         let this = slf.get();
         let (ptr, len) = (this.ptr, this.len);
-        // SAFETY: `view` is a valid Py_buffer to fill, per the protocol; the
-        // memory stays valid while `obj` (this region, holding the reader's
-        // mapping) is referenced by the view.
-        unsafe {
-            (*view).obj = slf.into_any().into_ptr();
-            (*view).buf = ptr as *mut std::os::raw::c_void;
-            (*view).len = len as isize;
-            (*view).readonly = 1;
-            (*view).itemsize = 1;
-            (*view).format = if flags & pyo3::ffi::PyBUF_FORMAT == pyo3::ffi::PyBUF_FORMAT {
-                CString::new("B").map_or(std::ptr::null_mut(), CString::into_raw)
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).ndim = 1;
-            (*view).shape = if flags & pyo3::ffi::PyBUF_ND == pyo3::ffi::PyBUF_ND {
-                &mut (*view).len
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).strides = if flags & pyo3::ffi::PyBUF_STRIDES == pyo3::ffi::PyBUF_STRIDES {
-                &mut (*view).itemsize
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).suboffsets = std::ptr::null_mut();
-            (*view).internal = std::ptr::null_mut();
-        }
+        // SAFETY: filling a Py_buffer per the protocol; `obj` (this region,
+        // holding the reader's mapping) keeps the memory valid.
+        unsafe { fill_view(view, flags, slf.into_any(), ptr, len, true) };
         Ok(())
     }
 
     unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
-        // SAFETY: `format` was made by CString::into_raw above, or is null.
-        unsafe {
-            if !(*view).format.is_null() {
-                drop(CString::from_raw((*view).format));
-            }
+        // SAFETY: `view` was filled by `fill_view`.
+        unsafe { release_view(view) }
+    }
+}
+
+/// Fills a one-dimensional byte `Py_buffer` over `len` bytes at `ptr`.
+///
+/// # Safety
+/// `view` must be a valid `Py_buffer` to fill, and the memory must stay
+/// valid while `owner` is alive (the view holds a reference to it).
+pub(crate) unsafe fn fill_view(
+    view: *mut pyo3::ffi::Py_buffer,
+    flags: c_int,
+    owner: Bound<'_, PyAny>,
+    ptr: usize,
+    len: usize,
+    readonly: bool,
+) {
+    use pyo3::ffi;
+    // SAFETY: per the function's contract.
+    unsafe {
+        (*view).obj = owner.into_ptr();
+        (*view).buf = ptr as *mut std::os::raw::c_void;
+        (*view).len = len as isize;
+        (*view).readonly = c_int::from(readonly);
+        (*view).itemsize = 1;
+        (*view).format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
+            CString::new("B").map_or(std::ptr::null_mut(), CString::into_raw)
+        } else {
+            std::ptr::null_mut()
+        };
+        (*view).ndim = 1;
+        (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND { &mut (*view).len } else { std::ptr::null_mut() };
+        (*view).strides =
+            if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES { &mut (*view).itemsize } else { std::ptr::null_mut() };
+        (*view).suboffsets = std::ptr::null_mut();
+        (*view).internal = std::ptr::null_mut();
+    }
+}
+
+/// Frees what `fill_view` allocated.
+///
+/// # Safety
+/// `view` must have been filled by `fill_view`.
+pub(crate) unsafe fn release_view(view: *mut pyo3::ffi::Py_buffer) {
+    // SAFETY: `format` was made by CString::into_raw in fill_view, or is null.
+    unsafe {
+        if !(*view).format.is_null() {
+            drop(CString::from_raw((*view).format));
         }
     }
 }

@@ -286,6 +286,42 @@ impl Reader {
         read_exact_at(&self.file, buf, t.file_offset + offset).map_err(|e| Error::io(e, &self.path, "cannot read"))
     }
 
+    /// Reads the whole (decompressed) data blob into `buf`, which must be
+    /// exactly [`Header::data_len`] bytes: every tensor at its offset, gaps
+    /// zero. Large reads are split over all cores, so page faults of a fresh
+    /// buffer are taken in parallel. Positioned reads, never the mapping.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a wrong length; `Io`; `Decompress`.
+    pub fn read_data_into(&self, buf: &mut [u8]) -> Result<()> {
+        let len = self.head.header.data_len();
+        if buf.len() as u64 != len {
+            return Err(Error::input(
+                format!("buffer is {} bytes, the data blob is {len}", buf.len()),
+                &self.path,
+                "cannot read",
+            ));
+        }
+        if self.is_compressed() {
+            buf.copy_from_slice(self.blob()?);
+            return Ok(());
+        }
+        // Below this, one thread is as fast as several.
+        const PARALLEL_MIN: usize = 64 << 20;
+        let threads = if buf.len() < PARALLEL_MIN { 1 } else { hash::threads() };
+        let chunk = buf.len().div_ceil(threads).max(1);
+        let start = self.head.data_start;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = buf
+                .chunks_mut(chunk)
+                .enumerate()
+                .map(|(i, part)| s.spawn(move || read_exact_at(&self.file, part, start + (i * chunk) as u64)))
+                .collect();
+            handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        })
+        .map_err(|e| Error::io(e, &self.path, "cannot read"))
+    }
+
     /// Reads the tensor's bytes into a fresh buffer the caller owns.
     ///
     /// # Errors

@@ -127,3 +127,33 @@ def view(framework: str, dtype: str, shape: list[int], region: Any) -> Any:
             shape = shape[:-1] + [shape[-1] // 2] if shape else []
         return t.view(tdtype).reshape(shape) if t.numel() else torch.empty(shape, dtype=tdtype)
     raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")
+
+
+def from_arena(framework: str, info: tuple, arena: Any) -> Any:
+    """A tensor viewing its bytes in a buffer holding the whole data blob
+    (copied when not aligned for its dtype, as in deathtensors 0.3.0 files)."""
+    dtype, shape, (start, end), _, _, _, aligned = info
+    shape = list(shape)
+    if framework in ("torch", "pt"):
+        import torch
+
+        tdtype = _dtypes.torch_dtype(dtype)
+        if dtype == "F4":
+            shape = shape[:-1] + [shape[-1] // 2] if shape else []
+        if end == start:
+            return torch.empty(shape, dtype=tdtype)
+        raw = torch.frombuffer(arena, dtype=torch.uint8, count=end - start, offset=start)
+        if not aligned:
+            raw = raw.clone()
+        return raw.view(tdtype).reshape(shape)
+    if framework in ("numpy", "np"):
+        import numpy as np
+
+        ndtype = _dtypes.numpy_dtype(dtype)
+        if end == start:
+            return np.empty(shape, dtype=ndtype)
+        raw = np.frombuffer(arena, dtype=np.uint8, count=end - start, offset=start)
+        if not aligned:
+            raw = raw.copy()
+        return raw.view(ndtype).reshape(shape)
+    raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")

@@ -219,8 +219,19 @@ class DtFile:
         return _convert.view(framework, dtype, list(shape), self._reader.region(name))
 
     def get_tensors(self, framework: str = "torch") -> Dict[str, Any]:
-        """Every tensor, as :meth:`get_tensor` returns it."""
-        return {name: self.get_tensor(name, framework) for name in self._reader.keys()}
+        """Every tensor, in memory the caller owns (writable, independent of
+        the file, valid after close()).
+
+        The whole data blob is read at once, with parallel reads, into one
+        fresh buffer, and the tensors are views into it: one allocation and
+        a few large reads instead of one of each per tensor. The buffer is
+        freed when the last of these tensors is.
+        """
+        names = self._reader.keys()
+        if not names:
+            return {}
+        arena = self._reader.read_all()
+        return {name: _convert.from_arena(framework, self._reader.info(name), arena) for name in names}
 
     # -- integrity ----------------------------------------------------------
     def verify(self) -> bool:

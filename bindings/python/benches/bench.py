@@ -1,0 +1,237 @@
+"""End-to-end Python benchmark: ours against safetensors 0.8 (numpy and
+torch) and deathtensors 0.3.0 (from its own venv), in one run on the same
+data. Every measurement runs in a fresh process with a warm page cache; each
+is the median of several runs. Reports time and the peak RSS the operation
+adds, then the goals as ratios.
+
+    python bench.py [--runs N] [--mib 1024] [--out DIR] [--legacy-python PATH]
+
+Run by `cargo xtask bench`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve()
+
+
+# ---------------------------------------------------------------- data
+def model_spec(mib: int):
+    """~`mib` MiB transformer-like: half-precision matrices, F32 norms, I64
+    buffers; tensors from 16 B to ~200 MB."""
+    d, layers, vocab = 2048, 24, 32000
+    spec = [("model.embed_tokens.weight", "half", (vocab, d))]
+    for i in range(layers):
+        p = f"model.layers.{i}"
+        for m in "qkvo":
+            spec.append((f"{p}.self_attn.{m}_proj.weight", "half", (d // 2, d // 2)))
+        for m, shape in (("gate", (d, d // 4)), ("up", (d, d // 4)), ("down", (d // 4, d))):
+            spec.append((f"{p}.mlp.{m}_proj.weight", "half", shape))
+        spec.append((f"{p}.input_layernorm.weight", "f32", (d,)))
+        spec.append((f"{p}.post_attention_layernorm.weight", "f32", (d,)))
+        spec.append((f"{p}.position_ids", "i64", (2,)))
+    spec.append(("model.norm.weight", "f32", (d,)))
+    spec.append(("lm_head.weight", "half", (vocab, d)))
+    total = sum(_nbytes(k, s) for _, k, s in spec)
+    scale = (mib << 20) / total
+    if abs(scale - 1) > 0.05:  # resize the big matrices to hit the target
+        spec = [(n, k, (max(1, int(s[0] * scale)),) + tuple(s[1:]) if len(s) == 2 else s) for n, k, s in spec]
+    return spec
+
+
+def tiny_spec(n: int = 20000):
+    return [(f"model.layers.{i // 16}.block.{i % 16}.weight", ["f32", "half", "i64"][i % 3], (4,)) for i in range(n)]
+
+
+def _nbytes(kind, shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n * {"half": 2, "f32": 4, "i64": 8}[kind]
+
+
+def make(spec, framework):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    out = {}
+    for name, kind, shape in spec:
+        n = _nbytes(kind, shape)
+        raw = rng.integers(0, 255, size=n, dtype=np.uint8)
+        if kind == "half":
+            raw[1::2] &= 0x3F  # finite halves
+        dtype = {"half": np.float16, "f32": np.float32, "i64": np.int64}[kind]
+        a = raw.view(dtype).reshape(shape)
+        if framework == "torch":
+            import torch
+
+            t = torch.from_numpy(a)
+            out[name] = t.view(torch.bfloat16) if kind == "half" else t
+        else:
+            out[name] = a
+    return out
+
+
+# ---------------------------------------------------------------- worker
+def rss_peak():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def touch(values):
+    """Read every byte of every result."""
+    import numpy as np
+
+    acc = 0
+    for v in values:
+        if hasattr(v, "numpy"):
+            v = v.view(-1).view(__import__("torch").uint8).numpy() if v.numel() else None
+        else:
+            v = v.reshape(-1).view(np.uint8) if v.size else None
+        if v is not None:
+            acc ^= int(v.max())
+    return acc
+
+
+def worker(impl, op, dataset, path, mib):
+    spec = tiny_spec() if dataset == "tiny" else model_spec(mib)
+    framework = "torch" if impl.endswith("torch") else "numpy"
+    # Libraries are imported before timing, for every implementation alike.
+    import numpy  # noqa: F401
+
+    if framework == "torch":
+        import torch  # noqa: F401
+    data = make(spec, framework) if op.startswith("save") or op == "fsync-write" else None
+    if impl.startswith("ours") or impl == "dt030":
+        import deathtensors as dt
+    if impl.startswith("st"):
+        import safetensors.numpy as stn
+        import safetensors.torch as stt
+        from safetensors import safe_open
+    one = spec[len(spec) // 2][0]
+    before = rss_peak()
+    t0 = time.perf_counter()
+    if op == "save":
+        if impl == "ours-numpy" or impl == "ours-torch":
+            dt.save(path, data, durable=False)
+        elif impl == "ours-durable":
+            dt.save(path, data, durable=True)
+        elif impl == "st-numpy":
+            stn.save_file(data, path)
+        elif impl == "st-torch":
+            stt.save_file(data, path)
+        elif impl == "dt030":
+            dt.save(path, data)
+    elif op == "fsync-write":
+        with open(path, "wb") as f:
+            for v in data.values():
+                f.write(memoryview(v.reshape(-1).view("uint8")))
+            f.flush()
+            os.fsync(f.fileno())
+    elif op == "open":
+        if impl.startswith("ours") or impl == "dt030":
+            names = dt.open(path).keys()
+        else:
+            with safe_open(path, framework="np") as f:
+                names = list(f.keys())
+        assert len(names) == len(spec)
+    elif op == "load-all":
+        if impl.startswith("ours"):
+            values = dt.open(path).get_tensors(framework=framework).values()
+        elif impl == "st-numpy":
+            values = stn.load_file(path).values()
+        elif impl == "st-torch":
+            values = stt.load_file(path).values()
+        elif impl == "dt030":
+            values = dt.open(path).get_tensors(framework="numpy").values()
+        touch(values)
+    elif op == "load-one":
+        if impl.startswith("ours") or impl == "dt030":
+            v = dt.open(path).get_tensor(one, framework=framework)
+        else:
+            with safe_open(path, framework="pt" if framework == "torch" else "np") as f:
+                v = f.get_tensor(one)
+        touch([v])
+    elapsed = time.perf_counter() - t0
+    print(json.dumps({"seconds": elapsed, "rss_added": max(0, rss_peak() - before)}))
+
+
+# ---------------------------------------------------------------- driver
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--mib", type=int, default=1024)
+    ap.add_argument("--out", default=str(HERE.parents[3] / "target" / "bench-py"))
+    ap.add_argument("--legacy-python", default=str(HERE.parents[3] / ".venv-dt030" / "bin" / "python"))
+    ap.add_argument("--worker", nargs=4)
+    args = ap.parse_args()
+    if args.worker:
+        impl, op, dataset, path = args.worker
+        return worker(impl, op, dataset, path, args.mib)
+
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    legacy = pathlib.Path(args.legacy_python)
+    if not legacy.exists():
+        venv = legacy.parent.parent
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(legacy), "-m", "pip", "install", "-q", "deathtensors==0.3.0", "numpy"], check=True)
+
+    def run(impl, op, dataset, path):
+        py = str(legacy) if impl == "dt030" else sys.executable
+        samples = []
+        for _ in range(args.runs):
+            r = subprocess.run([py, str(HERE), "--mib", str(args.mib), "--worker", impl, op, dataset, str(path)],
+                               capture_output=True, text=True)
+            if r.returncode:
+                raise SystemExit(f"{impl} {op} {dataset} failed:\n{r.stderr}")
+            samples.append(json.loads(r.stdout))
+        res = {"seconds": statistics.median(s["seconds"] for s in samples),
+               "rss_added": statistics.median(s["rss_added"] for s in samples)}
+        print(f"  {dataset:5} {op:11} {impl:13} {res['seconds'] * 1000:10.1f} ms  +{res['rss_added'] / 2**20:8.1f} MiB", flush=True)
+        return res
+
+    results = {}
+    impls = ["ours-numpy", "ours-torch", "st-numpy", "st-torch", "dt030"]
+    for dataset in ("model", "tiny"):
+        size = sum(_nbytes(k, s) for _, k, s in (model_spec(args.mib) if dataset == "model" else tiny_spec()))
+        print(f"{dataset}: {size / 2**20:.1f} MiB", flush=True)
+        files = {i: out / f"{dataset}-{i}.{'safetensors' if i.startswith('st') else 'dt'}" for i in impls}
+        for impl in impls + (["ours-durable"] if dataset == "model" else []):
+            path = files.get(impl, out / f"{dataset}-durable.dt")
+            results[(dataset, "save", impl)] = run(impl, "save", dataset, path)
+        if dataset == "model":
+            results[(dataset, "fsync-write", "raw")] = run("ours-numpy", "fsync-write", dataset, out / "raw.bin")
+        for op in ("open", "load-all", "load-one"):
+            for impl in impls:
+                results[(dataset, op, impl)] = run(impl, op, dataset, files[impl])
+        results[(dataset, "size", "")] = {"seconds": 0, "rss_added": size}
+
+    r = lambda d, op, i: results[(d, op, i)]["seconds"]
+    size = results[("model", "size", "")]["rss_added"]
+    goals = [
+        ("save (durable=False) vs safetensors.numpy.save_file", r("model", "save", "ours-numpy") / r("model", "save", "st-numpy"), "<= 1"),
+        ("save peak RSS added / data size", results[("model", "save", "ours-numpy")]["rss_added"] / size, "<= 0.10"),
+        ("durable save vs fsync'd raw write", r("model", "save", "ours-durable") / r("model", "fsync-write", "raw"), "<= 1.2"),
+        ("load all torch vs safetensors.torch.load_file", r("model", "load-all", "ours-torch") / r("model", "load-all", "st-torch"), "<= 1"),
+        ("load all numpy vs safetensors.numpy.load_file", r("model", "load-all", "ours-numpy") / r("model", "load-all", "st-numpy"), "<= 0.5"),
+        ("open 20k tensors vs safetensors", r("tiny", "open", "ours-numpy") / r("tiny", "open", "st-numpy"), "<= 0.33"),
+        ("load one tiny tensor vs safetensors", r("tiny", "load-one", "ours-numpy") / r("tiny", "load-one", "st-numpy"), "<= 1"),
+    ]
+    print("\n| goal | ratio | target |\n| --- | --- | --- |")
+    for name, ratio, target in goals:
+        print(f"| {name} | {ratio:.2f} | {target} |")
+    (out / "results.json").write_text(json.dumps({"|".join(k): v for k, v in results.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
