@@ -8,6 +8,7 @@
 //! - `cargo xtask bench`: run the benchmarks.
 
 mod ci;
+mod compat;
 mod demo;
 mod fuzz;
 mod python;
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
         "setup" => setup::run(),
         "demo" => demo::run(),
         "python" => python::test(),
+        "compat" => compat::run(),
         "fuzz" => fuzz::run(rest),
         "bench" => util::cargo(&["bench", "--workspace"]),
         "help" | "--help" | "-h" => {
@@ -51,6 +53,7 @@ tasks:
   ci                 the same as test
   demo               the main job: build everything and show it at work on real files
   python             build the wheel, install it into .venv and run pytest
+  compat             run safetensors 0.8.0's Python test suite against the deathtensors.safetensors drop-in
   setup              install rustup targets and tools the build needs
   fuzz [--seconds N] [TARGET]
                      fuzz every target (or TARGET) for N seconds each (default 60)

@@ -43,6 +43,12 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
     }
 }
 
+/// Converts a format error (from encoding or parsing bytes in memory) to
+/// `FormatError`.
+pub fn format_to_py(py: Python<'_>, err: deathtensors_io::format::Error) -> PyErr {
+    raise(py, "FormatError", err.to_string())
+}
+
 /// `Result<T, io::Error>` to `PyResult<T>`.
 pub trait IntoPy<T> {
     fn py(self, py: Python<'_>) -> PyResult<T>;

@@ -36,7 +36,7 @@ pub(crate) fn collect(tensors: Vec<Item<'_>>) -> PyResult<(Vec<TensorSpec>, Vec<
 /// # Safety
 /// The buffers must outlive the returned slices and not be resized; the
 /// caller keeps `buffers` alive (it is borrowed) while using them.
-pub(crate) unsafe fn slices<'b>(specs: Vec<TensorSpec>, buffers: &'b [PyBuffer<u8>]) -> Vec<(TensorSpec, &'b [u8])> {
+pub(crate) unsafe fn slices(specs: Vec<TensorSpec>, buffers: &[PyBuffer<u8>]) -> Vec<(TensorSpec, &[u8])> {
     specs
         .into_iter()
         .zip(buffers)

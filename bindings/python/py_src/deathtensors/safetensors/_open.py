@@ -1,0 +1,350 @@
+"""``safe_open``: safetensors 0.8.0's lazy reader, over ``deathtensors._native.Reader``.
+
+The header is parsed and validated by the deathtensors core. Every tensor
+returned is a fresh, writable copy that the caller owns (read with the GIL
+released), never a view of the mapping, so the file can be replaced or
+deleted while the tensors live. With the ``mmap`` backend, slices copy only
+the bytes they select; with ``pread``, the tensor is read, then sliced.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional, Union
+
+from .. import _dtypes, _native
+from ..errors import DeathTensorsError, TensorNotFoundError
+from . import _slicing
+from ._errors import SafetensorError
+
+if sys.byteorder != "little":  # pragma: no cover
+    # Files are little-endian and tensors are handed over as they lie.
+    raise ImportError("deathtensors.safetensors supports little-endian hosts only")
+
+# safe_open's framework names, and the framework each one means.
+_FRAMEWORKS = {
+    "pt": "pytorch",
+    "torch": "pytorch",
+    "pytorch": "pytorch",
+    "np": "numpy",
+    "numpy": "numpy",
+    "tf": "tensorflow",
+    "tensorflow": "tensorflow",
+    "jax": "flax",
+    "flax": "flax",
+    "mlx": "mlx",
+    "paddle": "paddle",
+}
+
+# Device kinds that take an index ("cuda" means "cuda:0").
+_INDEXED_DEVICES = ("cuda", "musa", "npu", "xpu", "xla", "mlu", "hpu")
+
+
+def _framework(name: Any) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"argument 'framework': '{type(name).__name__}' object cannot be converted to 'PyString'")
+    framework = _FRAMEWORKS.get(name)
+    if framework is None:
+        raise SafetensorError(f"framework {name} is invalid")
+    return framework
+
+
+def _device(device: Any) -> Union[str, int]:
+    """"cpu", "mps", "<kind>:<index>", or an int (the default accelerator's
+    index, torch's choice)."""
+    if device is None:
+        return "cpu"
+    if isinstance(device, int) and not isinstance(device, bool) and device >= 0:
+        return device
+    if not isinstance(device, str) and type(device).__name__ == "device":
+        device = str(device)  # a torch.device
+    if not isinstance(device, str):
+        raise SafetensorError(f"device {device!r} is invalid")
+    if device in ("cpu", "mps"):
+        return device
+    if device in _INDEXED_DEVICES:
+        return f"{device}:0"
+    kind, _, index = device.partition(":")
+    if index.isdigit() and kind == "mps":
+        if int(index) != 0:
+            raise SafetensorError(f"device {device} is invalid: only mps or mps:0 is supported")
+        return "mps"
+    if index.isdigit() and kind in _INDEXED_DEVICES:
+        return f"{kind}:{int(index)}"
+    raise SafetensorError(f"device {device} is invalid")
+
+
+def _backend(name: Any) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"argument 'backend': '{type(name).__name__}' object cannot be converted to 'PyString'")
+    if name not in ("mmap", "pread"):
+        raise SafetensorError(f'backend {json.dumps(name)} is invalid (expected one of: "mmap", "pread")')
+    return name
+
+
+def open_reader(path: str, mmap: bool) -> Any:
+    """Opens a file with the deathtensors core, with safetensors' errors."""
+    try:
+        return _native.Reader(path, mmap=mmap)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"No such file or directory: {path}") from None
+    except DeathTensorsError as e:
+        raise SafetensorError(f"Error while deserializing header: {e}") from e
+
+
+# get_tensors reads with this many threads at most, for files of at least
+# _PARALLEL_BYTES (below that, starting threads costs more than it saves).
+_READ_THREADS = 4
+_PARALLEL_BYTES = 64 << 20
+
+# dtype code -> torch / numpy dtype, filled as they are asked for.
+_TORCH_DTYPES: dict[str, Any] = {}
+_NUMPY_DTYPES: dict[str, Any] = {}
+
+
+def torch_dtype(code: str) -> Any:
+    dtype = _TORCH_DTYPES.get(code)
+    if dtype is None:
+        try:
+            dtype = _TORCH_DTYPES[code] = _dtypes.torch_dtype(code)
+        except DeathTensorsError:
+            raise SafetensorError(f"Dtype not understood: {code}") from None
+    return dtype
+
+
+def numpy_dtype(code: str) -> Any:
+    dtype = _NUMPY_DTYPES.get(code)
+    if dtype is None:
+        try:
+            dtype = _NUMPY_DTYPES[code] = _dtypes.numpy_dtype(code)
+        except DeathTensorsError:
+            raise SafetensorError(f"Dtype not understood: {code}") from None
+    return dtype
+
+
+def torch_shape(code: str, shape: list[int]) -> list[int]:
+    """A header shape as torch counts it: F4 (float4_e2m1fn_x2) holds two
+    values an element."""
+    if code != "F4" or not shape:
+        return list(shape)
+    if shape[-1] % 2:
+        raise SafetensorError(
+            f"f4_x2 dtype requires that the last dim be divisible by 2 in torch: got {list(shape)}"
+        )
+    return [*shape[:-1], shape[-1] // 2]
+
+
+def empty_bytes(framework: str, nbytes: int) -> tuple[Any, Any]:
+    """Fresh memory for a tensor's bytes: a 1-D uint8 tensor of the
+    framework (torch's own memory, for torch) and a numpy view of it."""
+    import numpy as np
+
+    if framework == "pytorch":
+        import torch
+
+        t = torch.empty(nbytes, dtype=torch.uint8)
+        return t, t.numpy()
+    a = np.empty(nbytes, dtype=np.uint8)
+    return a, a
+
+
+def from_bytes(framework: str, device: Union[str, int], code: str, shape: list[int], raw: Any) -> Any:
+    """A tensor of `framework` taking over `raw`, the first half of what
+    :func:`empty_bytes` gave, filled with the tensor's bytes."""
+    if framework == "pytorch":
+        import torch
+
+        dtype, dims = torch_dtype(code), torch_shape(code, shape)
+        t = raw.view(dtype).reshape(dims) if raw.numel() else torch.empty(dims, dtype=dtype)
+        return t if device == "cpu" else t.to(device)
+    array = raw.view(numpy_dtype(code)).reshape(shape)
+    return _from_numpy(framework, device, array)
+
+
+def copied(framework: str, data: Any) -> Any:
+    """A copy of `data` (any numpy uint8 array or byte buffer) in fresh
+    memory from :func:`empty_bytes`."""
+    import numpy as np
+
+    source = np.asarray(memoryview(data)) if not isinstance(data, np.ndarray) else data
+    raw, view = empty_bytes(framework, source.size)
+    np.copyto(view.reshape(source.shape), source)  # one strided copy
+    return raw
+
+
+def _from_numpy(framework: str, device: Union[str, int], array: Any) -> Any:
+    if framework == "numpy":
+        return array
+    if framework == "flax":
+        return importlib.import_module("jax.numpy").array(array)
+    if framework == "tensorflow":
+        return importlib.import_module("tensorflow").convert_to_tensor(array)
+    if framework == "mlx":
+        return importlib.import_module("mlx.core").array(array)
+    paddle = importlib.import_module("paddle")
+    place = f"gpu:{device.split(':')[1]}" if isinstance(device, str) and device.startswith("cuda:") else device
+    return paddle.to_tensor(array, place=place)
+
+
+def _read(reader: Any, name: str, nbytes: int, framework: str) -> Any:
+    """The tensor's bytes in fresh memory, read with the GIL released."""
+    raw, view = empty_bytes(framework, nbytes)
+    if nbytes:
+        reader.read_into(name, view)
+    return raw
+
+
+class PySafeSlice:
+    """A tensor not read yet: its dtype and shape, and indexing that reads
+    only the selected part (``f.get_slice("w")[:, 4:8]``)."""
+
+    def __init__(self, owner: safe_open, reader: Any, name: str, code: str, shape: list[int]) -> None:
+        self._reader = reader  # keeps the file open after safe_open exits
+        self._name = name
+        self._code = code
+        self._shape = shape
+        self._framework = owner._framework
+        self._device = owner._device
+        self._mapped = owner._backend == "mmap"
+
+    def get_shape(self) -> list[int]:
+        """The tensor's shape, as the header records it."""
+        return list(self._shape)
+
+    def get_dtype(self) -> str:
+        """The tensor's dtype code (``"F32"``, ``"BF16"``, ...)."""
+        return self._code
+
+    def __repr__(self) -> str:
+        return f"PySafeSlice(name={self._name!r}, dtype={self._code!r}, shape={self._shape})"
+
+    def __getitem__(self, index: Any) -> Any:
+        import numpy as np
+
+        shape = self._shape
+        packed = self._code == "F4"
+        indexers = _slicing.parse(index, shape)
+        np_index, newshape = _slicing.plan(indexers, shape, packed)
+        if packed:
+            itemsize, byte_shape = 1, torch_shape(self._code, shape)
+        else:
+            itemsize = _dtypes.ITEMSIZE.get(self._code)
+            if itemsize is None:
+                raise SafetensorError(f"Dtype not understood: {self._code}")
+            byte_shape = list(shape)
+        nbytes = self._reader.nbytes(self._name)
+        if self._mapped and nbytes:
+            # A read-only view of the mapping; only the selection is copied.
+            source = np.frombuffer(self._reader.region(self._name), dtype=np.uint8)
+        else:
+            source = _read(self._reader, self._name, nbytes, "numpy")
+        selected = source.reshape([*byte_shape, itemsize])[np_index]
+        raw = copied(self._framework, selected)
+        return from_bytes(self._framework, self._device, self._code, newshape, raw)
+
+
+class safe_open:
+    """Opens a safetensors file lazily and returns tensors as asked.
+
+    Args:
+        filename: the file to open (a deathtensors file works too).
+        framework: ``"pt"`` (torch), ``"np"`` (numpy), or ``"tf"``,
+            ``"flax"``, ``"mlx"``, ``"paddle"`` (converted from numpy).
+        device: where tensors go (``"cpu"``, ``"cuda:0"``, ``0``, ...);
+            only ``"cpu"`` for frameworks other than torch and paddle.
+        backend: ``"mmap"`` (the default) maps the file; ``"pread"`` reads
+            each tensor with positioned reads instead.
+    """
+
+    def __init__(
+        self,
+        filename: Union[str, "os.PathLike[str]"],
+        framework: str,
+        device: Any = "cpu",
+        *,
+        backend: str = "mmap",
+    ) -> None:
+        self._reader: Optional[Any] = None
+        self._framework = _framework(framework)
+        self._device = _device(device)
+        self._backend = _backend(backend)
+        path = os.fsdecode(os.fspath(filename))
+        if self._device != "cpu" and self._framework not in ("pytorch", "paddle"):
+            raise SafetensorError(f"Device {self._device} is not supported for framework {self._framework}")
+        # As safetensors, fail at open when the framework is missing.
+        importlib.import_module({"pytorch": "torch", "paddle": "paddle"}.get(self._framework, "numpy"))
+        self._reader = open_reader(path, mmap=self._backend == "mmap")
+        self._keys: Optional[list[str]] = None
+
+    def _open(self) -> Any:
+        reader = self._reader
+        if reader is None:
+            raise SafetensorError("File is closed")
+        return reader
+
+    def __enter__(self) -> safe_open:
+        return self
+
+    def __exit__(self, _exc_type: Any, _exc_value: Any, _traceback: Any) -> None:
+        # Dropped, not closed: slices taken from this file keep working, and
+        # the mapping goes when the last of them does.
+        self._reader = None
+
+    def metadata(self) -> Optional[dict[str, str]]:
+        """The header's ``__metadata__``, or None when it has none."""
+        return self._open().metadata()
+
+    def keys(self) -> list[str]:
+        """The tensors' names, sorted."""
+        reader = self._open()
+        if self._keys is None:
+            self._keys = sorted(reader.keys())
+        return list(self._keys)
+
+    def offset_keys(self) -> list[str]:
+        """The tensors' names, in the order of their bytes in the file."""
+        return self._open().offset_keys()
+
+    def _lookup(self, name: str) -> tuple[Any, str, list[int]]:
+        reader = self._open()
+        try:
+            return reader, reader.dtype(name), reader.shape(name)
+        except TensorNotFoundError:
+            raise SafetensorError(f"File does not contain tensor {name}") from None
+
+    def get_tensor(self, name: str) -> Any:
+        """The tensor `name`, a copy the caller owns, on the device asked for."""
+        reader, code, shape = self._lookup(name)
+        raw = _read(reader, name, reader.nbytes(name), self._framework)
+        return from_bytes(self._framework, self._device, code, shape, raw)
+
+    def get_tensors(self) -> dict[str, Any]:
+        """Every tensor, by name, in file order. Large files are read by a
+        few threads at once: the copies run without the GIL, and filling
+        fresh memory is bound by page faults, which parallelise."""
+        names = self.offset_keys()
+        reader = self._open()
+        workers = min(_READ_THREADS, os.cpu_count() or 1, len(names))
+        if workers < 2 or sum(reader.nbytes(n) for n in names) < _PARALLEL_BYTES:
+            return {name: self.get_tensor(name) for name in names}
+        with ThreadPoolExecutor(workers, thread_name_prefix="deathtensors-read") as pool:
+            return dict(zip(names, pool.map(self.get_tensor, names)))
+
+    def get_slice(self, name: str) -> PySafeSlice:
+        """The tensor `name` as a :class:`PySafeSlice`, to index before reading."""
+        reader, code, shape = self._lookup(name)
+        return PySafeSlice(self, reader, name, code, shape)
+
+
+class _safe_open_handle(safe_open):
+    """:class:`safe_open` for an open Python file object (one with
+    ``fileno()`` and ``name``, as local fsspec files have): opens its path."""
+
+    def __init__(self, f: Any, framework: str, device: Any = "cpu", *, backend: str = "mmap") -> None:
+        f.fileno  # noqa: B018 -- like safetensors, only real files qualify
+        super().__init__(f.name, framework, device, backend=backend)
+

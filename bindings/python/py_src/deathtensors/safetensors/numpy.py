@@ -1,0 +1,102 @@
+"""``safetensors.numpy`` over the deathtensors core: saving and loading
+dicts of numpy arrays with safetensors 0.8.0's API.
+
+Unlike safetensors 0.8.0, arrays of any layout are saved with their values:
+Fortran-ordered, transposed, sliced and negative-stride arrays are copied to
+C order first (safetensors writes their raw memory, scrambled). Big-endian
+arrays are converted to little-endian, as there.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from . import _open, _serialize
+from ._open import safe_open
+from ._serialize import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 -- there in safetensors too
+
+__all__ = ["save", "save_file", "load", "load_file"]
+
+# File dtype code -> numpy dtype (the codes plain numpy has).
+_TYPES: dict[str, Any] = {
+    "F64": np.float64,
+    "F32": np.float32,
+    "F16": np.float16,
+    "I64": np.int64,
+    "U64": np.uint64,
+    "I32": np.int32,
+    "U32": np.uint32,
+    "I16": np.int16,
+    "U16": np.uint16,
+    "I8": np.int8,
+    "U8": np.uint8,
+    "BOOL": bool,
+    "C64": np.complex64,
+}
+
+
+def _getdtype(dtype_str: str) -> Any:
+    return _TYPES[dtype_str]
+
+
+def _is_little_endian(array: np.ndarray) -> bool:
+    order = array.dtype.byteorder
+    return order in ("<", "|") or (order == "=" and sys.byteorder == "little")
+
+
+def _items(tensor_dict: dict[str, np.ndarray]) -> list[_serialize.Item]:
+    """(name, dtype code, shape, bytes) for each array, in C order and
+    little-endian; the byte buffers share the arrays' memory when they
+    already are."""
+    if not isinstance(tensor_dict, dict):
+        raise ValueError(f"Expected a dict of [str, np.ndarray] but received {type(tensor_dict)}")
+    items = []
+    for name, value in tensor_dict.items():
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
+        if not isinstance(value, np.ndarray):
+            raise ValueError(f"Key `{name}` is invalid, expected np.ndarray but received {type(value)}")
+        code = _serialize.dtype_code(value.dtype.name)
+        if not _is_little_endian(value):
+            value = value.astype(value.dtype.newbyteorder("<"))
+        if not value.flags.c_contiguous:
+            # Fortran order, transposes, slices, negative strides: the values
+            # in C order, not the memory as it lies (safetensors issue #825).
+            value = value.copy(order="C")
+        data: Any = value.reshape(-1).view(np.uint8) if value.size else b""
+        items.append((name, code, _serialize.logical_shape(code, value.shape), data))
+    return items
+
+
+def save(tensor_dict: dict[str, np.ndarray], metadata: Optional[dict[str, str]] = None) -> bytes:
+    """The bytes of a safetensors file holding the arrays and the text `metadata`."""
+    return _serialize.encode(_items(tensor_dict), metadata)
+
+
+def save_file(
+    tensor_dict: dict[str, np.ndarray],
+    filename: Union[str, os.PathLike],
+    metadata: Optional[dict[str, str]] = None,
+) -> None:
+    """Writes the arrays and the text `metadata` to a safetensors file, atomically."""
+    _serialize.write(_items(tensor_dict), filename, metadata)
+
+
+def load(data: bytes) -> dict[str, np.ndarray]:
+    """Every array of a safetensors file held in memory."""
+    view, base, _metadata, tensors = _serialize.parse(data)
+    out = {}
+    for name, code, shape, (start, end) in tensors:
+        raw = _open.copied("numpy", view[base + start : base + end])
+        out[name] = _open.from_bytes("numpy", "cpu", code, shape, raw)
+    return out
+
+
+def load_file(filename: Union[str, os.PathLike], *, backend: str = "mmap") -> dict[str, np.ndarray]:
+    """Every array of a safetensors file."""
+    with safe_open(filename, framework="np", backend=backend) as f:
+        return f.get_tensors()
