@@ -255,6 +255,11 @@ def build():
     add("dt-header-lone-surrogate-utf8.deathtensors", dt(text(dt_top()).replace(b"make.py", b"make\xed\xa0\x80.py")), "InvalidUtf8", "A UTF-16 surrogate (U+D800) encoded as UTF-8 is not valid UTF-8.")
     both("header-not-json", "InvalidJson", "Keys without quotes are not JSON.",
          dt(b"{format: deathtensors, format_version: 1}"), st(b"{w: {dtype: F32}}"))
+    both("header-nul-after-number", "InvalidJson", "A raw NUL byte after a number (simd-json alone would accept it).",
+         dt(text(dt_top()).replace(b'"format_version":1', b'"format_version":1\x00')),
+         st(text(st_top()).replace(b'[0,8]', b'[0,8\x00]')))
+    both("header-raw-newline-in-name", "InvalidJson", "A raw control character inside a string must be escaped.",
+         dt(text(dt_top()).replace(b'"w"', b'"w\n"')), st(text(st_top()).replace(b'"w"', b'"w\n"')))
     both("header-json-truncated", "InvalidJson", "The JSON object is not closed.",
          dt(text(dt_top())[:-1]), st(text(st_top())[:-1]))
     both("header-json-trailing-comma", "InvalidJson", "A trailing comma after the last member is not JSON.",

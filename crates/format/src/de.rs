@@ -1,6 +1,10 @@
 //! JSON decoding of both header formats.
 //!
-//! The header is decoded in one pass by serde visitors driven by simd-json
+//! Headers in the form writers produce are decoded by the fast path in
+//! `fast`; the full decoder here takes every other header, and reports the
+//! problem of every invalid one.
+//!
+//! The full decoder works in one pass of serde visitors driven by simd-json
 //! (with `std`) or serde_json (without). The visitors see every key of every
 //! object, duplicates included, and stop at the first problem. Serde errors
 //! carry only text, so a visitor that finds a problem stores the typed
@@ -20,23 +24,45 @@ use crate::{Dtype, Error, ErrorKind, Limits, Result};
 
 /// Decodes the JSON text of a header of either format, without the layout
 /// checks (those need every tensor and live in `layout`).
+///
+/// Headers in the form writers produce take the fast path (`fast`); the
+/// others, and every invalid one, the full decoder below.
 pub(crate) fn parse(json: &[u8], format: Format, limits: &Limits) -> Result<RawHeader> {
-    if let Err(e) = core::str::from_utf8(json) {
-        return Err(Error::at(ErrorKind::InvalidUtf8, e.valid_up_to() as u64));
-    }
-    let slot = Cell::new(None);
-    let ctx = Ctx {
-        limits,
-        slot: &slot,
-        json_len: json.len(),
+    let text = match core::str::from_utf8(json) {
+        Ok(text) => text,
+        Err(e) => return Err(Error::at(ErrorKind::InvalidUtf8, e.valid_up_to() as u64)),
     };
+    // Raw control characters are invalid anywhere in JSON (in strings they
+    // must be escaped; outside, only space, tab, CR and LF are whitespace).
+    // Checked here so both backends agree: simd-json lets a NUL pass after
+    // a number.
+    if let Some(i) = json.iter().position(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')) {
+        let message = alloc::format!("control character {:#04x} outside an escape", json[i]);
+        return Err(Error::at(ErrorKind::InvalidJson { message: message.into() }, i as u64));
+    }
+    if let Some(raw) = crate::fast::parse(text, format, limits) {
+        // Whatever the fast path accepts, the full decoder must accept with
+        // the same result: checked wherever debug assertions are on (tests,
+        // fuzzing).
+        debug_assert!(
+            matches!(parse_full(json, format, limits), Ok(ref full) if *full == raw),
+            "the fast path accepted a header the full decoder decodes differently"
+        );
+        return Ok(raw);
+    }
+    parse_full(json, format, limits)
+}
+
+/// The full decoder: serde visitors that see every key and value and
+/// report the first problem. `json` is valid UTF-8.
+fn parse_full(json: &[u8], format: Format, limits: &Limits) -> Result<RawHeader> {
+    let slot = Cell::new(None);
+    let ctx = Ctx { limits, slot: &slot, json_len: json.len() };
     let result = backend::parse(json, Top { ctx, format });
     match (result, slot.take()) {
         (_, Some(err)) => Err(err),
         (Ok(raw), None) => Ok(raw),
-        (Err(message), None) => Err(Error::new(ErrorKind::InvalidJson {
-            message: message.into(),
-        })),
+        (Err(message), None) => Err(Error::new(ErrorKind::InvalidJson { message: message.into() })),
     }
 }
 
@@ -62,26 +88,18 @@ mod backend {
     fn check_surrogates(json: &[u8]) -> Result<(), String> {
         let hex = |at: usize| -> Option<u16> {
             let digits = json.get(at..at.checked_add(4)?)?;
-            digits.iter().try_fold(0u16, |acc, &c| {
-                Some(acc << 4 | char::from(c).to_digit(16)? as u16)
-            })
+            digits.iter().try_fold(0u16, |acc, &c| Some(acc << 4 | char::from(c).to_digit(16)? as u16))
         };
         // Outside strings a backslash is a syntax error that simd-json
         // reports; inside, each one starts an escape, which we skip whole.
         let mut i = 0;
-        while let Some(pos) = json
-            .get(i..)
-            .and_then(|rest| rest.iter().position(|&b| b == b'\\'))
-        {
+        while let Some(pos) = json.get(i..).and_then(|rest| find_byte(rest, b'\\')) {
             let at = i + pos;
             i = match json.get(at + 1) {
                 Some(b'u') if matches!(hex(at + 2), Some(0xD800..=0xDBFF)) => {
-                    let low = json.get(at + 6..at + 8) == Some(b"\\u")
-                        && matches!(hex(at + 8), Some(0xDC00..=0xDFFF));
+                    let low = json.get(at + 6..at + 8) == Some(b"\\u") && matches!(hex(at + 8), Some(0xDC00..=0xDFFF));
                     if !low {
-                        return Err(alloc::format!(
-                            "lone leading surrogate in hex escape at byte {at}"
-                        ));
+                        return Err(alloc::format!("lone leading surrogate in hex escape at byte {at}"));
                     }
                     at + 12
                 }
@@ -90,6 +108,41 @@ mod backend {
             };
         }
         Ok(())
+    }
+
+    /// The index of the first `needle` in `haystack`. Headers rarely hold
+    /// the byte looked for, so whole blocks are tested without branching
+    /// per byte (the test vectorizes), and only the block that holds it is
+    /// searched byte by byte.
+    fn find_byte(haystack: &[u8], needle: u8) -> Option<usize> {
+        const BLOCK: usize = 64;
+        let mut blocks = haystack.chunks_exact(BLOCK);
+        let mut at = 0;
+        for block in blocks.by_ref() {
+            if block.iter().fold(false, |found, &b| found | (b == needle)) {
+                return block.iter().position(|&b| b == needle).map(|i| at + i);
+            }
+            at += BLOCK;
+        }
+        blocks.remainder().iter().position(|&b| b == needle).map(|i| at + i)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn find_byte_agrees_with_position() {
+            for len in [0, 1, 63, 64, 65, 127, 128, 200] {
+                let mut hay = alloc::vec![b'a'; len];
+                assert_eq!(super::find_byte(&hay, b'\\'), None);
+                for at in 0..len {
+                    hay[at] = b'\\';
+                    assert_eq!(super::find_byte(&hay, b'\\'), Some(at), "len {len} at {at}");
+                    hay[at + 1..].fill(b'\\');
+                    assert_eq!(super::find_byte(&hay, b'\\'), Some(at));
+                    hay.fill(b'a');
+                }
+            }
+        }
     }
 }
 
@@ -128,9 +181,7 @@ impl Ctx<'_> {
     /// input's length.
     fn capacity(self, hint: Option<usize>) -> usize {
         let max = usize::try_from(self.limits.max_tensors).unwrap_or(usize::MAX);
-        hint.unwrap_or(0)
-            .min(self.json_len / MIN_TENSOR_JSON + 1)
-            .min(max)
+        hint.unwrap_or(0).min(self.json_len / MIN_TENSOR_JSON + 1).min(max)
     }
 
     /// Records `err` (the first error wins) and returns a serde error to unwind with.
@@ -208,10 +259,7 @@ struct KeySeed;
 
 impl<'de> DeserializeSeed<'de> for KeySeed {
     type Value = Key<'de>;
-    fn deserialize<D: de::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> core::result::Result<Key<'de>, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Key<'de>, D::Error> {
         d.deserialize_str(KeySeed)
     }
 }
@@ -240,10 +288,7 @@ struct Top<'a> {
 
 impl<'de> DeserializeSeed<'de> for Top<'_> {
     type Value = RawHeader;
-    fn deserialize<D: de::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> core::result::Result<RawHeader, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<RawHeader, D::Error> {
         d.deserialize_any(self)
     }
 }
@@ -278,16 +323,10 @@ impl<'de> Visitor<'de> for Top<'_> {
 }
 
 fn duplicate<E: de::Error>(ctx: Ctx<'_>, within: &'static str, key: &str) -> E {
-    ctx.fail_kind(ErrorKind::DuplicateKey {
-        within,
-        key: key.into(),
-    })
+    ctx.fail_kind(ErrorKind::DuplicateKey { within, key: key.into() })
 }
 
-fn deathtensors_top<'de, A: MapAccess<'de>>(
-    ctx: Ctx<'_>,
-    mut map: A,
-) -> core::result::Result<RawHeader, A::Error> {
+fn deathtensors_top<'de, A: MapAccess<'de>>(ctx: Ctx<'_>, mut map: A) -> core::result::Result<RawHeader, A::Error> {
     let mut format_seen = false;
     let mut version_seen = false;
     let mut created_by: Option<String> = None;
@@ -301,10 +340,7 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(
                     return Err(duplicate(ctx, "header", "format"));
                 }
                 format_seen = true;
-                let name = map.next_value_seed(StringSeed {
-                    ctx,
-                    what: "field \"format\"",
-                })?;
+                let name = map.next_value_seed(StringSeed { ctx, what: "field \"format\"" })?;
                 if name != "deathtensors" {
                     return Err(ctx.fail_kind(ErrorKind::WrongFormatName));
                 }
@@ -329,10 +365,7 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(
                 if created_by.is_some() {
                     return Err(duplicate(ctx, "header", "created_by"));
                 }
-                created_by = Some(map.next_value_seed(StringSeed {
-                    ctx,
-                    what: "field \"created_by\"",
-                })?);
+                created_by = Some(map.next_value_seed(StringSeed { ctx, what: "field \"created_by\"" })?);
             }
             "alignment" => {
                 if alignment.is_some() {
@@ -340,10 +373,7 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(
                 }
                 alignment = Some(map.next_value_seed(UintSeed {
                     ctx,
-                    kind: || ErrorKind::WrongType {
-                        what: "field \"alignment\"",
-                        expected: "a non-negative integer",
-                    },
+                    kind: || ErrorKind::WrongType { what: "field \"alignment\"", expected: "a non-negative integer" },
                 })?);
             }
             "global_metadata" => {
@@ -351,12 +381,8 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(
                     return Err(duplicate(ctx, "header", "global_metadata"));
                 }
                 metadata = Some(
-                    map.next_value_seed(MetadataSeed {
-                        ctx,
-                        what: "global_metadata",
-                        nullable: false,
-                    })?
-                    .unwrap_or_default(),
+                    map.next_value_seed(MetadataSeed { ctx, what: "global_metadata", nullable: false })?
+                        .unwrap_or_default(),
                 );
             }
             "tensors" => {
@@ -366,9 +392,7 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(
                 tensors = Some(map.next_value_seed(TensorsSeed { ctx })?);
             }
             other => {
-                return Err(ctx.fail_kind(ErrorKind::UnknownField {
-                    field: other.into(),
-                }));
+                return Err(ctx.fail_kind(ErrorKind::UnknownField { field: other.into() }));
             }
         }
     }
@@ -376,9 +400,7 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(
         return Err(ctx.fail_kind(ErrorKind::MissingField { field: "format" }));
     }
     if !version_seen {
-        return Err(ctx.fail_kind(ErrorKind::MissingField {
-            field: "format_version",
-        }));
+        return Err(ctx.fail_kind(ErrorKind::MissingField { field: "format_version" }));
     }
     let Some(tensors) = tensors else {
         return Err(ctx.fail_kind(ErrorKind::MissingField { field: "tensors" }));
@@ -392,10 +414,7 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(
     })
 }
 
-fn safetensors_top<'de, A: MapAccess<'de>>(
-    ctx: Ctx<'_>,
-    mut map: A,
-) -> core::result::Result<RawHeader, A::Error> {
+fn safetensors_top<'de, A: MapAccess<'de>>(ctx: Ctx<'_>, mut map: A) -> core::result::Result<RawHeader, A::Error> {
     let mut metadata_seen = false;
     let mut metadata: Option<Metadata> = None;
     let mut tensors = Vec::with_capacity(ctx.capacity(map.size_hint()));
@@ -405,23 +424,13 @@ fn safetensors_top<'de, A: MapAccess<'de>>(
                 return Err(duplicate(ctx, "header", "__metadata__"));
             }
             metadata_seen = true;
-            metadata = map.next_value_seed(MetadataSeed {
-                ctx,
-                what: "__metadata__",
-                nullable: true,
-            })?;
+            metadata = map.next_value_seed(MetadataSeed { ctx, what: "__metadata__", nullable: true })?;
             continue;
         }
         let tensor = tensor_entry(ctx, &mut map, key, Format::Safetensors, tensors.len())?;
         tensors.push(tensor);
     }
-    Ok(RawHeader {
-        format: Format::Safetensors,
-        created_by: None,
-        alignment: None,
-        metadata,
-        tensors,
-    })
+    Ok(RawHeader { format: Format::Safetensors, created_by: None, alignment: None, metadata, tensors })
 }
 
 /// Validates a tensor name, then decodes its entry.
@@ -434,25 +443,16 @@ fn tensor_entry<'de, A: MapAccess<'de>>(
 ) -> core::result::Result<TensorInfo, A::Error> {
     let limits = ctx.limits;
     if count as u64 >= limits.max_tensors {
-        return Err(ctx.fail(Error::limit(
-            "tensor count",
-            count as u64 + 1,
-            limits.max_tensors,
-        )));
+        return Err(ctx.fail(Error::limit("tensor count", count as u64 + 1, limits.max_tensors)));
     }
-    let name = key.into_string();
-    if let Err(err) = crate::header::check_name(&name, limits) {
+    if let Err(err) = crate::header::check_name(key.as_str(), limits) {
         return Err(ctx.fail(err));
     }
+    let name = key.into_string();
     match map.next_value_seed(TensorSeed { ctx, format }) {
-        Ok((dtype, shape, data_offsets, metadata, sha256)) => Ok(TensorInfo {
-            name,
-            dtype,
-            shape,
-            data_offsets,
-            metadata,
-            sha256,
-        }),
+        Ok((dtype, shape, data_offsets, metadata, sha256)) => {
+            Ok(TensorInfo { name, dtype, shape, data_offsets, metadata, sha256 })
+        }
         Err(e) => {
             ctx.annotate(&name);
             Err(e)
@@ -467,10 +467,7 @@ struct TensorsSeed<'a> {
 
 impl<'de> DeserializeSeed<'de> for TensorsSeed<'_> {
     type Value = Vec<TensorInfo>;
-    fn deserialize<D: de::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> core::result::Result<Self::Value, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
@@ -480,14 +477,10 @@ impl<'de> Visitor<'de> for TensorsSeed<'_> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object of tensors")
     }
-    fn visit_map<A: MapAccess<'de>>(
-        self,
-        mut map: A,
-    ) -> core::result::Result<Self::Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> core::result::Result<Self::Value, A::Error> {
         let mut tensors = Vec::with_capacity(self.ctx.capacity(map.size_hint()));
         while let Some(key) = map.next_key_seed(KeySeed)? {
-            let tensor =
-                tensor_entry(self.ctx, &mut map, key, Format::Deathtensors, tensors.len())?;
+            let tensor = tensor_entry(self.ctx, &mut map, key, Format::Deathtensors, tensors.len())?;
             tensors.push(tensor);
         }
         Ok(tensors)
@@ -514,10 +507,7 @@ struct TensorSeed<'a> {
 
 impl<'de> DeserializeSeed<'de> for TensorSeed<'_> {
     type Value = TensorFields;
-    fn deserialize<D: de::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> core::result::Result<Self::Value, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
@@ -527,10 +517,7 @@ impl<'de> Visitor<'de> for TensorSeed<'_> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a tensor object")
     }
-    fn visit_map<A: MapAccess<'de>>(
-        self,
-        mut map: A,
-    ) -> core::result::Result<Self::Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> core::result::Result<Self::Value, A::Error> {
         let ctx = self.ctx;
         let dt = self.format == Format::Deathtensors;
         let mut dtype = None;
@@ -563,32 +550,21 @@ impl<'de> Visitor<'de> for TensorSeed<'_> {
                         return Err(duplicate(ctx, "tensor", "metadata"));
                     }
                     metadata = Some(
-                        map.next_value_seed(MetadataSeed {
-                            ctx,
-                            what: "tensor metadata",
-                            nullable: false,
-                        })?
-                        .unwrap_or_default(),
+                        map.next_value_seed(MetadataSeed { ctx, what: "tensor metadata", nullable: false })?
+                            .unwrap_or_default(),
                     );
                 }
                 "sha256" if dt => {
                     if sha256.is_some() {
                         return Err(duplicate(ctx, "tensor", "sha256"));
                     }
-                    let hex = map.next_value_seed(StringSeed {
-                        ctx,
-                        what: "field \"sha256\"",
-                    })?;
+                    let hex = map.next_value_seed(StringSeed { ctx, what: "field \"sha256\"" })?;
                     match parse_digest(&hex) {
                         Some(d) => sha256 = Some(d),
                         None => return Err(ctx.fail_kind(ErrorKind::InvalidDigest)),
                     }
                 }
-                other => {
-                    return Err(ctx.fail_kind(ErrorKind::UnknownField {
-                        field: other.into(),
-                    }))
-                }
+                other => return Err(ctx.fail_kind(ErrorKind::UnknownField { field: other.into() })),
             }
         }
         let Some(dtype) = dtype else {
@@ -598,9 +574,7 @@ impl<'de> Visitor<'de> for TensorSeed<'_> {
             return Err(ctx.fail_kind(ErrorKind::MissingField { field: "shape" }));
         };
         let Some(offsets) = offsets else {
-            return Err(ctx.fail_kind(ErrorKind::MissingField {
-                field: "data_offsets",
-            }));
+            return Err(ctx.fail_kind(ErrorKind::MissingField { field: "data_offsets" }));
         };
         Ok((dtype, shape, offsets, metadata.unwrap_or_default(), sha256))
     }
@@ -784,10 +758,7 @@ struct ShapeSeed<'a> {
 
 impl<'de> DeserializeSeed<'de> for ShapeSeed<'_> {
     type Value = Vec<u64>;
-    fn deserialize<D: de::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> core::result::Result<Vec<u64>, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Vec<u64>, D::Error> {
         d.deserialize_any(self)
     }
 }
@@ -800,14 +771,9 @@ impl<'de> Visitor<'de> for ShapeSeed<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> core::result::Result<Vec<u64>, A::Error> {
         let max = self.ctx.limits.max_rank;
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(4).min(8));
-        while let Some(v) = seq.next_element_seed(UintSeed {
-            ctx: self.ctx,
-            kind: || ErrorKind::InvalidDimension,
-        })? {
+        while let Some(v) = seq.next_element_seed(UintSeed { ctx: self.ctx, kind: || ErrorKind::InvalidDimension })? {
             if out.len() as u64 >= max {
-                return Err(self
-                    .ctx
-                    .fail(Error::limit("tensor rank", out.len() as u64 + 1, max)));
+                return Err(self.ctx.fail(Error::limit("tensor rank", out.len() as u64 + 1, max)));
             }
             out.push(v);
         }
@@ -824,10 +790,7 @@ struct OffsetsSeed<'a> {
 
 impl<'de> DeserializeSeed<'de> for OffsetsSeed<'_> {
     type Value = (u64, u64);
-    fn deserialize<D: de::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> core::result::Result<(u64, u64), D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<(u64, u64), D::Error> {
         d.deserialize_any(self)
     }
 }
@@ -837,17 +800,9 @@ impl<'de> Visitor<'de> for OffsetsSeed<'_> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array of two non-negative integers")
     }
-    fn visit_seq<A: SeqAccess<'de>>(
-        self,
-        mut seq: A,
-    ) -> core::result::Result<(u64, u64), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> core::result::Result<(u64, u64), A::Error> {
         let ctx = self.ctx;
-        let mut next = || {
-            seq.next_element_seed(UintSeed {
-                ctx,
-                kind: || ErrorKind::InvalidOffsets,
-            })
-        };
+        let mut next = || seq.next_element_seed(UintSeed { ctx, kind: || ErrorKind::InvalidOffsets });
         // Two offsets, then the end of the array: fewer or more (whatever
         // the extra element is) is `InvalidOffsets`.
         let Some(start) = next()? else {
@@ -874,10 +829,7 @@ struct MetadataSeed<'a> {
 
 impl<'de> DeserializeSeed<'de> for MetadataSeed<'_> {
     type Value = Option<Metadata>;
-    fn deserialize<D: de::Deserializer<'de>>(
-        self,
-        d: D,
-    ) -> core::result::Result<Self::Value, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
@@ -887,17 +839,11 @@ impl<'de> Visitor<'de> for MetadataSeed<'_> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object of strings")
     }
-    fn visit_map<A: MapAccess<'de>>(
-        self,
-        mut map: A,
-    ) -> core::result::Result<Self::Value, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> core::result::Result<Self::Value, A::Error> {
         let mut out = BTreeMap::new();
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let key = key.into_string();
-            let value = map.next_value_seed(MetaValueSeed {
-                ctx: self.ctx,
-                key: &key,
-            })?;
+            let value = map.next_value_seed(MetaValueSeed { ctx: self.ctx, key: &key })?;
             if out.contains_key(&key) {
                 return Err(duplicate(self.ctx, self.what, &key));
             }
@@ -946,9 +892,7 @@ impl<'de> DeserializeSeed<'de> for MetaValueSeed<'_, '_> {
 
 impl MetaValueSeed<'_, '_> {
     fn not_string<E: de::Error>(&self) -> E {
-        self.ctx.fail_kind(ErrorKind::MetadataNotString {
-            key: self.key.into(),
-        })
+        self.ctx.fail_kind(ErrorKind::MetadataNotString { key: self.key.into() })
     }
 }
 

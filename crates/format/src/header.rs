@@ -86,6 +86,7 @@ impl TensorSpec {
 }
 
 /// Output of the JSON pass, before layout validation.
+#[derive(Debug, PartialEq)]
 pub(crate) struct RawHeader {
     pub(crate) format: Format,
     pub(crate) created_by: Option<String>,

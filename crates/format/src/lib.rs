@@ -41,6 +41,7 @@ mod de;
 mod dtype;
 mod enc;
 mod error;
+mod fast;
 mod head;
 mod header;
 mod layout;

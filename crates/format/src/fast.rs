@@ -1,0 +1,350 @@
+//! A fast path for headers written the way writers write them.
+//!
+//! Decodes, in one pass and without a tape or serde, headers whose JSON uses
+//! only a strict subset of the language: strings without escapes or control
+//! characters, non-negative integers without sign, fraction or exponent,
+//! objects and arrays only where the schema has them, known keys at most
+//! once, and values the full decoder accepts. On anything else it gives up
+//! (`None`), and the full decoder (`de`) decodes the header from the start
+//! and reports what is wrong: every error comes from there.
+//!
+//! So the only thing this module must get right is what it accepts: for
+//! every header it returns, the full decoder returns the same `RawHeader`
+//! (in the subset, JSON means the same to simd-json and serde_json). Debug
+//! builds (tests, fuzzing) check that on every parse, in `de::parse`.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use crate::header::{check_name, Format, Metadata, RawHeader, TensorInfo};
+use crate::{Dtype, Limits};
+
+/// Decodes `json` if it is in the subset and valid, `None` otherwise.
+pub(crate) fn parse(json: &str, format: Format, limits: &Limits) -> Option<RawHeader> {
+    // simd-json refuses inputs of 4 GiB and more; leave those to it.
+    #[cfg(feature = "std")]
+    if json.len() > u32::MAX as usize {
+        return None;
+    }
+    let mut p = Parser { text: json, bytes: json.as_bytes(), at: 0, limits };
+    let raw = match format {
+        Format::Deathtensors => p.deathtensors()?,
+        Format::Safetensors => p.safetensors()?,
+    };
+    p.skip_ws();
+    (p.at == json.len()).then_some(raw)
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+    limits: &'a Limits,
+}
+
+/// The index of the first `"`, `\\` or control character at or after
+/// `from`: where a string without escapes ends, if that is a `"`.
+///
+/// Eight bytes at a time (names are tens of bytes long): in each word, the
+/// classic zero-byte test flags the bytes equal to `"` or `\\` and those
+/// below 0x20. A flag can only be wrong above a byte rightly flagged (a
+/// borrow carries upwards from it), so the lowest flag is the first match.
+fn string_end(bytes: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    let mut at = from;
+    while let Some(word) = bytes.get(at..at.checked_add(8)?) {
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(word);
+        let v = u64::from_le_bytes(eight);
+        let quote = v ^ (ONES * u64::from(b'"'));
+        let backslash = v ^ (ONES * u64::from(b'\\'));
+        let flags = (quote.wrapping_sub(ONES) & !quote
+            | backslash.wrapping_sub(ONES) & !backslash
+            | v.wrapping_sub(ONES * 0x20) & !v)
+            & HIGH;
+        if flags != 0 {
+            return Some(at + (flags.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    let tail = bytes.get(at..)?;
+    tail.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20).map(|i| at + i)
+}
+
+/// About the fewest bytes writers use for one tensor entry. The tensor list
+/// is sized from the input's length with it: it rarely has to grow, and
+/// reserves at most about 1.3 times the input's length (128-byte entries).
+const TENSOR_JSON_ESTIMATE: usize = 96;
+
+impl<'a> Parser<'a> {
+    fn skip_ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte that is not whitespace, not consumed.
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.bytes.get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    /// A string without escapes and control characters.
+    fn str(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.at;
+        let end = string_end(self.bytes, start)?;
+        if self.bytes.get(end) != Some(&b'"') {
+            return None;
+        }
+        self.at = end + 1;
+        // Both ends are at ASCII bytes, so at character boundaries.
+        self.text.get(start..end)
+    }
+
+    /// A non-negative integer that fits in a `u64`, in the canonical form
+    /// (no sign, no leading zero, no fraction, no exponent).
+    fn uint(&mut self) -> Option<u64> {
+        self.skip_ws();
+        let mut value: u64 = match self.bytes.get(self.at)? {
+            b'0' => 0,
+            &b @ b'1'..=b'9' => u64::from(b - b'0'),
+            _ => return None,
+        };
+        self.at += 1;
+        if value != 0 {
+            while let Some(&b @ b'0'..=b'9') = self.bytes.get(self.at) {
+                value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
+                self.at += 1;
+            }
+        }
+        // Whatever else follows a number (a digit after a leading zero, a
+        // fraction, an exponent) is left to the full decoder.
+        match self.bytes.get(self.at) {
+            Some(b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r') => Some(value),
+            _ => None,
+        }
+    }
+
+    /// An object, calling `member` on each key with the parser before the
+    /// key's value, which `member` must consume.
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        if self.peek()? == b'}' {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.str()?;
+            self.eat(b':')?;
+            member(self, key)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An object of strings.
+    fn metadata(&mut self) -> Option<Metadata> {
+        let mut out = Metadata::new();
+        self.object(|p, key| {
+            let value = p.str()?;
+            if out.contains_key(key) {
+                return None;
+            }
+            out.insert(key.to_string(), value.to_string());
+            Some(())
+        })?;
+        Some(out)
+    }
+
+    /// A shape: at most `max_rank` integers.
+    fn shape(&mut self) -> Option<Vec<u64>> {
+        self.eat(b'[')?;
+        let mut out = Vec::with_capacity(4);
+        if self.peek()? == b']' {
+            self.at += 1;
+            return Some(out);
+        }
+        loop {
+            if out.len() as u64 >= self.limits.max_rank {
+                return None;
+            }
+            out.push(self.uint()?);
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => {
+                    self.at += 1;
+                    return Some(out);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    fn offsets(&mut self) -> Option<(u64, u64)> {
+        self.eat(b'[')?;
+        let start = self.uint()?;
+        self.eat(b',')?;
+        let end = self.uint()?;
+        self.eat(b']')?;
+        Some((start, end))
+    }
+
+    /// A tensor's entry, after its key.
+    fn tensor(&mut self, name: &str, format: Format) -> Option<TensorInfo> {
+        check_name(name, self.limits).ok()?;
+        let dt = format == Format::Deathtensors;
+        let mut dtype = None;
+        let mut shape = None;
+        let mut offsets = None;
+        let mut metadata = None;
+        let mut sha256 = None;
+        self.object(|p, key| {
+            match key {
+                "dtype" if dtype.is_none() => dtype = Some(Dtype::from_name(p.str()?)?),
+                "shape" if shape.is_none() => shape = Some(p.shape()?),
+                "data_offsets" if offsets.is_none() => offsets = Some(p.offsets()?),
+                "metadata" if dt && metadata.is_none() => metadata = Some(p.metadata()?),
+                "sha256" if dt && sha256.is_none() => sha256 = Some(crate::de::parse_digest(p.str()?)?),
+                _ => return None,
+            }
+            Some(())
+        })?;
+        Some(TensorInfo {
+            name: name.to_string(),
+            dtype: dtype?,
+            shape: shape?,
+            data_offsets: offsets?,
+            metadata: metadata.unwrap_or_default(),
+            sha256,
+        })
+    }
+
+    /// One member of an object of tensors (a safetensors header, or the
+    /// `tensors` of a deathtensors header), appended to `tensors`.
+    fn tensor_entry(&mut self, tensors: &mut Vec<TensorInfo>, name: &str, format: Format) -> Option<()> {
+        if tensors.len() as u64 >= self.limits.max_tensors {
+            return None;
+        }
+        let tensor = self.tensor(name, format)?;
+        tensors.push(tensor);
+        Some(())
+    }
+
+    fn tensor_list(&self) -> Vec<TensorInfo> {
+        let max = usize::try_from(self.limits.max_tensors).unwrap_or(usize::MAX);
+        Vec::with_capacity((self.bytes.len() / TENSOR_JSON_ESTIMATE + 1).min(max))
+    }
+
+    fn safetensors(&mut self) -> Option<RawHeader> {
+        let mut metadata_seen = false;
+        let mut metadata = None;
+        let mut tensors = self.tensor_list();
+        self.object(|p, key| {
+            if key == "__metadata__" {
+                // `null` (no metadata) is left to the full decoder.
+                if metadata_seen {
+                    return None;
+                }
+                metadata_seen = true;
+                metadata = Some(p.metadata()?);
+                return Some(());
+            }
+            p.tensor_entry(&mut tensors, key, Format::Safetensors)
+        })?;
+        Some(RawHeader { format: Format::Safetensors, created_by: None, alignment: None, metadata, tensors })
+    }
+
+    fn deathtensors(&mut self) -> Option<RawHeader> {
+        let mut format_seen = false;
+        let mut version_seen = false;
+        let mut created_by: Option<String> = None;
+        let mut alignment = None;
+        let mut metadata = None;
+        let mut tensors = None;
+        self.object(|p, key| {
+            match key {
+                "format" if !format_seen => {
+                    format_seen = true;
+                    if p.str()? != "deathtensors" {
+                        return None;
+                    }
+                }
+                "format_version" if !version_seen => {
+                    version_seen = true;
+                    if p.uint()? != 1 {
+                        return None;
+                    }
+                }
+                "created_by" if created_by.is_none() => created_by = Some(p.str()?.to_string()),
+                "alignment" if alignment.is_none() => alignment = Some(p.uint()?),
+                "global_metadata" if metadata.is_none() => metadata = Some(p.metadata()?),
+                "tensors" if tensors.is_none() => {
+                    let mut list = p.tensor_list();
+                    p.object(|p, name| p.tensor_entry(&mut list, name, Format::Deathtensors))?;
+                    tensors = Some(list);
+                }
+                _ => return None,
+            }
+            Some(())
+        })?;
+        if !(format_seen && version_seen) {
+            return None;
+        }
+        Some(RawHeader {
+            format: Format::Deathtensors,
+            created_by,
+            alignment,
+            metadata: Some(metadata.unwrap_or_default()),
+            tensors: tensors?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::string_end;
+
+    #[test]
+    fn string_end_finds_the_first_quote_backslash_or_control() {
+        let naive = |b: &[u8], from: usize| {
+            b[from..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20).map(|i| from + i)
+        };
+        let specials = [b'"', b'\\', 0x00, 0x1f, 0x0a];
+        let fillers = [b'a', 0x20, 0x7f, 0x80, 0xff, 0x21, 0x5b, 0x5d];
+        for len in 0..40 {
+            for &fill in &fillers {
+                let mut bytes = alloc::vec![fill; len];
+                for from in 0..=len.min(9) {
+                    assert_eq!(string_end(&bytes, from), naive(&bytes, from));
+                }
+                for at in 0..len {
+                    for &special in &specials {
+                        bytes[at] = special;
+                        for from in 0..=len.min(9) {
+                            assert_eq!(string_end(&bytes, from), naive(&bytes, from), "{bytes:?} from {from}");
+                        }
+                        // A second match further on must not win.
+                        if at + 3 < len {
+                            bytes[at + 3] = b'"';
+                            assert_eq!(string_end(&bytes, 0), naive(&bytes, 0));
+                            bytes[at + 3] = fill;
+                        }
+                        bytes[at] = fill;
+                    }
+                }
+            }
+        }
+    }
+}
