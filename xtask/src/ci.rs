@@ -22,6 +22,8 @@ pub fn run_ci(args: &[String]) -> Result<(), String> {
     cargo(&["build", "-p", "deathtensors-format", "--no-default-features", "--target", NO_STD_TARGET])?;
     exec(Command::new(cargo_bin()).args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))?;
     crate::python::test()?;
+    // safetensors 0.8.0's own test suite against our drop-in.
+    crate::compat::run()?;
     crate::fuzz::smoke(fuzz_seconds)?;
     eprintln!("xtask: all checks passed");
     Ok(())

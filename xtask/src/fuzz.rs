@@ -129,6 +129,9 @@ fn fuzz(targets: &[&str], seconds: u64) -> Result<(), String> {
                     "--".to_string(),
                     format!("-max_total_time={seconds}"),
                     format!("-rss_limit_mb={RSS_LIMIT_MB}"),
+                    // Crashes and the final stats only, not every new input.
+                    "-verbosity=0".to_string(),
+                    "-print_final_stats=1".to_string(),
                 ]),
         );
         if let Err(e) = result {
