@@ -79,6 +79,15 @@ pub struct TensorSpec {
 }
 
 impl TensorSpec {
+    /// Bytes of the tensor's data.
+    ///
+    /// # Errors
+    /// `Overflow` or `MisalignedSubByte` if the size is not representable.
+    pub fn byte_len(&self) -> Result<u64> {
+        let n = numel(&self.shape).ok_or_else(|| Error::overflow("element count"))?;
+        self.dtype.byte_len(n).map_err(|e| e.with_tensor(&self.name))
+    }
+
     /// A spec with no metadata and no digest.
     pub fn new(name: impl Into<String>, dtype: Dtype, shape: impl Into<Vec<u64>>) -> TensorSpec {
         TensorSpec { name: name.into(), dtype, shape: shape.into(), metadata: Metadata::new(), sha256: None }

@@ -109,10 +109,9 @@ fn zeros<'a>(n: u64) -> impl Iterator<Item = &'a [u8]> {
 pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: &WriteOptions) -> Result<Header> {
     let path = path.as_ref();
     let (mut specs, data): (Vec<TensorSpec>, Vec<&[u8]>) = tensors.into_iter().unzip();
-    // Check lengths against a layout of the specs before any hashing.
-    let (probe, _) = plan(path, specs.clone(), &WriteOptions { checksum: false, ..options.clone() })?;
+    // Check lengths before any hashing.
     for (spec, bytes) in specs.iter().zip(&data) {
-        let want = probe.get(&spec.name).map_or(0, |t| t.byte_len());
+        let want = spec.byte_len().map_err(|e| Error::format(e, path, DOING))?;
         if bytes.len() as u64 != want {
             return Err(Error::input(
                 format!("tensor {:?}: {} bytes given, its dtype and shape need {want}", spec.name, bytes.len()),
@@ -127,18 +126,30 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
             spec.sha256 = Some(d);
         }
     }
-    let by_name: std::collections::HashMap<&str, &[u8]> =
-        specs.iter().map(|s| s.name.as_str()).zip(data.iter().copied()).collect();
-    let (header, flags) = plan(path, specs.clone(), options)?;
+    // deathtensors keeps the given order; safetensors sorts, so remember
+    // the names to find each tensor's bytes again.
+    let names: Vec<String> = match options.format {
+        Format::Deathtensors => Vec::new(),
+        Format::Safetensors => specs.iter().map(|s| s.name.clone()).collect(),
+    };
+    let (header, flags) = plan(path, specs, options)?;
     let head = Head::encode(&header, flags).map_err(|e| Error::format(e, path, DOING))?;
+    let mut ordered: Vec<&[u8]> = data.clone();
+    if !names.is_empty() {
+        for (name, bytes) in names.iter().zip(&data) {
+            if let Some(pos) = header.position(name) {
+                ordered[pos] = bytes;
+            }
+        }
+    }
 
     // The file's pieces in order: head, then each tensor after its padding.
     let mut pieces: Vec<&[u8]> = Vec::with_capacity(1 + 2 * header.len());
     pieces.push(&head);
     let mut offset = 0u64;
-    for t in header.tensors() {
+    for (k, t) in header.tensors().iter().enumerate() {
         pieces.extend(zeros(t.data_offsets.0 - offset));
-        pieces.push(by_name[t.name.as_str()]);
+        pieces.push(ordered[k]);
         offset = t.data_offsets.1;
     }
     let pieces = &pieces;
