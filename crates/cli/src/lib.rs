@@ -21,6 +21,7 @@ mod exit;
 mod out;
 mod par;
 mod progress;
+mod sharded;
 mod values;
 
 use std::ffi::OsString;

@@ -34,7 +34,7 @@ mod writer;
 pub use crate::{
     error::{Error, ErrorKind, Result},
     reader::{ReadOptions, Reader, TensorRef},
-    sharded::{save_sharded, ShardedReader, INDEX_SUFFIX},
+    sharded::{save_sharded, write_index, ShardedReader, INDEX_SUFFIX},
     writer::{save, WriteOptions, Writer},
 };
 pub use deathtensors_format as format;

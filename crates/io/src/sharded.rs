@@ -227,6 +227,23 @@ impl ShardedReader {
         self.shards.iter().filter(|s| s.get().is_some()).count()
     }
 
+    /// The `i`th shard's reader (in [`ShardedReader::shard_paths`] order),
+    /// opened on first use.
+    ///
+    /// # Errors
+    /// Errors opening the shard; `InvalidInput` if `i` is out of range.
+    pub fn shard_reader(&self, i: usize) -> Result<&Reader> {
+        if i >= self.shard_names.len() {
+            return Err(invalid(&self.index_path, format!("no shard {i}")));
+        }
+        self.shard(i)
+    }
+
+    /// The index of the shard that holds `name`, without opening it.
+    pub fn shard_index_of(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).map(|&k| self.tensors[k].1)
+    }
+
     fn shard(&self, i: usize) -> Result<&Reader> {
         let path = self.dir.join(&self.shard_names[i]);
         self.shards[i]
@@ -363,30 +380,51 @@ pub fn save_sharded(
     }
     let count = groups.len();
     let stem_name = stem.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut weight_map = BTreeMap::new();
+    let mut weight_map: BTreeMap<String, String> = BTreeMap::new();
     let mut paths = Vec::with_capacity(count);
     for (i, group) in groups.into_iter().enumerate() {
         let file = format!("{stem_name}-{:05}-of-{count:05}.{ext}", i + 1);
         for (spec, _) in &group {
-            weight_map.insert(spec.name.clone(), serde_json::Value::String(file.clone()));
+            weight_map.insert(spec.name.clone(), file.clone());
         }
         let shard_path = stem.with_file_name(&file);
         save(&shard_path, group, options)?;
         paths.push(shard_path);
     }
+    let index_path = stem.with_file_name(format!("{stem_name}.{ext}{INDEX_SUFFIX}"));
+    let entries: Vec<(String, String)> = weight_map.into_iter().collect();
+    write_index(&index_path, &entries, total, options.metadata.as_ref(), options.durable)?;
+    Ok((index_path, paths))
+}
+
+/// Writes an index in Hugging Face's scheme, atomically:
+/// `{"metadata": {"total_size": N, ...}, "weight_map": {tensor: shard}}`.
+/// `metadata` entries are added as strings (a `total_size` among them is
+/// ignored: the argument is the truth).
+///
+/// # Errors
+/// `InvalidInput` for a shard that is not a plain file name; `Io`.
+pub fn write_index(
+    index_path: &Path,
+    weight_map: &[(String, String)],
+    total_size: u64,
+    metadata: Option<&Metadata>,
+    durable: bool,
+) -> Result<()> {
     let mut meta = serde_json::Map::new();
-    meta.insert("total_size".into(), total.into());
-    if let Some(m) = &options.metadata {
-        for (k, v) in m {
-            if k != "total_size" {
-                meta.insert(k.clone(), v.clone().into());
-            }
+    meta.insert("total_size".into(), total_size.into());
+    for (k, v) in metadata.into_iter().flatten() {
+        if k != "total_size" {
+            meta.insert(k.clone(), v.clone().into());
         }
     }
-    let index = serde_json::json!({ "metadata": meta, "weight_map": weight_map });
-    let text = serde_json::to_vec_pretty(&index).map_err(|e| Error::input(e.to_string(), path, "cannot write"))?;
-    let index_path = stem.with_file_name(format!("{stem_name}.{ext}{INDEX_SUFFIX}"));
-    crate::atomic::write_file(&index_path, &text, options.durable)
-        .map_err(|e| Error::io(e, &index_path, "cannot write"))?;
-    Ok((index_path, paths))
+    let mut map = serde_json::Map::new();
+    for (tensor, shard) in weight_map {
+        check_shard_name(index_path, shard)?;
+        map.insert(tensor.clone(), shard.clone().into());
+    }
+    let index = serde_json::json!({ "metadata": meta, "weight_map": map });
+    let text =
+        serde_json::to_vec_pretty(&index).map_err(|e| Error::input(e.to_string(), index_path, "cannot write"))?;
+    crate::atomic::write_file(index_path, &text, durable).map_err(|e| Error::io(e, index_path, "cannot write"))
 }

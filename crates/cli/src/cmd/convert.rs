@@ -13,9 +13,12 @@ use crate::copy;
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
 
-/// The format named by a file's extension, if it names one.
+/// The format named by a file's extension (or, for an index
+/// `*.<ext>.index.json`, by the extension before it), if it names one.
 fn format_of(path: &Path) -> Option<Format> {
-    match path.extension()?.to_str()? {
+    let name = path.file_name()?.to_str()?;
+    let name = name.strip_suffix(deathtensors_io::INDEX_SUFFIX).unwrap_or(name);
+    match Path::new(name).extension()?.to_str()? {
         "safetensors" => Some(Format::Safetensors),
         "dt" | "deathtensors" => Some(Format::Deathtensors),
         _ => None,
@@ -34,6 +37,22 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             ),
         },
     };
+    if crate::sharded::is_index(&args.input) {
+        if format == Format::Safetensors && (args.checksum || args.alignment.is_some()) {
+            bail!("--checksum and --alignment apply to deathtensors output only");
+        }
+        crate::sharded::convert(&args.input, &args.output, format, args.checksum, args.alignment)?;
+        let mut out = Out::new();
+        writeln!(
+            out,
+            "{} -> {}: sharded checkpoint converted to {}",
+            args.input.display(),
+            args.output.display(),
+            out::format_name(format)
+        )?;
+        out.finish()?;
+        return Ok(ExitCode::Success);
+    }
     let reader = Reader::open(&args.input)?;
     let header = reader.header();
     let had_checksum = reader.has_footer() || header.tensors().iter().any(|t| t.sha256.is_some());

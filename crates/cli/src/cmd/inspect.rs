@@ -11,6 +11,9 @@ use crate::exit::ExitCode;
 use crate::out::{self, Out};
 
 pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
+    if crate::sharded::is_index(&args.file) {
+        return crate::sharded::inspect(&args.file, args.json);
+    }
     let reader = Reader::open(&args.file)?;
     let mut out = Out::new();
     if args.json {

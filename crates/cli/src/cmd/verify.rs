@@ -46,6 +46,9 @@ impl Mismatch {
 }
 
 pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    if crate::sharded::is_index(&args.file) {
+        return crate::sharded::verify(&args.file, args.allow_missing, args.json);
+    }
     let reader = Reader::open(&args.file)?;
     let path = args.file.display();
     let header = reader.header();

@@ -8,6 +8,7 @@ mod diff;
 mod errors;
 mod inspect;
 mod meta;
+mod sharded;
 mod stats;
 mod verify;
 
@@ -171,4 +172,10 @@ pub fn assert_same_tensors(a: &Path, b: &Path) {
     for (x, y) in ta.iter().zip(&tb) {
         assert_eq!(x, y, "tensor {} of {} vs {}", x.0, a.display(), b.display());
     }
+}
+
+/// Whether a manifest entry is a deathtensors 0.3.0 sharded index (a file
+/// with no tensors that lists its shards).
+pub fn is_legacy_index(entry: &Value) -> bool {
+    entry["global_metadata"]["deathtensors.sharded"] == "true"
 }

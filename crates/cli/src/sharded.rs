@@ -1,0 +1,255 @@
+//! Sharded checkpoints in `inspect`, `verify` and `convert`: a Hugging Face
+//! or deathtensors index (`*.index.json`), or a deathtensors 0.3.0 index
+//! file (a `.deathtensors` file with no tensors that lists its shards).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use deathtensors_io::format::{Format, TensorSpec, DEFAULT_ALIGNMENT};
+use deathtensors_io::{write_index, ErrorKind, Reader, ShardedReader, WriteOptions, Writer, INDEX_SUFFIX};
+use serde_json::{json, Value};
+
+use crate::exit::{CheckFailed, ExitCode};
+use crate::out::{self, Out};
+use crate::{copy, exit, progress};
+
+/// Whether `path` names a sharded checkpoint rather than a single file.
+pub fn is_index(path: &Path) -> bool {
+    if path.extension().is_some_and(|e| e == "json") {
+        return true;
+    }
+    // A deathtensors 0.3.0 index: no tensors, and the flag in its metadata.
+    Reader::open(path).is_ok_and(|r| {
+        r.header().is_empty()
+            && r.header().metadata().and_then(|m| m.get("deathtensors.sharded")).is_some_and(|v| v == "true")
+    })
+}
+
+struct ShardRow {
+    path: PathBuf,
+    format: &'static str,
+    tensors: usize,
+    bytes: u64,
+    checksum: bool,
+}
+
+fn shard_rows(sharded: &ShardedReader) -> anyhow::Result<Vec<ShardRow>> {
+    let mut rows = Vec::new();
+    for (i, path) in sharded.shard_paths().into_iter().enumerate() {
+        let r = sharded.shard_reader(i)?;
+        rows.push(ShardRow {
+            path,
+            format: out::format_name(r.format()),
+            tensors: r.header().len(),
+            bytes: r.header().tensors().iter().map(|t| t.byte_len()).sum(),
+            checksum: r.has_footer() || r.header().tensors().iter().any(|t| t.sha256.is_some()),
+        });
+    }
+    Ok(rows)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map_or_else(|| p.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// `inspect` of a sharded checkpoint: the index, its shards, and every
+/// tensor with the shard that holds it (reads only headers).
+pub fn inspect(path: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
+    let sharded = ShardedReader::open(path)?;
+    let rows = shard_rows(&sharded)?;
+    let mut tensors = Vec::new();
+    for name in sharded.keys() {
+        let r = sharded.reader_of(name)?;
+        let t = r.tensor(name)?.info;
+        let shard = file_name(r.path());
+        tensors.push((t.clone(), shard));
+    }
+    let total: u64 = rows.iter().map(|r| r.bytes).sum();
+    let params: u64 = tensors.iter().map(|(t, _)| t.numel()).sum();
+    let mut out = Out::new();
+    if as_json {
+        out.json(&json!({
+            "index": path.to_string_lossy(),
+            "metadata": sharded.metadata(),
+            "total_size": sharded.total_size(),
+            "shards": rows.iter().map(|r| json!({
+                "path": r.path.to_string_lossy(), "format": r.format, "tensors": r.tensors,
+                "bytes": r.bytes, "checksum": r.checksum,
+            })).collect::<Vec<Value>>(),
+            "tensors": tensors.iter().map(|(t, shard)| json!({
+                "name": t.name, "dtype": t.dtype.name(), "shape": t.shape, "nbytes": t.byte_len(), "shard": shard,
+            })).collect::<Vec<Value>>(),
+            "total_bytes": total,
+            "parameters": params,
+        }))?;
+    } else {
+        let mut about = vec![
+            vec!["index".into(), path.display().to_string()],
+            vec!["shards".into(), out::count(rows.len(), "shard")],
+            vec![
+                "tensors".into(),
+                format!(
+                    "{}, {} bytes ({}), {params} parameters",
+                    out::count(tensors.len(), "tensor"),
+                    total,
+                    out::size(total)
+                ),
+            ],
+        ];
+        if let Some(declared) = sharded.total_size() {
+            about.push(vec!["total_size".into(), format!("{declared} (from the index)")]);
+        }
+        for (i, (k, v)) in sharded.metadata().iter().filter(|(k, _)| *k != "total_size").enumerate() {
+            about.push(vec![if i == 0 { "metadata".into() } else { String::new() }, format!("{k} = {v}")]);
+        }
+        write!(out, "{}", out::table(&about))?;
+        writeln!(out)?;
+        let mut table = vec![vec!["shard".into(), "format".into(), "tensors".into(), "size".into(), "checksum".into()]];
+        for r in &rows {
+            table.push(vec![
+                file_name(&r.path),
+                r.format.into(),
+                r.tensors.to_string(),
+                out::size(r.bytes),
+                if r.checksum { "yes" } else { "-" }.into(),
+            ]);
+        }
+        write!(out, "{}", out::table(&table))?;
+        writeln!(out)?;
+        let mut table = vec![vec!["name".into(), "dtype".into(), "shape".into(), "size".into(), "shard".into()]];
+        for (t, shard) in &tensors {
+            table.push(vec![
+                t.name.clone(),
+                t.dtype.name().into(),
+                out::shape(&t.shape),
+                out::size(t.byte_len()),
+                shard.clone(),
+            ]);
+        }
+        write!(out, "{}", out::table(&table))?;
+    }
+    out.finish()?;
+    Ok(ExitCode::Success)
+}
+
+/// `verify` of a sharded checkpoint: index and shards agree (every tensor in
+/// the shard the index names, nothing else there, `total_size`), and every
+/// checksum the shards carry.
+pub fn verify(path: &Path, allow_missing: bool, as_json: bool) -> anyhow::Result<ExitCode> {
+    let sharded = ShardedReader::open(path)?;
+    let rows = shard_rows(&sharded)?;
+    let bar = progress::bar(rows.iter().map(|r| r.bytes).sum(), "verifying");
+    let result = sharded.verify();
+    bar.finish_and_clear();
+    let with_checksum = rows.iter().filter(|r| r.checksum).count();
+    let display = path.display();
+    if let Err(e) = result {
+        let integrity = e.is_integrity() || matches!(e.kind(), ErrorKind::InvalidInput(_) | ErrorKind::Format(_));
+        if integrity {
+            return Err(CheckFailed(format!("{display}: FAILED: {e}")).into());
+        }
+        return Err(e.into());
+    }
+    if with_checksum == 0 && !allow_missing {
+        return Err(CheckFailed(format!(
+            "{display}: index and {} agree, but no shard carries a checksum to verify (pass --allow-missing to accept that)",
+            out::count(rows.len(), "shard")
+        ))
+        .into());
+    }
+    let mut out = Out::new();
+    if as_json {
+        out.json(&json!({
+            "path": path.to_string_lossy(), "ok": true, "shards": rows.len(),
+            "shards_with_checksum": with_checksum, "tensors": sharded.len(),
+        }))?;
+    } else {
+        writeln!(
+            out,
+            "{display}: ok: index and {} agree ({}); {with_checksum} of them carry checksums, all verified",
+            out::count(rows.len(), "shard"),
+            out::count(sharded.len(), "tensor"),
+        )?;
+    }
+    out.finish()?;
+    Ok(ExitCode::Success)
+}
+
+/// `convert` of a sharded checkpoint: into one file, or (when OUT is an
+/// `*.index.json`) shard by shard into a sharded checkpoint of the other
+/// format with a new index. Streaming and atomic per file; the index last.
+pub fn convert(
+    input: &Path,
+    output: &Path,
+    format: Format,
+    checksum: bool,
+    alignment: Option<u64>,
+) -> anyhow::Result<()> {
+    let sharded = ShardedReader::open(input)?;
+    let options_for = |metadata| WriteOptions {
+        format,
+        alignment: alignment.unwrap_or(DEFAULT_ALIGNMENT),
+        checksum: checksum && format == Format::Deathtensors,
+        metadata,
+        ..WriteOptions::default()
+    };
+    let spec_of = |name: &str| -> anyhow::Result<TensorSpec> {
+        let t = sharded.reader_of(name)?.tensor(name)?.info;
+        Ok(TensorSpec {
+            name: t.name.clone(),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            metadata: t.metadata.clone(),
+            sha256: None,
+        })
+    };
+    let name = output.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if let Some(stem) = name.strip_suffix(INDEX_SUFFIX) {
+        let stem = stem.trim_end_matches(".safetensors").trim_end_matches(".deathtensors");
+        let ext = match format {
+            Format::Deathtensors => "deathtensors",
+            Format::Safetensors => "safetensors",
+        };
+        let dir = output.parent().unwrap_or(Path::new(""));
+        let count = sharded.shard_paths().len();
+        let mut weight_map = Vec::new();
+        let mut total = 0u64;
+        for i in 0..count {
+            let reader = sharded.shard_reader(i)?;
+            let file = format!("{stem}-{:05}-of-{count:05}.{ext}", i + 1);
+            let specs =
+                reader.header().tensors().iter().map(|t| spec_of(&t.name)).collect::<anyhow::Result<Vec<_>>>()?;
+            for s in &specs {
+                weight_map.push((s.name.clone(), file.clone()));
+                total += s.byte_len()?;
+            }
+            let metadata = reader.header().metadata().cloned().filter(|m| !m.is_empty());
+            copy::copy(reader, &dir.join(&file), specs, &options_for(metadata))?;
+        }
+        write_index(output, &weight_map, total, Some(sharded.metadata()), true)
+            .map_err(|e| exit::writing(e, output))?;
+        return Ok(());
+    }
+    // Everything into one file, in index order.
+    let specs = sharded.keys().map(spec_of).collect::<anyhow::Result<Vec<_>>>()?;
+    // The index's total_size describes the shards, not the merged file.
+    let mut metadata = sharded.metadata().clone();
+    metadata.remove("total_size");
+    let options = options_for(Some(metadata).filter(|m| !m.is_empty()));
+    let mut writer = Writer::create(output, specs, &options).map_err(|e| exit::writing(e, output))?;
+    let names: Vec<String> = writer.header().tensors().iter().map(|t| t.name.clone()).collect();
+    let bar = progress::bar(writer.header().data_len(), "writing");
+    for name in &names {
+        let reader = sharded.reader_of(name)?;
+        writer
+            .write_tensor_with(name, copy::CHUNK, |offset, buf| {
+                reader.read_range_into(name, offset, buf)?;
+                bar.inc(buf.len() as u64);
+                Ok(())
+            })
+            .map_err(|e| exit::writing(e, output))?;
+    }
+    writer.finish().map_err(|e| exit::writing(e, output))?;
+    bar.finish_and_clear();
+    Ok(())
+}
