@@ -237,6 +237,26 @@ impl PyReader {
         Ok(arena)
     }
 
+    /// Reads one tensor into a fresh, aligned buffer the caller owns (huge
+    /// pages for large tensors), optionally checking its digest.
+    #[pyo3(signature = (name, verify = false))]
+    fn read_tensor(&self, py: Python<'_>, name: &str, verify: bool) -> PyResult<crate::arena::PyArena> {
+        let r = self.get()?;
+        let len = PyReader::tensor_info(&r, py, name)?.byte_len() as usize;
+        let mut arena = crate::arena::PyArena::new(len)?;
+        // SAFETY: the arena was just made and is not exported yet.
+        let buf = unsafe { arena.as_mut_slice() };
+        py.allow_threads(|| {
+            r.read_into(name, buf)?;
+            if verify {
+                r.check_bytes(name, buf)?;
+            }
+            Ok(())
+        })
+        .py(py)?;
+        Ok(arena)
+    }
+
     /// Checks the footer and every tensor digest; False if there is none.
     fn verify(&self, py: Python<'_>) -> PyResult<bool> {
         let r = self.get()?;

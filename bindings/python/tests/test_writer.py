@@ -141,3 +141,25 @@ def test_random_dicts_round_trip(tmp_path_factory, tensors, checksum):
         for k, v in tensors.items():
             got = f.get_tensor(k, framework="numpy")
             assert got.dtype == v.dtype and got.shape == v.shape and got.tobytes() == v.tobytes()
+
+
+def test_torch_works_without_numpy(tmp_path):
+    """numpy is optional: saving and loading torch tensors must not need it."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys
+sys.modules["numpy"] = None  # any import of numpy now fails
+import torch
+import deathtensors as dt
+t = {{"w": torch.arange(12, dtype=torch.float32).reshape(3, 4).t(), "b": torch.ones(2, dtype=torch.bfloat16)}}
+dt.save({str(tmp_path / "m.dt")!r}, t, checksum=True)
+with dt.open({str(tmp_path / "m.dt")!r}, verify=True) as f:
+    assert torch.equal(f.get_tensor("w"), t["w"])
+    assert torch.equal(f.get_tensors()["b"], t["b"])
+    assert torch.equal(f.get_tensor_view("w"), t["w"])
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

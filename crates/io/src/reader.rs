@@ -68,6 +68,27 @@ impl TensorRef<'_> {
     }
 }
 
+/// Fills `buf` from `file` at `offset`; large reads are split over all
+/// cores, so that the page faults of a fresh buffer and the kernel's copies
+/// run in parallel (one thread copies from the page cache at ~3.5 GB/s here).
+fn read_parallel(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    // Below this, one thread is as fast as several.
+    const PARALLEL_MIN: usize = 16 << 20;
+    let threads = if buf.len() < PARALLEL_MIN { 1 } else { hash::threads() };
+    if threads == 1 {
+        return read_exact_at(file, buf, offset);
+    }
+    let chunk = buf.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = buf
+            .chunks_mut(chunk)
+            .enumerate()
+            .map(|(i, part)| s.spawn(move || read_exact_at(file, part, offset + (i * chunk) as u64)))
+            .collect();
+        handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })
+}
+
 fn read_head(file: &File, file_len: u64, path: &Path, limits: &Limits) -> Result<Head> {
     let doing = "cannot open";
     let mut probe = vec![0u8; (PROBE_LEN as u64).min(file_len) as usize];
@@ -259,7 +280,7 @@ impl Reader {
             buf.copy_from_slice(&self.blob()?[start as usize..end as usize]);
             return Ok(());
         }
-        read_exact_at(&self.file, buf, t.file_offset).map_err(|e| Error::io(e, &self.path, "cannot read"))
+        read_parallel(&self.file, buf, t.file_offset).map_err(|e| Error::io(e, &self.path, "cannot read"))
     }
 
     /// Reads `buf.len()` bytes of the tensor starting `offset` bytes into it,
@@ -306,20 +327,7 @@ impl Reader {
             buf.copy_from_slice(self.blob()?);
             return Ok(());
         }
-        // Below this, one thread is as fast as several.
-        const PARALLEL_MIN: usize = 64 << 20;
-        let threads = if buf.len() < PARALLEL_MIN { 1 } else { hash::threads() };
-        let chunk = buf.len().div_ceil(threads).max(1);
-        let start = self.head.data_start;
-        std::thread::scope(|s| {
-            let handles: Vec<_> = buf
-                .chunks_mut(chunk)
-                .enumerate()
-                .map(|(i, part)| s.spawn(move || read_exact_at(&self.file, part, start + (i * chunk) as u64)))
-                .collect();
-            handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-        })
-        .map_err(|e| Error::io(e, &self.path, "cannot read"))
+        read_parallel(&self.file, buf, self.head.data_start).map_err(|e| Error::io(e, &self.path, "cannot read"))
     }
 
     /// Reads the tensor's bytes into a fresh buffer the caller owns.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from typing import Any
 
@@ -65,10 +66,16 @@ def _torch_buffer(name: str, t: Any) -> tuple[str, list[int], Any]:
     if dtype == "F4":
         # float4_e2m1fn_x2 packs two values a byte: the file counts values.
         shape = shape[:-1] + [shape[-1] * 2] if shape else [2]
-    flat = t.reshape(-1)
-    if flat.numel() == 0:
+    nbytes = t.numel() * t.element_size()
+    if nbytes == 0:
         return dtype, shape, b""
-    return dtype, shape, flat.view(torch.uint8).numpy()
+    # The tensor's own memory, without numpy: a ctypes view of its bytes
+    # that keeps the tensor alive.
+    raw = (ctypes.c_ubyte * nbytes).from_address(t.data_ptr())
+    raw._owner = t  # type: ignore[attr-defined]
+    # A memoryview (which keeps `raw`, and so `t`, alive) has the strides
+    # the buffer protocol consumer asks for; ctypes leaves them out.
+    return dtype, shape, memoryview(raw).cast("B")
 
 
 def _numpy_buffer(name: str, a: Any) -> tuple[str, list[int], Any]:
@@ -86,46 +93,30 @@ def _numpy_buffer(name: str, a: Any) -> tuple[str, list[int], Any]:
     return dtype, shape, a.reshape(-1).view(np.uint8)
 
 
-def empty(framework: str, dtype: str, shape: list[int]) -> tuple[Any, Any]:
-    """A fresh tensor of `framework` for a file tensor, and a writable byte
-    view of its memory (None when it has no bytes)."""
-    if framework in ("torch", "pt"):
-        import torch
-
-        tdtype = _dtypes.torch_dtype(dtype)
-        if dtype == "F4":
-            shape = shape[:-1] + [shape[-1] // 2] if shape else []
-        t = torch.empty(shape, dtype=tdtype)
-        view = t.reshape(-1).view(torch.uint8).numpy() if t.numel() else None
-        return t, view
+def view(framework: str, dtype: str, shape: list[int], region: Any) -> Any:
+    """A read-only tensor over a mapped region (zero-copy)."""
     if framework in ("numpy", "np"):
         import numpy as np
 
-        a = np.empty(shape, dtype=_dtypes.numpy_dtype(dtype))
-        return a, (a.reshape(-1).view(np.uint8) if a.size else None)
-    raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")
-
-
-def view(framework: str, dtype: str, shape: list[int], region: Any) -> Any:
-    """A read-only tensor over a mapped region (zero-copy)."""
-    import numpy as np
-
-    if framework in ("numpy", "np"):
-        a = np.frombuffer(region, dtype=_dtypes.numpy_dtype(dtype)) if len(region) else np.empty(0, _dtypes.numpy_dtype(dtype))
-        return a.reshape(shape)
+        ndtype = _dtypes.numpy_dtype(dtype)
+        if not len(region):
+            return np.empty(shape, dtype=ndtype)
+        return np.frombuffer(region, dtype=ndtype).reshape(shape)
     if framework in ("torch", "pt"):
-        import torch
         import warnings
 
-        raw = np.frombuffer(region, dtype=np.uint8) if len(region) else np.empty(0, np.uint8)
-        with warnings.catch_warnings():
-            # torch warns that the array is read-only: that is the point.
-            warnings.simplefilter("ignore", UserWarning)
-            t = torch.from_numpy(raw)
+        import torch
+
         tdtype = _dtypes.torch_dtype(dtype)
         if dtype == "F4":
             shape = shape[:-1] + [shape[-1] // 2] if shape else []
-        return t.view(tdtype).reshape(shape) if t.numel() else torch.empty(shape, dtype=tdtype)
+        if not len(region):
+            return torch.empty(shape, dtype=tdtype)
+        with warnings.catch_warnings():
+            # torch warns that the buffer is read-only: that is the point.
+            warnings.simplefilter("ignore", UserWarning)
+            raw = torch.frombuffer(region, dtype=torch.uint8)
+        return raw.view(tdtype).reshape(shape)
     raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")
 
 

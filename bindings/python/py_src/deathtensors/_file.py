@@ -196,14 +196,15 @@ class DtFile:
         """The tensor as a torch tensor (default) or numpy array that the
         caller owns: writable, independent of the file, valid after close().
         With ``verify``, its bytes are checked against its digest."""
-        dtype = self._reader.dtype(name)
-        shape = self._reader.shape(name)
-        tensor, buf = _convert.empty(framework, dtype, shape)
-        if buf is not None:
-            self._reader.read_into(name, buf, verify)
-        elif verify:
-            self._reader.verify_tensor(name)
-        return tensor
+        info = self._reader.info(name)
+        if info[2][1] == info[2][0]:
+            if verify:
+                self._reader.verify_tensor(name)
+            return _convert.from_arena(framework, info, b"")
+        # A fresh aligned buffer holding just this tensor: offsets from 0.
+        dtype, shape, (start, end) = info[0], info[1], info[2]
+        arena = self._reader.read_tensor(name, verify)
+        return _convert.from_arena(framework, (dtype, shape, (0, end - start), None, None, 0, True), arena)
 
     def get_tensor_view(self, name: str, framework: str = "torch") -> Any:
         """A zero-copy, read-only view of the tensor in the mapped file.
