@@ -69,8 +69,10 @@ impl TensorRef<'_> {
 }
 
 /// Fills `buf` from `file` at `offset`; large reads are split over all
-/// cores, so that the page faults of a fresh buffer and the kernel's copies
-/// run in parallel (one thread copies from the page cache at ~3.5 GB/s here).
+/// cores, so that the kernel's copies run in parallel (one thread copies
+/// from the page cache at ~3.5 GB/s here). Worth it for buffers backed by
+/// huge pages (the Python arena); with small pages the threads contend on
+/// page faults instead.
 fn read_parallel(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     // Below this, one thread is as fast as several.
     const PARALLEL_MIN: usize = 16 << 20;
@@ -280,7 +282,9 @@ impl Reader {
             buf.copy_from_slice(&self.blob()?[start as usize..end as usize]);
             return Ok(());
         }
-        read_parallel(&self.file, buf, t.file_offset).map_err(|e| Error::io(e, &self.path, "cannot read"))
+        // One thread: into a fresh buffer of small pages, parallel readers
+        // contend on its page faults and are slower (measured).
+        read_exact_at(&self.file, buf, t.file_offset).map_err(|e| Error::io(e, &self.path, "cannot read"))
     }
 
     /// Reads `buf.len()` bytes of the tensor starting `offset` bytes into it,
