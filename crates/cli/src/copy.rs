@@ -19,11 +19,23 @@ pub const CHUNK: usize = 8 << 20;
 /// previous file there stays whole): the writer works in a temp file that
 /// replaces `output` at the end, so writing onto the input is safe too.
 pub fn copy(reader: &Reader, output: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> anyhow::Result<()> {
+    copy_from(|_| Ok(reader), output, specs, options)
+}
+
+/// [`copy`], with each tensor read from the reader `source` gives for its
+/// name (one per shard, when merging a sharded checkpoint).
+pub fn copy_from<'r>(
+    source: impl Fn(&str) -> anyhow::Result<&'r Reader>,
+    output: &Path,
+    specs: Vec<TensorSpec>,
+    options: &WriteOptions,
+) -> anyhow::Result<()> {
     let mut writer = Writer::create(output, specs, options).map_err(|e| exit::writing(e, output))?;
     // In the output's order, so that the writes are sequential.
     let names: Vec<String> = writer.header().tensors().iter().map(|t| t.name.clone()).collect();
     let bar = progress::bar(writer.header().data_len(), "writing");
     for name in &names {
+        let reader = source(name)?;
         writer
             .write_tensor_with(name, CHUNK, |offset, buf| {
                 reader.read_range_into(name, offset, buf)?;

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use deathtensors_io::format::{Format, TensorSpec, DEFAULT_ALIGNMENT};
-use deathtensors_io::{write_index, ErrorKind, Reader, ShardedReader, WriteOptions, Writer, INDEX_SUFFIX};
+use deathtensors_io::{write_index, ErrorKind, Reader, ShardedReader, WriteOptions, INDEX_SUFFIX};
 use serde_json::{json, Value};
 
 use crate::exit::{CheckFailed, ExitCode};
@@ -236,20 +236,6 @@ pub fn convert(
     let mut metadata = sharded.metadata().clone();
     metadata.remove("total_size");
     let options = options_for(Some(metadata).filter(|m| !m.is_empty()));
-    let mut writer = Writer::create(output, specs, &options).map_err(|e| exit::writing(e, output))?;
-    let names: Vec<String> = writer.header().tensors().iter().map(|t| t.name.clone()).collect();
-    let bar = progress::bar(writer.header().data_len(), "writing");
-    for name in &names {
-        let reader = sharded.reader_of(name)?;
-        writer
-            .write_tensor_with(name, copy::CHUNK, |offset, buf| {
-                reader.read_range_into(name, offset, buf)?;
-                bar.inc(buf.len() as u64);
-                Ok(())
-            })
-            .map_err(|e| exit::writing(e, output))?;
-    }
-    writer.finish().map_err(|e| exit::writing(e, output))?;
-    bar.finish_and_clear();
+    copy::copy_from(|name| Ok(sharded.reader_of(name)?), output, specs, &options)?;
     Ok(())
 }

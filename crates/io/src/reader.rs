@@ -362,15 +362,20 @@ impl Reader {
     /// `TensorNotFound`, `NoChecksum` if the tensor has no digest,
     /// `TensorDigestMismatch` if the bytes do not match it.
     pub fn check_bytes(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        let info = self.tensor(name)?.info;
-        let Some(expected) = info.sha256 else {
+        self.check_digest(name, |_| Ok(hash::sha256(bytes)))
+    }
+
+    /// Compares the digest `hash` computes for the tensor with its `sha256`.
+    fn check_digest(&self, name: &str, hash: impl FnOnce(TensorRef<'_>) -> Result<[u8; 32]>) -> Result<()> {
+        let t = self.tensor(name)?;
+        let Some(expected) = t.info.sha256 else {
             return Err(Error::new(
                 ErrorKind::NoChecksum { what: "sha256 digest for this tensor" },
                 Some(&self.path),
                 "cannot verify",
             ));
         };
-        let actual = hash::sha256(bytes);
+        let actual = hash(t)?;
         if actual != expected {
             return Err(Error::new(
                 ErrorKind::TensorDigestMismatch { tensor: name.to_string(), expected, actual },
@@ -386,30 +391,15 @@ impl Reader {
     /// # Errors
     /// As [`Reader::read_verified`].
     pub fn verify_tensor(&self, name: &str) -> Result<()> {
-        let t = self.tensor(name)?;
-        let Some(expected) = t.info.sha256 else {
-            return Err(Error::new(
-                ErrorKind::NoChecksum { what: "sha256 digest for this tensor" },
-                Some(&self.path),
-                "cannot verify",
-            ));
-        };
-        let actual = if self.is_compressed() {
-            let (start, end) = t.info.data_offsets;
-            hash::sha256(&self.blob()?[start as usize..end as usize])
-        } else {
+        self.check_digest(name, |t| {
+            if self.is_compressed() {
+                let (start, end) = t.info.data_offsets;
+                return Ok(hash::sha256(&self.blob()?[start as usize..end as usize]));
+            }
             let mut buf = Vec::new();
             sha256_file_range(&self.file, t.file_offset, t.info.byte_len(), &mut buf, &mut |_| {})
-                .map_err(|e| Error::io(e, &self.path, "cannot verify"))?
-        };
-        if actual != expected {
-            return Err(Error::new(
-                ErrorKind::TensorDigestMismatch { tensor: name.to_string(), expected, actual },
-                Some(&self.path),
-                "verification failed for",
-            ));
-        }
-        Ok(())
+                .map_err(|e| Error::io(e, &self.path, "cannot verify"))
+        })
     }
 
     /// Checks the SHA-256 footer: one sequential pass over the file from
