@@ -7,6 +7,7 @@
 //! - `cargo xtask fuzz [--seconds N] [TARGET]`: run the fuzz targets.
 //! - `cargo xtask bench`: run the benchmarks.
 
+mod bench;
 mod ci;
 mod compat;
 mod demo;
@@ -30,7 +31,7 @@ fn main() -> ExitCode {
         "python" => python::test(),
         "compat" => compat::run(),
         "fuzz" => fuzz::run(rest),
-        "bench" => util::cargo(&["bench", "--workspace"]),
+        "bench" => bench::run(rest),
         "help" | "--help" | "-h" => {
             println!("{}", HELP);
             Ok(())
@@ -57,4 +58,5 @@ tasks:
   setup              install rustup targets and tools the build needs
   fuzz [--seconds N] [TARGET]
                      fuzz every target (or TARGET) for N seconds each (default 60)
-  bench              run the criterion benchmarks";
+  bench [--rust|--python] [ARGS]
+                     criterion benches, then the Python comparison (bindings/python/benches/bench.py ARGS)";

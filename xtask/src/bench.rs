@@ -1,0 +1,24 @@
+//! Benchmarks: the criterion benches of the Rust crates, then the Python
+//! script that compares the package with safetensors and deathtensors 0.3.0.
+//! `cargo xtask bench [--rust|--python] [ARGS for the Python script]`.
+
+use std::process::Command;
+
+use crate::util::{cargo, exec};
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let (rust, python, rest) = match args.first().map(String::as_str) {
+        Some("--rust") => (true, false, &args[1..]),
+        Some("--python") => (false, true, &args[1..]),
+        _ => (true, true, args),
+    };
+    if rust {
+        cargo(&["bench", "-p", "deathtensors-format", "-p", "deathtensors-io"])?;
+    }
+    if python {
+        crate::python::setup()?;
+        crate::python::install_wheel()?;
+        exec(Command::new(crate::python::python()).arg("bindings/python/benches/bench.py").args(rest))?;
+    }
+    Ok(())
+}
