@@ -42,7 +42,10 @@ pub struct Reader {
     file: File,
     file_len: u64,
     head: Head,
-    map: Option<Mmap>,
+    /// Whether the caller of `open_mmap` allowed mapping (its safety
+    /// contract), and the mapping, made on first zero-copy access.
+    mappable: bool,
+    map: OnceLock<std::result::Result<Mmap, String>>,
     /// The decompressed blob of a zstd file, made on first use.
     blob: OnceLock<std::result::Result<Vec<u8>, String>>,
     options: ReadOptions,
@@ -126,7 +129,16 @@ impl Reader {
         let file = File::open(path).map_err(|e| Error::io(e, path, "cannot open"))?;
         let file_len = file.metadata().map_err(|e| Error::io(e, path, "cannot open"))?.len();
         let head = read_head(&file, file_len, path, &options.limits)?;
-        Ok(Reader { path: path.to_path_buf(), file, file_len, head, map: None, blob: OnceLock::new(), options })
+        Ok(Reader {
+            path: path.to_path_buf(),
+            file,
+            file_len,
+            head,
+            mappable: false,
+            map: OnceLock::new(),
+            blob: OnceLock::new(),
+            options,
+        })
     }
 
     /// Opens a file and maps it, for zero-copy access with [`Reader::bytes`].
@@ -141,14 +153,25 @@ impl Reader {
     /// As [`Reader::open`].
     pub unsafe fn open_mmap(path: impl AsRef<Path>) -> Result<Reader> {
         let mut reader = Reader::open(path)?;
-        // SAFETY: forwarded to our caller, see `# Safety`.
-        let map = unsafe { Mmap::map(&reader.file) }.map_err(|e| Error::io(e, &reader.path, "cannot map"))?;
-        // The file may have changed between reading the head and mapping it.
-        if map.bytes().len() as u64 != reader.file_len {
-            return Err(Error::input("file changed size while being opened", &reader.path, "cannot map"));
-        }
-        reader.map = Some(map);
+        // The mapping itself is made on first zero-copy access: opening
+        // stays as cheap as `open` for callers that never borrow.
+        reader.mappable = true;
         Ok(reader)
+    }
+
+    /// The mapping, made on first use (only for `open_mmap` readers).
+    fn map(&self) -> Result<&Mmap> {
+        let map = self.map.get_or_init(|| {
+            // SAFETY: `mappable` is set only by `open_mmap`, whose caller
+            // took on the contract of `Mmap::map`.
+            let map = unsafe { Mmap::map(&self.file) }.map_err(|e| e.to_string())?;
+            // The file may have changed since its head was read.
+            if map.bytes().len() as u64 != self.file_len {
+                return Err("the file changed size since it was opened".to_string());
+            }
+            Ok(map)
+        });
+        map.as_ref().map_err(|m| Error::input(m.clone(), &self.path, "cannot map"))
     }
 
     /// The file's path.
@@ -250,14 +273,15 @@ impl Reader {
         if self.is_compressed() {
             return Ok(&self.blob()?[start as usize..end as usize]);
         }
-        match &self.map {
-            Some(map) => Ok(&map.bytes()[t.file_offset as usize..(t.file_offset + (end - start)) as usize]),
-            None => Err(Error::input(
+        if !self.mappable {
+            return Err(Error::input(
                 "the file is not mapped: open it with open_mmap for zero-copy access, or use read()",
                 &self.path,
                 "cannot borrow",
-            )),
+            ));
         }
+        let map = self.map()?;
+        Ok(&map.bytes()[t.file_offset as usize..(t.file_offset + (end - start)) as usize])
     }
 
     /// Reads the tensor's bytes into `buf`, which must be exactly as long as
