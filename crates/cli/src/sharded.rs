@@ -195,13 +195,7 @@ pub fn convert(
     };
     let spec_of = |name: &str| -> anyhow::Result<TensorSpec> {
         let t = sharded.reader_of(name)?.tensor(name)?.info;
-        Ok(TensorSpec {
-            name: t.name.clone(),
-            dtype: t.dtype,
-            shape: t.shape.clone(),
-            metadata: t.metadata.clone(),
-            sha256: None,
-        })
+        Ok(t.to_spec())
     };
     let name = output.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if let Some(stem) = name.strip_suffix(INDEX_SUFFIX) {

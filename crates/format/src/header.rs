@@ -48,6 +48,18 @@ impl TensorInfo {
         numel(&self.shape).unwrap_or(0)
     }
 
+    /// A spec for writing this tensor to another file: everything but its
+    /// offsets and digest (a writer lays out and hashes anew).
+    pub fn to_spec(&self) -> TensorSpec {
+        TensorSpec {
+            name: self.name.clone(),
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            metadata: self.metadata.clone(),
+            sha256: None,
+        }
+    }
+
     /// Number of bytes of the tensor's data.
     pub fn byte_len(&self) -> u64 {
         self.data_offsets.1 - self.data_offsets.0

@@ -331,13 +331,7 @@ impl Writer {
                 .tensors()
                 .iter()
                 .zip(&self.digests)
-                .map(|(t, d)| TensorSpec {
-                    name: t.name.clone(),
-                    dtype: t.dtype,
-                    shape: t.shape.clone(),
-                    metadata: t.metadata.clone(),
-                    sha256: Some(*d),
-                })
+                .map(|(t, d)| TensorSpec { sha256: Some(*d), ..t.to_spec() })
                 .collect();
             let header = Header::new_deathtensors(
                 specs,

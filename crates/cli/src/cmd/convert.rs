@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::bail;
-use deathtensors_io::format::{Dtype, Format, TensorSpec, DEFAULT_ALIGNMENT};
+use deathtensors_io::format::{Dtype, Format, TensorInfo, TensorSpec, DEFAULT_ALIGNMENT};
 use deathtensors_io::{Reader, WriteOptions};
 
 use crate::args::{ConvertArgs, FormatArg};
@@ -93,17 +93,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         (Format::Safetensors, Some(m)) if m.is_empty() => None,
         (_, m) => m.cloned(),
     };
-    let specs: Vec<TensorSpec> = header
-        .tensors()
-        .iter()
-        .map(|t| TensorSpec {
-            name: t.name.clone(),
-            dtype: t.dtype,
-            shape: t.shape.clone(),
-            metadata: t.metadata.clone(),
-            sha256: None,
-        })
-        .collect();
+    let specs: Vec<TensorSpec> = header.tensors().iter().map(TensorInfo::to_spec).collect();
     let options = WriteOptions {
         format,
         alignment: args.alignment.unwrap_or(DEFAULT_ALIGNMENT),

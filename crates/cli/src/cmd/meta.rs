@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use anyhow::bail;
-use deathtensors_io::format::{Format, Metadata, TensorSpec};
+use deathtensors_io::format::{Format, Metadata, TensorInfo, TensorSpec};
 use deathtensors_io::{Reader, WriteOptions};
 use serde_json::Value;
 
@@ -47,17 +47,7 @@ pub fn run(args: MetaArgs) -> anyhow::Result<ExitCode> {
                 args.file.display()
             );
         }
-        let specs: Vec<TensorSpec> = header
-            .tensors()
-            .iter()
-            .map(|t| TensorSpec {
-                name: t.name.clone(),
-                dtype: t.dtype,
-                shape: t.shape.clone(),
-                metadata: t.metadata.clone(),
-                sha256: None,
-            })
-            .collect();
+        let specs: Vec<TensorSpec> = header.tensors().iter().map(TensorInfo::to_spec).collect();
         let options = WriteOptions {
             format: header.format(),
             alignment: header.alignment(),
