@@ -9,7 +9,7 @@ use deathtensors_io::{save_sharded as io_save_sharded, ShardedReader, WriteOptio
 use pyo3::prelude::*;
 
 use crate::errors::IntoPy;
-use crate::writer::{collect, parse_format, slices, Item};
+use crate::writer::{parse_format, with_tensors, Item};
 
 /// The index of a sharded checkpoint (Hugging Face, ours, or deathtensors
 /// 0.3.0's), or a single file.
@@ -80,13 +80,7 @@ pub fn save_sharded(
     alignment: u64,
 ) -> PyResult<(PathBuf, Vec<PathBuf>)> {
     let format = parse_format(format)?;
-    let (specs, buffers) = collect(tensors)?;
     let options =
         WriteOptions { format, checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
-    py.allow_threads(|| {
-        // SAFETY: `buffers` lives until after this closure returns.
-        let data = unsafe { slices(specs, &buffers) };
-        io_save_sharded(&path, data, max_shard_bytes, &options)
-    })
-    .py(py)
+    with_tensors(py, tensors, |data| io_save_sharded(&path, data, max_shard_bytes, &options))
 }

@@ -13,7 +13,7 @@ use crate::errors::IntoPy;
 pub(crate) type Item<'py> = (String, String, Vec<u64>, Bound<'py, PyAny>, Option<Metadata>);
 
 /// Turns Python items into specs and the buffers that keep their memory alive.
-pub(crate) fn collect(tensors: Vec<Item<'_>>) -> PyResult<(Vec<TensorSpec>, Vec<PyBuffer<u8>>)> {
+fn collect(tensors: Vec<Item<'_>>) -> PyResult<(Vec<TensorSpec>, Vec<PyBuffer<u8>>)> {
     let mut specs = Vec::with_capacity(tensors.len());
     let mut buffers = Vec::with_capacity(tensors.len());
     for (name, dtype, shape, obj, metadata) in tensors {
@@ -31,19 +31,27 @@ pub(crate) fn collect(tensors: Vec<Item<'_>>) -> PyResult<(Vec<TensorSpec>, Vec<
     Ok((specs, buffers))
 }
 
-/// Borrows the buffers' memory as slices, paired with their specs.
-///
-/// # Safety
-/// The buffers must outlive the returned slices and not be resized; the
-/// caller keeps `buffers` alive (it is borrowed) while using them.
-pub(crate) unsafe fn slices(specs: Vec<TensorSpec>, buffers: &[PyBuffer<u8>]) -> Vec<(TensorSpec, &[u8])> {
-    specs
-        .into_iter()
-        .zip(buffers)
-        // SAFETY: see the function's contract; each PyBuffer is contiguous
-        // and `len_bytes` long.
-        .map(|(s, b)| (s, unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const u8, b.len_bytes()) }))
-        .collect()
+/// Runs `write` on the tensors' specs and bytes with the GIL released,
+/// borrowing each buffer's memory without a copy.
+pub(crate) fn with_tensors<R: Send>(
+    py: Python<'_>,
+    tensors: Vec<Item<'_>>,
+    write: impl FnOnce(Vec<(TensorSpec, &[u8])>) -> deathtensors_io::Result<R> + Send,
+) -> PyResult<R> {
+    let (specs, buffers) = collect(tensors)?;
+    let result = py.allow_threads(|| {
+        let data = specs
+            .into_iter()
+            .zip(&buffers)
+            // SAFETY: each `PyBuffer` keeps its exporter's memory alive and
+            // contiguous, `len_bytes` long, until `buffers` is dropped below,
+            // after this closure returns.
+            .map(|(s, b)| (s, unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const u8, b.len_bytes()) }))
+            .collect();
+        write(data)
+    });
+    drop(buffers);
+    result.py(py)
 }
 
 /// Parses the `format` argument.
@@ -71,15 +79,8 @@ pub fn save(
     alignment: u64,
 ) -> PyResult<()> {
     let format = parse_format(format)?;
-    let (specs, buffers) = collect(tensors)?;
     let options =
         WriteOptions { format, checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
-    py.allow_threads(|| {
-        // SAFETY: `buffers` lives until after this closure returns.
-        let data = unsafe { slices(specs, &buffers) };
-        io_save(&path, data, &options).map(|_| ())
-    })
-    .py(py)?;
-    drop(buffers);
+    with_tensors(py, tensors, |data| io_save(&path, data, &options).map(|_| ()))?;
     Ok(())
 }
