@@ -1,7 +1,8 @@
-//! `deathtensors._native.Arena`: one fresh, writable, page-aligned buffer
-//! that a whole data blob is read into, so that loading every tensor costs
-//! one allocation and parallel reads instead of one of each per tensor.
-//! Tensors are numpy/torch views into it; it lives while any of them does.
+//! `deathtensors._native.Arena`: one writable buffer holding a whole data
+//! blob (or one tensor), that numpy/torch tensors view; it lives while any
+//! of them does. Either fresh memory that the blob is read into (one
+//! allocation and parallel reads instead of one of each per tensor), or a
+//! copy-on-write mapping of the file (no copy at all).
 
 use std::alloc::Layout;
 use std::os::raw::c_int;
@@ -13,13 +14,21 @@ use pyo3::prelude::*;
 /// pages: fewer page faults when the read first touches them.
 const HUGE_PAGE: usize = 2 << 20;
 
-/// An owned, writable byte buffer exposed through the buffer protocol.
+/// A writable byte buffer exposed through the buffer protocol.
 #[derive(Debug)]
 #[pyclass(name = "Arena", module = "deathtensors._native", frozen)]
 pub struct PyArena {
     ptr: usize,
     len: usize,
-    layout: Layout,
+    backing: Backing,
+}
+
+#[derive(Debug)]
+enum Backing {
+    /// Our own allocation, freed on drop.
+    Heap(Layout),
+    /// A copy-on-write mapping of the file, unmapped on drop.
+    Map(#[allow(dead_code)] deathtensors_io::PrivateMap),
 }
 
 impl PyArena {
@@ -38,7 +47,15 @@ impl PyArena {
             // changes how the kernel backs it. Failure is harmless.
             let _ = unsafe { rustix::mm::madvise(ptr.cast(), layout.size(), rustix::mm::Advice::LinuxHugepage) };
         }
-        Ok(PyArena { ptr: ptr as usize, len, layout })
+        Ok(PyArena { ptr: ptr as usize, len, backing: Backing::Heap(layout) })
+    }
+
+    /// Wraps a copy-on-write mapping: its pages are the file's until
+    /// written, and writes stay in this process.
+    pub fn from_map(mut map: deathtensors_io::PrivateMap) -> PyArena {
+        let slice = map.as_mut_slice();
+        let (ptr, len) = (slice.as_mut_ptr() as usize, slice.len());
+        PyArena { ptr, len, backing: Backing::Map(map) }
     }
 
     /// The whole buffer, for filling before it is handed to Python.
@@ -53,8 +70,10 @@ impl PyArena {
 
 impl Drop for PyArena {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr as *mut u8, self.layout) }
+        if let Backing::Heap(layout) = self.backing {
+            // SAFETY: allocated in `new` with this layout, freed once.
+            unsafe { std::alloc::dealloc(self.ptr as *mut u8, layout) }
+        }
     }
 }
 
@@ -62,6 +81,13 @@ impl Drop for PyArena {
 impl PyArena {
     fn __len__(&self) -> usize {
         self.len
+    }
+
+    /// Whether the buffer maps the file (copy-on-write) rather than holding
+    /// a copy of it.
+    #[getter]
+    fn mapped(&self) -> bool {
+        matches!(self.backing, Backing::Map(_))
     }
 
     unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: c_int) -> PyResult<()> {

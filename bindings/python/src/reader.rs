@@ -237,6 +237,28 @@ impl PyReader {
         Ok(arena)
     }
 
+    /// Maps the data blob copy-on-write (tensors at their offsets): writable,
+    /// writes never reach the file nor any other mapping, valid after
+    /// `close()`, and no copy is made. Like every mapping, it sees a
+    /// truncation or an in-place rewrite of the file by another program (a
+    /// truncation raises SIGBUS on access); replacing the file by a rename,
+    /// as our writers do, is safe.
+    fn map_all(&self, py: Python<'_>) -> PyResult<crate::arena::PyArena> {
+        let r = self.get()?;
+        // SAFETY: the contract above is the Python API's documented one
+        // (`DtFile.get_tensor`; `copy=True` gives a detached copy).
+        let map = unsafe { r.map_private() }.py(py)?;
+        Ok(crate::arena::PyArena::from_map(map))
+    }
+
+    /// Maps one tensor's bytes copy-on-write, as `map_all` the blob.
+    fn map_tensor(&self, py: Python<'_>, name: &str) -> PyResult<crate::arena::PyArena> {
+        let r = self.get()?;
+        // SAFETY: as in `map_all`.
+        let map = unsafe { r.map_tensor_private(name) }.py(py)?;
+        Ok(crate::arena::PyArena::from_map(map))
+    }
+
     /// Reads one tensor into a fresh, aligned buffer the caller owns (huge
     /// pages for large tensors), optionally checking its digest.
     #[pyo3(signature = (name, verify = false))]

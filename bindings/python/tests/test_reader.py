@@ -1,5 +1,8 @@
 """Reading: every fixture with both frameworks, the DtFile API, views and errors."""
 
+import gc
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -88,6 +91,71 @@ def test_get_tensor_is_owned_and_outlives_close(tmp_path):
     assert t.tolist() == [100.0, 101.0, 102.0, 103.0, 104.0, 105.0]
     with dt.open(path) as f:
         assert f.get_tensor("w").tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+def _maps(path):
+    """How many mappings of `path` this process has."""
+    with open("/proc/self/maps") as f:
+        return sum(line.rstrip().endswith(str(path)) for line in f)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_large_tensors_are_private_mappings_the_caller_owns(framework, tmp_path):
+    path = tmp_path / "m.dt"
+    big = np.arange(1 << 19, dtype=np.float32)  # 2 MiB: mapped
+    dt.save(path, {"big": big, "small": np.arange(4, dtype=np.int64)}, checksum=True)
+    before = path.read_bytes()
+    with dt.open(path) as f:
+        one, two = f.get_tensor("big", framework), f.get_tensor("big", framework)
+        assert _maps(path) == 2  # a mapping each: no copy, no sharing
+        copied = f.get_tensor("big", framework, copy=True)
+        checked = f.get_tensor("big", framework, verify=True)
+        assert _maps(path) == 2  # copy and verify read into fresh memory
+        everything = f.get_tensors(framework)
+        assert _maps(path) == 3  # one mapping for the whole blob
+        detached = f.get_tensors(framework, copy=True)
+        assert _maps(path) == 3
+    for t in (one, everything["big"], everything["small"], copied, detached["big"]):
+        t[:2] = -7  # writable after close
+    assert path.read_bytes() == before  # writes never reach the file...
+    for t in (two, checked):  # ...nor another call's tensor
+        assert t[:3].tolist() == [0.0, 1.0, 2.0]
+    assert everything["small"].tolist() == [-7, -7, 2, 3]
+    # Saving over the file replaces it by a rename: loaded tensors keep the
+    # old bytes.
+    dt.save(path, {"big": np.zeros(1 << 19, dtype=np.float32)})
+    assert two[-1].item() == float((1 << 19) - 1) and everything["big"][2].item() == 2.0
+    del one, two, everything, f, t
+    gc.collect()
+    assert _maps(path) == 0 and _maps(f"{path} (deleted)") == 0
+
+
+def test_mapping_failure_falls_back_to_a_copy(tmp_path):
+    path = tmp_path / "m.dt"
+    dt.save(path, {"big": np.arange(1 << 19, dtype=np.float32)})
+
+    class OutOfMappings:
+        def __init__(self, reader):
+            self._reader = reader
+
+        def map_tensor(self, name):
+            raise OSError(12, "Cannot allocate memory")
+
+        def __getattr__(self, name):
+            return getattr(self._reader, name)
+
+    with dt.open(path) as f:
+        f._reader = OutOfMappings(f._reader)
+        t = f.get_tensor("big", framework="numpy")
+    assert t[123] == 123.0 and t.flags.writeable
+
+
+def test_compressed_files_load_as_copies():
+    with dt.open(TESTDATA / "valid" / "deathtensors-0.3.0" / "all_dtypes_zstd_checksum.deathtensors") as f:
+        assert f.is_compressed()
+        loaded = f.get_tensors(framework="numpy")
+        assert loaded["f32"].nbytes == 256 and loaded["f32"].flags.writeable
 
 
 def test_views_are_zero_copy_and_read_only(tmp_path):

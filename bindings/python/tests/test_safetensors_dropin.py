@@ -4,6 +4,7 @@ here as `real`), right values where the real one scrambles them, and the
 switch that makes `import safetensors` give ours. safetensors' own test
 suite runs against it in `cargo xtask compat`."""
 
+import gc
 import hashlib
 import importlib.metadata
 import os
@@ -161,10 +162,43 @@ def test_parallel_get_tensors(tmp_path, monkeypatch):
     monkeypatch.setattr(_open, "_PARALLEL_BYTES", 0)
     tensors = {f"t{i}": torch.full((100 + i,), float(i)) for i in range(40)}
     ours_pt.save_file(tensors, tmp_path / "t.safetensors")
-    loaded = ours_pt.load_file(tmp_path / "t.safetensors")
+    with ours.safe_open(tmp_path / "t.safetensors", framework="pt", backend="pread") as f:
+        loaded = f.get_tensors()  # copies, read by threads
     assert list(loaded) == sorted(tensors)  # file order: one dtype, so by name
     for k, v in tensors.items():
         assert torch.equal(loaded[k], v)
+
+
+def _maps(path):
+    """How many mappings of `path` this process has."""
+    with open("/proc/self/maps") as f:
+        return sum(line.rstrip().endswith(str(path)) for line in f)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
+@pytest.mark.parametrize("framework", ["pt", "np"])
+def test_loads_are_private_mappings_that_never_share_or_write(framework, tmp_path):
+    path = tmp_path / "t.safetensors"
+    big = torch.arange(1 << 19, dtype=torch.float32)  # 2 MiB: mapped
+    ours_pt.save_file({"big": big, "small": torch.ones(3)}, path)
+    before = path.read_bytes()
+    with ours.safe_open(path, framework=framework) as f:
+        one, two = f.get_tensor("big"), f.get_tensor("big")
+        assert _maps(path) >= 2  # one mapping each, no copy
+        everything = f.get_tensors()
+    for t in (one, everything["big"], everything["small"]):
+        t[:2] = -7  # writable, after the file is closed
+    assert path.read_bytes() == before  # writes never reach the file
+    assert two[:2].tolist() == [0.0, 1.0]  # nor another call's tensor
+    assert everything["small"].tolist() == [-7.0, -7.0, 1.0]
+    with ours.safe_open(path, framework=framework, backend="pread") as f:
+        copied = f.get_tensor("big")
+    assert copied[5].item() == 5.0
+    path.unlink()  # the mappings outlive the file's name
+    assert two[-1].item() == float((1 << 19) - 1) and one[2].item() == 2.0
+    del one, two, everything, f, t
+    gc.collect()
+    assert _maps(path) == 0 and _maps(f"{path} (deleted)") == 0
 
 
 def test_loaded_tensors_are_owned_copies(tmp_path):

@@ -33,6 +33,7 @@ mod writer;
 
 pub use crate::{
     error::{Error, ErrorKind, Result},
+    mmap::PrivateMap,
     reader::{ReadOptions, Reader, TensorRef},
     sharded::{save_sharded, write_index, ShardedReader, INDEX_SUFFIX},
     writer::{save, WriteOptions, Writer},

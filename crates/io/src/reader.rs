@@ -284,6 +284,55 @@ impl Reader {
         Ok(&map.bytes()[t.file_offset as usize..(t.file_offset + (end - start)) as usize])
     }
 
+    /// Maps the data blob copy-on-write: the fastest way to load a whole
+    /// warm file into memory the caller may write to, since the pages stay
+    /// the page cache's until written, with no copy and no fresh memory.
+    /// Tensor `t`'s bytes are at `t.info.data_offsets` in the result, at an
+    /// address aligned as [`TensorRef::is_aligned`] says.
+    ///
+    /// # Safety
+    /// The file must not be truncated or modified in place while the
+    /// mapping lives: pages not yet written see the change, and a truncation
+    /// makes access to them kill the process with SIGBUS. A file replaced by
+    /// a rename (as our writers do) is safe. Owned reads ([`Reader::read`])
+    /// have no such condition.
+    ///
+    /// # Errors
+    /// - `InvalidInput` for a compressed file (its blob must be decompressed:
+    ///   use [`Reader::read`] or [`Reader::bytes`]).
+    /// - `Io` if the file cannot be mapped or changed size since it was opened.
+    pub unsafe fn map_private(&self) -> Result<crate::PrivateMap> {
+        let (start, end) = (self.head.data_start, self.head.data_end);
+        // SAFETY: forwarded to the caller (see `# Safety`).
+        unsafe { self.map_range(start, end - start) }
+    }
+
+    /// Maps one tensor's bytes copy-on-write, as [`Reader::map_private`]
+    /// does the whole blob.
+    ///
+    /// # Safety
+    /// As [`Reader::map_private`].
+    ///
+    /// # Errors
+    /// As [`Reader::map_private`], and `TensorNotFound`.
+    pub unsafe fn map_tensor_private(&self, name: &str) -> Result<crate::PrivateMap> {
+        let t = self.tensor(name)?;
+        // SAFETY: forwarded to the caller (see `# Safety`).
+        unsafe { self.map_range(t.file_offset, t.info.byte_len()) }
+    }
+
+    /// # Safety
+    /// As [`Reader::map_private`].
+    unsafe fn map_range(&self, start: u64, len: u64) -> Result<crate::PrivateMap> {
+        let doing = "cannot map";
+        if self.is_compressed() {
+            return Err(Error::input("the data blob is compressed: it cannot be mapped", &self.path, doing));
+        }
+        // SAFETY: forwarded to the caller (see `# Safety`).
+        unsafe { crate::PrivateMap::map(&self.file, self.file_len, start, len) }
+            .map_err(|e| Error::io(e, &self.path, doing))
+    }
+
     /// Reads the tensor's bytes into `buf`, which must be exactly as long as
     /// the tensor. Uses positioned reads, never the mapping.
     ///

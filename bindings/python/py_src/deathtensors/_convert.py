@@ -120,6 +120,13 @@ def view(framework: str, dtype: str, shape: list[int], region: Any) -> Any:
     raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")
 
 
+# Tensors of at least this many bytes are loaded as copy-on-write mappings
+# of their own (one mmap call, no copy); smaller ones are read into fresh
+# memory, which costs less than a mapping and keeps the process's count of
+# mappings (vm.max_map_count, 65530 by default on Linux) low.
+MAP_MIN = 1 << 20
+
+
 def from_arena(framework: str, info: tuple, arena: Any) -> Any:
     """A tensor viewing its bytes in a buffer holding the whole data blob
     (copied when not aligned for its dtype, as in deathtensors 0.3.0 files)."""

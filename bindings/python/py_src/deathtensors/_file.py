@@ -107,9 +107,10 @@ def save_file(
 class DtFile:
     """An open deathtensors (or safetensors) file.
 
-    Opening reads only the header. Tensors are read when asked for, as
-    copies the caller owns (``get_tensor``) or zero-copy read-only views of
-    the mapped file (``get_tensor_view``, ``get_buffer``).
+    Opening reads only the header. Tensors are read when asked for: as
+    tensors the caller owns (``get_tensor``: copy-on-write views of the
+    mapped file, or copies with ``copy=True``) or as zero-copy read-only
+    views of the mapped file (``get_tensor_view``, ``get_buffer``).
     """
 
     def __init__(self, path: PathLike, verify: bool = False) -> None:
@@ -192,46 +193,74 @@ class DtFile:
         (zero-copy; see :meth:`get_tensor_view` for the trade-off)."""
         return memoryview(self._reader.region(name))
 
-    def get_tensor(self, name: str, framework: str = "torch", verify: bool = False) -> Any:
+    def get_tensor(self, name: str, framework: str = "torch", verify: bool = False, copy: bool = False) -> Any:
         """The tensor as a torch tensor (default) or numpy array that the
-        caller owns: writable, independent of the file, valid after close().
-        With ``verify``, its bytes are checked against its digest."""
+        caller owns: writable, writes never reach the file, valid after
+        close().
+
+        A large tensor (1 MiB or more) is by default a copy-on-write mapping
+        of its bytes in the file: loading copies nothing, and the kernel
+        copies a page only when it is first written. Every call maps anew, so
+        two calls never share memory. Like any mapping, it sees another
+        program truncating or rewriting the file in place (a truncation
+        raises SIGBUS on access); files replaced by a rename, as ours are,
+        are safe. ``copy=True`` reads the bytes into fresh memory instead,
+        detached from the file, as is done for small tensors. ``verify=True``
+        checks the bytes against the tensor's digest, and implies a copy, so
+        that the bytes checked are the bytes returned.
+        """
         info = self._reader.info(name)
-        if info[2][1] == info[2][0]:
+        dtype, shape, (start, end), aligned = info[0], info[1], info[2], info[6]
+        if end == start:
             if verify:
                 self._reader.verify_tensor(name)
             return _convert.from_arena(framework, info, b"")
-        # A fresh aligned buffer holding just this tensor: offsets from 0.
-        dtype, shape, (start, end) = info[0], info[1], info[2]
-        arena = self._reader.read_tensor(name, verify)
+        arena = None
+        if not (copy or verify) and aligned and end - start >= _convert.MAP_MIN and not self._reader.is_compressed():
+            try:
+                arena = self._reader.map_tensor(name)
+            except OSError:
+                arena = None  # out of mappings, say: read it instead
+        if arena is None:
+            # A fresh aligned buffer holding just this tensor.
+            arena = self._reader.read_tensor(name, verify)
         return _convert.from_arena(framework, (dtype, shape, (0, end - start), None, None, 0, True), arena)
 
     def get_tensor_view(self, name: str, framework: str = "torch") -> Any:
-        """A zero-copy, read-only view of the tensor in the mapped file.
+        """A zero-copy, read-only view of the tensor in the shared mapping of
+        the file.
 
         Trade-off: no copy and no extra memory, but the file must not be
         modified or truncated while the view lives (a truncated mapping
         kills the process with SIGBUS on access). A tensor whose bytes are
         not aligned for its dtype (files by deathtensors 0.3.0) is copied.
+        :meth:`get_tensor` is as cheap and gives a writable tensor.
         """
         dtype, shape, _, _, _, _, aligned = self._reader.info(name)
         if not aligned:
             return self.get_tensor(name, framework)
         return _convert.view(framework, dtype, list(shape), self._reader.region(name))
 
-    def get_tensors(self, framework: str = "torch") -> Dict[str, Any]:
-        """Every tensor, in memory the caller owns (writable, independent of
-        the file, valid after close()).
+    def get_tensors(self, framework: str = "torch", copy: bool = False) -> Dict[str, Any]:
+        """Every tensor, by name in file order, in memory the caller owns
+        (writable, writes never reach the file, valid after close()).
 
-        The whole data blob is read at once, with parallel reads, into one
-        fresh buffer, and the tensors are views into it: one allocation and
-        a few large reads instead of one of each per tensor. The buffer is
-        freed when the last of these tensors is.
+        By default the tensors are views of one copy-on-write mapping of the
+        file's data (a new one each call), with the properties and the one
+        caveat given in :meth:`get_tensor`: loading copies nothing. With
+        ``copy=True`` (and for compressed files) the whole data blob is read
+        at once, with parallel reads, into one fresh buffer detached from the
+        file, and the tensors are views into it. Either buffer is freed when
+        the last of its tensors is. Tensors whose bytes are not aligned for
+        their dtype (files by deathtensors 0.3.0) are copied.
         """
         names = self._reader.keys()
         if not names:
             return {}
-        arena = self._reader.read_all()
+        if copy or self._reader.is_compressed():
+            arena = self._reader.read_all()
+        else:
+            arena = self._reader.map_all()
         return {name: _convert.from_arena(framework, self._reader.info(name), arena) for name in names}
 
     # -- integrity ----------------------------------------------------------

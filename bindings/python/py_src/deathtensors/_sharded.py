@@ -118,14 +118,16 @@ class ShardedFile:
     def get_bytes(self, name: str) -> bytes:
         return self._file(name).get_bytes(name)
 
-    def get_tensor(self, name: str, framework: str = "torch", verify: bool = False) -> Any:
-        return self._file(name).get_tensor(name, framework, verify)
+    def get_tensor(self, name: str, framework: str = "torch", verify: bool = False, copy: bool = False) -> Any:
+        """As :meth:`DtFile.get_tensor`, from the shard holding ``name``."""
+        return self._file(name).get_tensor(name, framework, verify, copy)
 
     def get_tensor_view(self, name: str, framework: str = "torch") -> Any:
         return self._file(name).get_tensor_view(name, framework)
 
-    def get_tensors(self, framework: str = "torch") -> Dict[str, Any]:
-        return {name: self.get_tensor(name, framework) for name in self.keys()}
+    def get_tensors(self, framework: str = "torch", copy: bool = False) -> Dict[str, Any]:
+        """Every tensor of every shard, as :meth:`DtFile.get_tensors`."""
+        return {name: self.get_tensor(name, framework, copy=copy) for name in self.keys()}
 
     def verify(self) -> bool:
         """Check that index and shards agree and every shard checksum."""

@@ -227,3 +227,67 @@ fn chunked_streaming_copy_matches_save() {
     let mut buf = [0u8; 4];
     assert!(reader.read_range_into("t.U8", 14, &mut buf).is_err(), "range past the tensor must fail");
 }
+
+#[test]
+fn private_map_reads_every_tensor_and_never_writes_the_file() {
+    let dir = crate::scratch("private-map");
+    let corpus = corpus();
+    for (format, checksum) in [(Format::Deathtensors, true), (Format::Safetensors, false)] {
+        let path = dir.join(format!("{format:?}"));
+        let corpus: Vec<_> =
+            corpus.iter().filter(|(s, _)| format == Format::Deathtensors || s.dtype != Dtype::C128).cloned().collect();
+        let options = WriteOptions { format, checksum, durable: false, ..WriteOptions::default() };
+        save(&path, borrowed(&corpus), &options).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let reader = Reader::open(&path).unwrap();
+        // SAFETY: this test alone uses the file.
+        let mut map = unsafe { reader.map_private() }.unwrap();
+        assert_eq!(map.len() as u64, reader.header().data_len());
+        for (spec, bytes) in &corpus {
+            let (start, end) = reader.tensor(&spec.name).unwrap().info.data_offsets;
+            assert_eq!(&map.as_slice()[start as usize..end as usize], &bytes[..], "{}", spec.name);
+        }
+        // Each tensor on its own, in a mapping of its own.
+        let mut singles = Vec::new();
+        for (spec, bytes) in &corpus {
+            // SAFETY: as above.
+            let one = unsafe { reader.map_tensor_private(&spec.name) }.unwrap();
+            assert_eq!(one.as_slice(), &bytes[..], "{}", spec.name);
+            assert_eq!(one.as_slice().as_ptr() as u64 % 64, reader.tensor(&spec.name).unwrap().file_offset % 64);
+            singles.push(one);
+        }
+        // Writes land in their own mapping only.
+        map.as_mut_slice().fill(0xA5);
+        assert!(map.as_slice().iter().all(|&b| b == 0xA5));
+        for ((spec, bytes), one) in corpus.iter().zip(&singles) {
+            assert_eq!(one.as_slice(), &bytes[..], "{}", spec.name);
+        }
+        drop(map);
+        drop(singles);
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+        if checksum {
+            reader.verify().unwrap();
+        }
+    }
+}
+
+#[test]
+fn private_map_refuses_compressed_and_resized_files() {
+    let path = crate::testdata().join("valid/deathtensors-0.3.0/all_dtypes_zstd_checksum.deathtensors");
+    let reader = Reader::open(&path).unwrap();
+    // SAFETY: the fixture is not modified.
+    let err = unsafe { reader.map_private() }.unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::InvalidInput(_)), "{err}");
+    assert!(err.to_string().contains("compressed"), "{err}");
+
+    let dir = crate::scratch("private-map-resized");
+    let path = dir.join("m.dt");
+    let weight = pattern(1, 64);
+    let options = WriteOptions { durable: false, ..WriteOptions::default() };
+    save(&path, vec![(TensorSpec::new("w", Dtype::F32, [16]), &weight[..])], &options).unwrap();
+    let reader = Reader::open(&path).unwrap();
+    std::fs::OpenOptions::new().append(true).open(&path).unwrap().set_len(reader.file_len() - 8).unwrap();
+    // SAFETY: the file is not modified while mapped (the map is refused).
+    let err = unsafe { reader.map_private() }.unwrap_err();
+    assert!(err.to_string().contains("changed size"), "{err}");
+}

@@ -1,10 +1,16 @@
 """``safe_open``: safetensors 0.8.0's lazy reader, over ``deathtensors._native.Reader``.
 
 The header is parsed and validated by the deathtensors core. Every tensor
-returned is a fresh, writable copy that the caller owns (read with the GIL
-released), never a view of the mapping, so the file can be replaced or
-deleted while the tensors live. With the ``mmap`` backend, slices copy only
-the bytes they select; with ``pread``, the tensor is read, then sliced.
+returned is writable and the caller's: writes never reach the file, and it
+stays valid after the file is closed, replaced or deleted. With the ``mmap``
+backend (the default) a tensor is a copy-on-write view of the mapped file,
+as safetensors' torch tensors are: loading copies nothing, and the kernel
+copies a page when it is first written (small tensors, under 1 MiB, are
+copied when read one at a time). Unlike safetensors, two calls for the same
+tensor never share memory. Like any mapping, it sees another
+program truncating or rewriting the file in place (a truncation raises
+SIGBUS on access). With ``pread``, every tensor is a fresh copy (read with
+the GIL released). Slices copy only the bytes they select.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, Union
 
 from .. import _dtypes, _native
+from .._convert import MAP_MIN
 from ..errors import DeathTensorsError, TensorNotFoundError
 from . import _slicing
 from ._errors import SafetensorError
@@ -279,6 +286,8 @@ class safe_open:
         importlib.import_module({"pytorch": "torch", "paddle": "paddle"}.get(self._framework, "numpy"))
         self._reader = open_reader(path, mmap=self._backend == "mmap")
         self._keys: Optional[list[str]] = None
+        # Whether tensors are copy-on-write mappings rather than copies.
+        self._mapping_ok = self._backend == "mmap" and not self._reader.is_compressed()
 
     def _open(self) -> Any:
         reader = self._reader
@@ -316,18 +325,53 @@ class safe_open:
         except TensorNotFoundError:
             raise SafetensorError(f"File does not contain tensor {name}") from None
 
-    def get_tensor(self, name: str) -> Any:
-        """The tensor `name`, a copy the caller owns, on the device asked for."""
+    def _mapped(self, reader: Any, name: str, nbytes: int, blob: Any = None) -> Any:
+        """The tensor's bytes as a 1-D uint8 copy-on-write view: of `blob`
+        (the data blob's mapping) when given, else of a mapping of its own
+        for a large tensor. None when they must be read instead (``pread``
+        backend, compressed file, bytes not aligned for their dtype, small
+        tensor, no bytes, or out of mappings)."""
+        if not self._mapping_ok:
+            return None
+        _, _, (start, _), _, _, _, aligned = reader.info(name)
+        if not (aligned and nbytes):
+            return None
+        if blob is None:
+            if nbytes < MAP_MIN:
+                return None
+            try:
+                blob, start = reader.map_tensor(name), 0
+            except OSError:
+                return None
+        if self._framework == "pytorch":
+            import torch
+
+            return torch.frombuffer(blob, dtype=torch.uint8, count=nbytes, offset=start)
+        import numpy as np
+
+        return np.frombuffer(blob, dtype=np.uint8, count=nbytes, offset=start)
+
+    def get_tensor(self, name: str, _blob: Any = None) -> Any:
+        """The tensor `name`, the caller's (see the module's doc), on the
+        device asked for."""
         reader, code, shape = self._lookup(name)
-        raw = _read(reader, name, reader.nbytes(name), self._framework)
+        nbytes = reader.nbytes(name)
+        raw = self._mapped(reader, name, nbytes, _blob)
+        if raw is None:
+            raw = _read(reader, name, nbytes, self._framework)
         return from_bytes(self._framework, self._device, code, shape, raw)
 
     def get_tensors(self) -> dict[str, Any]:
-        """Every tensor, by name, in file order. Large files are read by a
-        few threads at once: the copies run without the GIL, and filling
-        fresh memory is bound by page faults, which parallelise."""
+        """Every tensor, by name, in file order. Mapped (the default), they
+        are views of one copy-on-write mapping of the data, and nothing is
+        copied. Otherwise large files are read by a few threads at once: the
+        copies run without the GIL, and filling fresh memory is bound by
+        page faults, which parallelise."""
         names = self.offset_keys()
         reader = self._open()
+        if self._mapping_ok:
+            blob = reader.map_all()
+            return {name: self.get_tensor(name, blob) for name in names}
         workers = min(_READ_THREADS, os.cpu_count() or 1, len(names))
         if workers < 2 or sum(reader.nbytes(n) for n in names) < _PARALLEL_BYTES:
             return {name: self.get_tensor(name) for name in names}
