@@ -36,7 +36,7 @@ pub(crate) fn parse(json: &[u8], format: Format, limits: &Limits) -> Result<RawH
     // must be escaped; outside, only space, tab, CR and LF are whitespace).
     // Checked here so both backends agree: simd-json lets a NUL pass after
     // a number.
-    if let Some(i) = json.iter().position(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')) {
+    if let Some(i) = first_control(json) {
         let message = alloc::format!("control character {:#04x} outside an escape", json[i]);
         return Err(Error::at(ErrorKind::InvalidJson { message: message.into() }, i as u64));
     }
@@ -51,6 +51,33 @@ pub(crate) fn parse(json: &[u8], format: Format, limits: &Limits) -> Result<RawH
         return Ok(raw);
     }
     parse_full(json, format, limits)
+}
+
+/// Whether `b` is a control character that JSON allows nowhere raw.
+fn is_control(b: u8) -> bool {
+    b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r')
+}
+
+/// The index of the first control character (other than JSON's whitespace)
+/// in `json`. Eight bytes at a time: words with no byte below 0x20 (all of
+/// them, in the headers writers produce) are skipped with one test.
+fn first_control(json: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_le_bytes([1; 8]);
+    const HIGH: u64 = u64::from_le_bytes([0x80; 8]);
+    let mut words = json.chunks_exact(8);
+    for (k, word) in words.by_ref().enumerate() {
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(word);
+        let v = u64::from_le_bytes(eight);
+        // Exact for "some byte is below 0x20"; whitespace is told apart below.
+        if v.wrapping_sub(ONES * 0x20) & !v & HIGH != 0 {
+            if let Some(i) = word.iter().position(|&b| is_control(b)) {
+                return Some(k * 8 + i);
+            }
+        }
+    }
+    let rest = words.remainder();
+    rest.iter().position(|&b| is_control(b)).map(|i| json.len() - rest.len() + i)
 }
 
 /// The full decoder: serde visitors that see every key and value and
@@ -927,5 +954,34 @@ impl<'de> Visitor<'de> for MetaValueSeed<'_, '_> {
     }
     fn visit_map<A: MapAccess<'de>>(self, _: A) -> core::result::Result<String, A::Error> {
         Err(self.not_string())
+    }
+}
+
+#[cfg(test)]
+mod control_tests {
+    use super::{first_control, is_control};
+
+    #[test]
+    fn first_control_agrees_with_a_plain_scan() {
+        let naive = |b: &[u8]| b.iter().position(|&c| is_control(c));
+        for len in 0..40 {
+            for fill in [b'a', b' ', b'\t', b'\n', b'\r', 0x7f, 0x80, 0xff, 0x20, 0x21] {
+                let mut bytes = alloc::vec![fill; len];
+                assert_eq!(first_control(&bytes), naive(&bytes));
+                for at in 0..len {
+                    for special in [0x00, 0x01, 0x08, 0x0b, 0x1f, b'\t', b'\n', b'\r'] {
+                        bytes[at] = special;
+                        assert_eq!(first_control(&bytes), naive(&bytes), "{bytes:?}");
+                        // A later control must not win over an earlier one.
+                        if at + 3 < len {
+                            bytes[at + 3] = 0x01;
+                            assert_eq!(first_control(&bytes), naive(&bytes), "{bytes:?}");
+                            bytes[at + 3] = fill;
+                        }
+                        bytes[at] = fill;
+                    }
+                }
+            }
+        }
     }
 }
