@@ -9,9 +9,9 @@
 use std::hint::black_box;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use deathtensors_format::{Dtype, TensorSpec};
 use deathtensors_io::{save, Reader, WriteOptions};
 
@@ -199,12 +199,18 @@ fn suite(c: &mut Criterion, label: &str, m: &Model) {
     let mut g = c.benchmark_group(format!("{label}/write"));
     g.throughput(Throughput::Bytes(m.bytes));
     g.sample_size(10);
+    g.sampling_mode(SamplingMode::Flat);
     let out = dir.join(format!("{label}-out"));
-    g.bench_function("ours", |b| b.iter(|| save(&out, ours(m), &nondurable).unwrap()));
-    g.bench_function("safetensors", |b| b.iter(|| safetensors::serialize_to_file(st_views(m), None, &out).unwrap()));
-    g.bench_function("ours durable", |b| b.iter(|| save(&out, ours(m), &WriteOptions::default()).unwrap()));
+    let checksum = WriteOptions { checksum: true, durable: false, ..WriteOptions::default() };
+    g.bench_function("ours", |b| clean_writes(b, &out, || drop(save(&out, ours(m), &nondurable).unwrap())));
+    g.bench_function("safetensors", |b| {
+        clean_writes(b, &out, || safetensors::serialize_to_file(st_views(m), None, &out).unwrap())
+    });
+    g.bench_function("ours durable", |b| {
+        clean_writes(b, &out, || drop(save(&out, ours(m), &WriteOptions::default()).unwrap()))
+    });
     g.bench_function("fsync'd write baseline", |b| {
-        b.iter(|| {
+        clean_writes(b, &out, || {
             let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&out).unwrap());
             for (_, d) in &m.tensors {
                 f.write_all(d).unwrap();
@@ -212,11 +218,7 @@ fn suite(c: &mut Criterion, label: &str, m: &Model) {
             f.into_inner().unwrap().sync_all().unwrap();
         })
     });
-    g.bench_function("ours checksum", |b| {
-        b.iter(|| {
-            save(&out, ours(m), &WriteOptions { checksum: true, durable: false, ..WriteOptions::default() }).unwrap()
-        })
-    });
+    g.bench_function("ours checksum", |b| clean_writes(b, &out, || drop(save(&out, ours(m), &checksum).unwrap())));
     g.bench_function("sha256 single-core baseline", |b| {
         b.iter(|| {
             let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
@@ -237,6 +239,26 @@ fn suite(c: &mut Criterion, label: &str, m: &Model) {
     g.bench_function("ours all", |b| b.iter(|| r.verify().unwrap()));
     g.finish();
     let _ = std::fs::remove_file(&out);
+}
+
+/// Times `write` from a clean state each time: the previous output removed
+/// and all dirty pages written back first (neither timed). Each write then
+/// pays for itself, not for the writeback backlog of the iterations before
+/// it (back to back, 1 GiB writes hit the kernel's dirty-page throttling,
+/// and a save replacing a file frees the old one's page cache), and every
+/// implementation starts from the same state.
+fn clean_writes(b: &mut criterion::Bencher<'_>, out: &Path, mut write: impl FnMut()) {
+    b.iter_custom(|iters| {
+        let mut total = Duration::ZERO;
+        for _ in 0..iters {
+            let _ = std::fs::remove_file(out);
+            rustix::fs::sync();
+            let start = Instant::now();
+            write();
+            total += start.elapsed();
+        }
+        total
+    })
 }
 
 fn benches(c: &mut Criterion) {

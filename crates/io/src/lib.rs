@@ -28,6 +28,7 @@ mod hash;
 mod mmap;
 mod pread;
 mod reader;
+mod sha_lanes;
 mod sharded;
 mod writer;
 
