@@ -1,7 +1,6 @@
 //! SHA-256: the footer (one sequential pass) and per-tensor digests (all cores).
 
 use std::fs::File;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ring::digest::{Context, SHA256};
 
@@ -62,52 +61,4 @@ pub(crate) fn sha256_file_range(
 /// Number of worker threads for parallel hashing.
 pub(crate) fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// Runs `job(i)` for every `i` in `0..n` on all cores, biggest first (by
-/// `size(i)`), and returns the results in index order. Stops early on the
-/// first error.
-pub(crate) fn parallel<T, E, F>(n: usize, size: impl Fn(usize) -> u64, job: F) -> Result<Vec<T>, E>
-where
-    T: Send + Default + Clone,
-    E: Send,
-    F: Fn(usize) -> Result<T, E> + Sync,
-{
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(size(i)));
-    let workers = threads().min(n.max(1));
-    let next = AtomicUsize::new(0);
-    let failed = std::sync::atomic::AtomicBool::new(false);
-    let results: Vec<Result<Vec<(usize, T)>, E>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        if failed.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        let k = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&i) = order.get(k) else { break };
-                        match job(i) {
-                            Ok(v) => out.push((i, v)),
-                            Err(e) => {
-                                failed.store(true, Ordering::Relaxed);
-                                return Err(e);
-                            }
-                        }
-                    }
-                    Ok(out)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
-    });
-    let mut all = vec![T::default(); n];
-    for r in results {
-        for (i, v) in r? {
-            all[i] = v;
-        }
-    }
-    Ok(all)
 }

@@ -14,39 +14,175 @@
 //! On CPUs without the extensions (and on other architectures) each input
 //! is hashed by `ring`, one per core.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::fs::File;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::hash::CHUNK;
+use crate::pread::read_exact_at;
+
+/// An input to hash: bytes in memory, or a range of a file, read in chunks
+/// of [`CHUNK`] bytes with positioned reads.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Input<'a> {
+    Bytes(&'a [u8]),
+    File { file: &'a File, offset: u64, len: u64 },
+}
+
+impl Input<'_> {
+    fn len(&self) -> u64 {
+        match *self {
+            Input::Bytes(b) => b.len() as u64,
+            Input::File { len, .. } => len,
+        }
+    }
+}
+
+/// Digests by input index, as one worker found them.
+type Found = Vec<(usize, [u8; 32])>;
 
 /// The SHA-256 of every input, in input order, on all cores.
-pub(crate) fn digests(inputs: &[&[u8]]) -> Vec<[u8; 32]> {
+///
+/// # Errors
+/// The first read error of a file input.
+pub(crate) fn digests(inputs: &[Input<'_>]) -> std::io::Result<Vec<[u8; 32]>> {
+    digests_with(inputs, &|_| {})
+}
+
+/// [`digests`], calling `progress` with the number of bytes hashed as the
+/// work goes (from any thread).
+///
+/// # Errors
+/// As [`digests`].
+pub(crate) fn digests_with(inputs: &[Input<'_>], progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Vec<[u8; 32]>> {
     // Biggest first, so that no core is left with a large input at the end.
     let mut order: Vec<usize> = (0..inputs.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].len()));
     let next = AtomicUsize::new(0);
-    let take = || order.get(next.fetch_add(1, Ordering::Relaxed)).copied();
+    let failed = AtomicBool::new(false);
+    let take = || {
+        if failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        order.get(next.fetch_add(1, Ordering::Relaxed)).copied()
+    };
     let workers = crate::hash::threads().min(inputs.len()).max(1);
-    let mut out = vec![[0u8; 32]; inputs.len()];
-    let found: Vec<Vec<(usize, [u8; 32])>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers).map(|_| s.spawn(|| worker(inputs, &take))).collect();
+    let found: Vec<std::io::Result<Found>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let r = worker(inputs, &take, progress);
+                    if r.is_err() {
+                        failed.store(true, Ordering::Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
     });
-    for (i, d) in found.into_iter().flatten() {
-        out[i] = d;
+    let mut out = vec![[0u8; 32]; inputs.len()];
+    for part in found {
+        for (i, d) in part? {
+            out[i] = d;
+        }
     }
-    out
+    Ok(out)
 }
 
 /// Hashes inputs taken from `take` until there are none left.
-fn worker(inputs: &[&[u8]], take: &(dyn Fn() -> Option<usize> + Sync)) -> Vec<(usize, [u8; 32])> {
+fn worker(
+    inputs: &[Input<'_>],
+    take: &(dyn Fn() -> Option<usize> + Sync),
+    progress: &(dyn Fn(u64) + Sync),
+) -> std::io::Result<Found> {
     #[cfg(target_arch = "x86_64")]
     if x86::available() {
-        return x86::worker(inputs, take);
+        return x86::worker(inputs, take, progress);
     }
-    one_at_a_time(inputs, take)
+    one_at_a_time(inputs, take, progress)
 }
 
 /// The portable path: one input after the other, with `ring`.
-fn one_at_a_time(inputs: &[&[u8]], take: &(dyn Fn() -> Option<usize> + Sync)) -> Vec<(usize, [u8; 32])> {
-    std::iter::from_fn(take).map(|i| (i, crate::hash::sha256(inputs[i]))).collect()
+fn one_at_a_time(
+    inputs: &[Input<'_>],
+    take: &(dyn Fn() -> Option<usize> + Sync),
+    progress: &(dyn Fn(u64) + Sync),
+) -> std::io::Result<Found> {
+    let mut buf = Vec::new();
+    std::iter::from_fn(take)
+        .map(|i| {
+            let digest = match inputs[i] {
+                Input::Bytes(b) => {
+                    let d = crate::hash::sha256(b);
+                    progress(b.len() as u64);
+                    d
+                }
+                Input::File { file, offset, len } => {
+                    crate::hash::sha256_file_range(file, offset, len, &mut buf, &mut |n| progress(n))?
+                }
+            };
+            Ok((i, digest))
+        })
+        .collect()
+}
+
+/// One input being hashed: its chaining value, and the bytes at hand (all
+/// of a `Bytes` input, the last chunk read of a `File` input).
+#[cfg(any(target_arch = "x86_64", test))]
+struct Lane<'a> {
+    index: usize,
+    input: Input<'a>,
+    state: [u32; 8],
+    /// Bytes of the input loaded so far (read, or all of `Bytes`).
+    loaded: u64,
+    /// The chunk buffer of a `File` input.
+    buf: Vec<u8>,
+    /// The unhashed bytes at hand: `pos..end` of the input's bytes or of `buf`.
+    pos: usize,
+    end: usize,
+}
+
+#[cfg(any(target_arch = "x86_64", test))]
+impl<'a> Lane<'a> {
+    fn new(index: usize, input: Input<'a>, buf: Vec<u8>) -> Lane<'a> {
+        let (loaded, end) = match input {
+            Input::Bytes(b) => (b.len() as u64, b.len()),
+            Input::File { .. } => (0, 0),
+        };
+        Lane { index, input, state: INITIAL, loaded, buf, pos: 0, end }
+    }
+
+    /// The chaining value and the bytes at hand, borrowed together.
+    fn parts(&mut self) -> (&mut [u32; 8], &[u8]) {
+        let data = match self.input {
+            Input::Bytes(b) => b,
+            Input::File { .. } => &self.buf[..],
+        };
+        (&mut self.state, &data[self.pos..self.end])
+    }
+
+    fn full_blocks(&self) -> usize {
+        (self.end - self.pos) / 64
+    }
+
+    /// Reads the next chunk when the bytes at hand are used up; false when
+    /// the input has no more bytes to load (only its tail is left).
+    fn refill(&mut self) -> std::io::Result<bool> {
+        let Input::File { file, offset, len } = self.input else { return Ok(false) };
+        if self.loaded == len {
+            return Ok(false);
+        }
+        // Chunks are whole blocks, so nothing is left over between them.
+        debug_assert_eq!(self.pos, self.end);
+        let n = (len - self.loaded).min(CHUNK as u64) as usize;
+        if self.buf.len() < n {
+            self.buf.resize(n, 0);
+        }
+        read_exact_at(file, &mut self.buf[..n], offset + self.loaded)?;
+        self.loaded += n as u64;
+        (self.pos, self.end) = (0, n);
+        Ok(true)
+    }
 }
 
 /// The state of SHA-256 before any input (FIPS 180-4, 5.3.3).
@@ -72,7 +208,7 @@ fn padding(tail: &[u8], len: u64) -> ([u8; 128], usize) {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{padding, INITIAL};
+    use super::{padding, Found, Input, Lane, INITIAL};
 
     /// The round constants (FIPS 180-4, 4.2.2).
     const K: [u32; 64] = [
@@ -91,52 +227,53 @@ mod x86 {
         is_x86_feature_detected!("sha") && is_x86_feature_detected!("sse4.1") && is_x86_feature_detected!("ssse3")
     }
 
-    /// One input being hashed: its chaining value and what is left of it.
-    struct Lane<'a> {
-        index: usize,
-        state: [u32; 8],
-        rest: &'a [u8],
-        len: u64,
-    }
-
-    impl<'a> Lane<'a> {
-        fn new(index: usize, input: &'a [u8]) -> Lane<'a> {
-            Lane { index, state: INITIAL, rest: input, len: input.len() as u64 }
+    /// Hashes the padded tail of a lane and returns its digest and buffer.
+    fn finish(mut lane: Lane<'_>) -> ((usize, [u8; 32]), Vec<u8>) {
+        let len = lane.input.len();
+        let (state, tail) = lane.parts();
+        let (buf, blocks) = padding(tail, len);
+        let blocks = &buf.as_chunks::<64>().0[..blocks];
+        let mut idle = INITIAL;
+        // SAFETY: `worker` runs only where `available()` said yes.
+        unsafe { compress2(state, blocks, &mut idle, blocks) };
+        let mut out = [0u8; 32];
+        for (o, w) in out.chunks_exact_mut(4).zip(lane.state) {
+            o.copy_from_slice(&w.to_be_bytes());
         }
-
-        fn full_blocks(&self) -> usize {
-            self.rest.len() / 64
-        }
-
-        /// Hashes the padded tail and returns the digest.
-        fn finish(mut self) -> (usize, [u8; 32]) {
-            let (buf, blocks) = padding(self.rest, self.len);
-            let blocks = &buf.as_chunks::<64>().0[..blocks];
-            let mut idle = INITIAL;
-            // SAFETY: `worker` runs only where `available()` said yes.
-            unsafe { compress2(&mut self.state, blocks, &mut idle, blocks) };
-            let mut out = [0u8; 32];
-            for (o, w) in out.chunks_exact_mut(4).zip(self.state) {
-                o.copy_from_slice(&w.to_be_bytes());
-            }
-            (self.index, out)
-        }
+        ((lane.index, out), lane.buf)
     }
 
     /// Hashes inputs from `take`, two at a time.
-    pub(super) fn worker(inputs: &[&[u8]], take: &(dyn Fn() -> Option<usize> + Sync)) -> Vec<(usize, [u8; 32])> {
+    pub(super) fn worker(
+        inputs: &[Input<'_>],
+        take: &(dyn Fn() -> Option<usize> + Sync),
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> std::io::Result<Found> {
         let mut done = Vec::new();
         let mut lanes: [Option<Lane<'_>>; 2] = [None, None];
+        let mut spare: Vec<Vec<u8>> = Vec::new();
         loop {
-            for lane in &mut lanes {
-                // A lane with less than a block left is finished, and takes
-                // the next input.
-                while lane.as_ref().is_none_or(|l| l.full_blocks() == 0) {
-                    if let Some(l) = lane.take() {
-                        done.push(l.finish());
+            for slot in &mut lanes {
+                // A lane with less than a block at hand reads more, or is
+                // finished and takes the next input.
+                loop {
+                    if let Some(l) = slot {
+                        if l.full_blocks() > 0 {
+                            break;
+                        }
+                        if l.refill()? {
+                            continue;
+                        }
+                    }
+                    if let Some(l) = slot.take() {
+                        let tail = (l.end - l.pos) as u64;
+                        let (digest, buf) = finish(l);
+                        progress(tail);
+                        done.push(digest);
+                        spare.push(buf);
                     }
                     match take() {
-                        Some(i) => *lane = Some(Lane::new(i, inputs[i])),
+                        Some(i) => *slot = Some(Lane::new(i, inputs[i], spare.pop().unwrap_or_default())),
                         None => break,
                     }
                 }
@@ -145,22 +282,26 @@ mod x86 {
                 [Some(a), Some(b)] => {
                     // Both lanes advance by as many blocks as the shorter has.
                     let n = a.full_blocks().min(b.full_blocks()) * 64;
-                    let (ablocks, bblocks) = (a.rest[..n].as_chunks::<64>().0, b.rest[..n].as_chunks::<64>().0);
+                    let ((sa, da), (sb, db)) = (a.parts(), b.parts());
+                    let (ablocks, bblocks) = (da[..n].as_chunks::<64>().0, db[..n].as_chunks::<64>().0);
                     // SAFETY: `worker` runs only where `available()` said yes.
-                    unsafe { compress2(&mut a.state, ablocks, &mut b.state, bblocks) };
-                    a.rest = &a.rest[n..];
-                    b.rest = &b.rest[n..];
+                    unsafe { compress2(sa, ablocks, sb, bblocks) };
+                    a.pos += n;
+                    b.pos += n;
+                    progress(2 * n as u64);
                 }
                 [Some(l), None] | [None, Some(l)] => {
                     // The last input: one stream, the other lane idle.
                     let n = l.full_blocks() * 64;
-                    let blocks = l.rest[..n].as_chunks::<64>().0;
+                    let (state, data) = l.parts();
+                    let blocks = data[..n].as_chunks::<64>().0;
                     let mut idle = INITIAL;
                     // SAFETY: as above.
-                    unsafe { compress2(&mut l.state, blocks, &mut idle, blocks) };
-                    l.rest = &l.rest[n..];
+                    unsafe { compress2(state, blocks, &mut idle, blocks) };
+                    l.pos += n;
+                    progress(n as u64);
                 }
-                [None, None] => return done,
+                [None, None] => return Ok(done),
             }
         }
     }
@@ -260,17 +401,57 @@ mod tests {
         (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8).collect()
     }
 
+    fn ring(b: &[u8]) -> Vec<u8> {
+        ring::digest::digest(&ring::digest::SHA256, b).as_ref().to_vec()
+    }
+
+    /// Writes the inputs to `file`, back to back after a 7-byte prefix (so
+    /// that no range is aligned), and returns their (offset, length).
+    fn write_all(inputs: &[Vec<u8>], file: &File) -> Vec<(u64, u64)> {
+        use std::io::Write;
+        let mut f = file;
+        f.write_all(b"prefix!").unwrap();
+        let mut at = 7u64;
+        let mut ranges = Vec::new();
+        for v in inputs {
+            f.write_all(v).unwrap();
+            ranges.push((at, v.len() as u64));
+            at += v.len() as u64;
+        }
+        ranges
+    }
+
+    #[track_caller]
+    fn check(inputs: &[Vec<u8>], tag: &str) {
+        let as_bytes: Vec<Input<'_>> = inputs.iter().map(|v| Input::Bytes(v)).collect();
+        let dir = std::env::temp_dir().join(format!("dt-lanes-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = File::options().create(true).truncate(true).read(true).write(true).open(dir.join("f")).unwrap();
+        let ranges = write_all(inputs, &file);
+        let as_file: Vec<Input<'_>> =
+            ranges.iter().map(|&(offset, len)| Input::File { file: &file, offset, len }).collect();
+        // Mixed: even inputs from memory, odd ones from the file.
+        let mixed: Vec<Input<'_>> =
+            (0..inputs.len()).map(|i| if i % 2 == 0 { as_bytes[i] } else { as_file[i] }).collect();
+        for set in [&as_bytes, &as_file, &mixed] {
+            for (i, d) in digests(set).unwrap().iter().enumerate() {
+                assert_eq!(d.to_vec(), ring(&inputs[i]), "{tag}: input {i} of {} bytes", inputs[i].len());
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn the_portable_path_hashes_what_it_takes() {
         let inputs = [bytes(100, 1), bytes(0, 2), bytes(64, 3)];
-        let slices: Vec<&[u8]> = inputs.iter().map(|v| &v[..]).collect();
+        let slices: Vec<Input<'_>> = inputs.iter().map(|v| Input::Bytes(v)).collect();
         let next = AtomicUsize::new(0);
         let order = [2, 0, 1];
         let take = || order.get(next.fetch_add(1, Ordering::Relaxed)).copied();
-        let got = one_at_a_time(&slices, &take);
+        let got = one_at_a_time(&slices, &take, &|_| {}).unwrap();
         assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), order);
         for (i, d) in got {
-            assert_eq!(&d[..], ring::digest::digest(&ring::digest::SHA256, &inputs[i]).as_ref());
+            assert_eq!(d.to_vec(), ring(&inputs[i]));
         }
     }
 
@@ -290,22 +471,52 @@ mod tests {
         // hashed together, lanes pair inputs of different lengths and take
         // new inputs as others finish.
         let inputs: Vec<Vec<u8>> = (0..=300).map(|n| bytes(n, n as u8)).collect();
-        let slices: Vec<&[u8]> = inputs.iter().map(|v| &v[..]).collect();
-        for (i, d) in digests(&slices).iter().enumerate() {
-            assert_eq!(&d[..], ring::digest::digest(&ring::digest::SHA256, &inputs[i]).as_ref(), "length {i}");
-        }
+        check(&inputs, "lengths");
     }
 
     #[test]
     fn large_and_uneven_inputs_match_ring() {
-        let inputs = [bytes(3 << 20, 1), bytes(1, 2), bytes((1 << 20) + 63, 3), bytes(0, 4), bytes(5 << 20, 5)];
-        let slices: Vec<&[u8]> = inputs.iter().map(|v| &v[..]).collect();
-        for (i, d) in digests(&slices).iter().enumerate() {
-            assert_eq!(&d[..], ring::digest::digest(&ring::digest::SHA256, &inputs[i]).as_ref(), "input {i}");
-        }
-        assert!(digests(&[]).is_empty());
+        // Around the 1 MiB chunk of file inputs too.
+        let inputs = [
+            bytes(3 << 20, 1),
+            bytes(1, 2),
+            bytes((1 << 20) + 63, 3),
+            bytes(0, 4),
+            bytes(5 << 20, 5),
+            bytes(1 << 20, 6),
+            bytes((1 << 20) - 1, 7),
+            bytes((2 << 20) + 56, 8),
+        ];
+        check(&inputs, "large");
+        assert!(digests(&[]).unwrap().is_empty());
         // A known answer: SHA-256("abc").
-        let abc = digests(&[b"abc"])[0];
+        let abc = digests(&[Input::Bytes(b"abc")]).unwrap()[0];
         assert_eq!(crate::format::hex_digest(&abc), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    #[test]
+    fn progress_counts_every_byte_once() {
+        let inputs: Vec<Vec<u8>> =
+            [0, 1, 63, 64, 65, 1 << 20, (1 << 20) + 100, 5000].iter().map(|&n| bytes(n, 9)).collect();
+        let slices: Vec<Input<'_>> = inputs.iter().map(|v| Input::Bytes(v)).collect();
+        let seen = std::sync::atomic::AtomicU64::new(0);
+        digests_with(&slices, &|n| {
+            seen.fetch_add(n, Ordering::Relaxed);
+        })
+        .unwrap();
+        assert_eq!(seen.into_inner(), inputs.iter().map(|v| v.len() as u64).sum::<u64>());
+    }
+
+    #[test]
+    fn a_short_file_is_a_read_error() {
+        let dir = std::env::temp_dir().join(format!("dt-lanes-{}-short", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("f"), bytes(1000, 1)).unwrap();
+        let file = File::open(dir.join("f")).unwrap();
+        let inputs =
+            [Input::File { file: &file, offset: 0, len: 1000 }, Input::File { file: &file, offset: 500, len: 600 }];
+        let err = digests(&inputs).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof, "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

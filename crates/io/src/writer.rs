@@ -122,7 +122,8 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
         }
     }
     if options.checksum {
-        let digests = crate::sha_lanes::digests(&data);
+        let inputs: Vec<_> = data.iter().map(|b| crate::sha_lanes::Input::Bytes(b)).collect();
+        let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, path, DOING))?;
         for (spec, d) in specs.iter_mut().zip(digests) {
             spec.sha256 = Some(d);
         }

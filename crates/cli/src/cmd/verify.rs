@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::args::VerifyArgs;
 use crate::exit::{CheckFailed, ExitCode};
 use crate::out::{self, Out};
-use crate::{par, progress};
+use crate::progress;
 
 /// A digest that does not match: the tensor (or `None` for the footer), the
 /// file's byte range it covers, and the two digests.
@@ -89,32 +89,32 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         // The footer is one sequential pass, on its own thread while the
         // tensors are hashed on the other cores.
         let footer_job = footer.map(|_| s.spawn(|| reader.verify_footer_with(|n| bar.inc(n))));
-        let tensors = par::map(digested.len(), |i| {
-            let t = digested[i];
-            let result = reader.verify_tensor(&t.name);
-            bar.inc(t.byte_len());
-            match result {
-                Ok(()) => Ok(None),
-                Err(e) => match e.kind() {
-                    ErrorKind::TensorDigestMismatch { expected, actual, .. } => {
-                        let start = reader.tensor(&t.name)?.file_offset;
-                        Ok(Some(Mismatch {
+        // The digests: two streams per core where the CPU allows.
+        let names: Vec<&str> = digested.iter().map(|t| t.name.as_str()).collect();
+        let tensors = reader.compute_digests(&names, |n| bar.inc(n)).map(|actual| {
+            digested
+                .iter()
+                .zip(actual)
+                .filter_map(|(t, actual)| {
+                    let expected = t.sha256?;
+                    (actual != expected).then(|| {
+                        let start = reader.head().data_start + t.data_offsets.0;
+                        Mismatch {
                             tensor: Some(t.name.clone()),
                             range: (start, start + t.byte_len()),
-                            expected: *expected,
-                            actual: *actual,
-                        }))
-                    }
-                    _ => Err(anyhow::Error::new(e)),
-                },
-            }
+                            expected,
+                            actual,
+                        }
+                    })
+                })
+                .collect::<Vec<_>>()
         });
         let footer = footer_job.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         (footer, tensors)
     });
     bar.finish_and_clear();
 
-    let mut failures: Vec<Mismatch> = tensor_results?.into_iter().flatten().collect();
+    let mut failures: Vec<Mismatch> = tensor_results?;
     let footer_status = match (footer_result, footer) {
         (None, _) | (_, None) => "absent",
         (Some(Ok(())), _) => "ok",
