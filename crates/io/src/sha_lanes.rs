@@ -17,7 +17,9 @@
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::hash::CHUNK;
+/// The chunk a `File` input is read in: two lanes' chunks stay in a core's L2
+/// cache between the read that fills them and the hashing.
+const CHUNK: usize = 256 << 10;
 use crate::pread::read_exact_at;
 
 /// An input to hash: bytes in memory, or a range of a file, read in chunks
