@@ -478,7 +478,7 @@ mod tests {
 
     #[test]
     fn large_and_uneven_inputs_match_ring() {
-        // Around the 1 MiB chunk of file inputs too.
+        // Around the chunk size of file inputs too.
         let inputs = [
             bytes(3 << 20, 1),
             bytes(1, 2),
@@ -488,6 +488,10 @@ mod tests {
             bytes(1 << 20, 6),
             bytes((1 << 20) - 1, 7),
             bytes((2 << 20) + 56, 8),
+            bytes(CHUNK - 1, 9),
+            bytes(CHUNK, 10),
+            bytes(CHUNK + 1, 11),
+            bytes(3 * CHUNK + 64, 12),
         ];
         check(&inputs, "large");
         assert!(digests(&[]).unwrap().is_empty());
