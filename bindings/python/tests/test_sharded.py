@@ -24,6 +24,27 @@ def test_save_and_open_sharded(tmp_path):
         assert torch.equal(f2.get_tensor("model.layers.4.weight"), tensors["model.layers.4.weight"])
         assert f2.opened_shards() == 1
         assert f.get_tensors().keys() == tensors.keys()
+        for copy in (False, True):
+            loaded = f.get_tensors(copy=copy)
+            assert list(loaded) == f.keys()
+            assert all(torch.equal(loaded[k], v) for k, v in tensors.items())
+            loaded["model.layers.0.weight"] += 1  # writable, and the caller's
+            assert torch.equal(f.get_tensor("model.layers.0.weight"), tensors["model.layers.0.weight"])
+
+
+def test_index_placing_a_tensor_in_the_wrong_shard_is_named(tmp_path):
+    import shutil
+
+    src = TESTDATA / "valid/safetensors-0.8.0/sharded"
+    for p in src.iterdir():
+        shutil.copy(p, tmp_path / p.name)
+    index = tmp_path / "model.safetensors.index.json"
+    data = json.loads(index.read_text())
+    data["weight_map"]["model.layers.3.weight"] = "model-00001-of-00002.safetensors"
+    index.write_text(json.dumps(data))
+    with dt.open_sharded(index) as f:
+        with pytest.raises(dt.DeathTensorsError, match='"model.layers.3.weight" in this shard, which does not contain it'):
+            f.get_tensors(framework="numpy")
 
 
 def test_hugging_face_checkpoint(tmp_path, manifest):

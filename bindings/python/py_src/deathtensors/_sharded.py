@@ -126,8 +126,17 @@ class ShardedFile:
         return self._file(name).get_tensor_view(name, framework)
 
     def get_tensors(self, framework: str = "torch", copy: bool = False) -> Dict[str, Any]:
-        """Every tensor of every shard, as :meth:`DtFile.get_tensors`."""
-        return {name: self.get_tensor(name, framework, copy=copy) for name in self.keys()}
+        """Every tensor of every shard, as :meth:`DtFile.get_tensors` loads a
+        file: one mapping (or, with ``copy=True``, one read) per shard."""
+        by_shard: Dict[str, List[str]] = {}
+        for name in self.keys():
+            # The index checks that the shard holds the tensor.
+            by_shard.setdefault(os.fspath(self._index.shard_of(name)), []).append(name)
+        loaded: Dict[str, Any] = {}
+        for names in by_shard.values():
+            got = self._file(names[0]).get_tensors(framework, copy=copy)
+            loaded.update((name, got[name]) for name in names)
+        return {name: loaded[name] for name in self.keys()}
 
     def verify(self) -> bool:
         """Check that index and shards agree and every shard checksum."""
