@@ -5,7 +5,7 @@ use std::os::raw::c_int;
 use std::sync::{Arc, RwLock};
 
 use deathtensors_io::format::{hex_digest, Format, Metadata, TensorInfo};
-use deathtensors_io::{ErrorKind, Reader};
+use deathtensors_io::{ErrorKind, Reader, TensorRef};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
@@ -132,6 +132,20 @@ impl PyReader {
             t.is_aligned(),
         )
             .into_pyobject(py)
+    }
+
+    /// Every tensor in file order as `(name, dtype, shape, start, end,
+    /// aligned)`, offsets relative to the data blob: what loading them all
+    /// needs, in one call.
+    fn layout<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let r = self.get()?;
+        let data_start = r.head().data_start;
+        let items = r.header().tensors().iter().map(|t| {
+            let (start, end) = t.data_offsets;
+            let aligned = TensorRef { info: t, file_offset: data_start + start }.is_aligned();
+            (t.name.as_str(), t.dtype.name(), &t.shape[..], start, end, aligned)
+        });
+        PyList::new(py, items)
     }
 
     fn dtype(&self, py: Python<'_>, name: &str) -> PyResult<&'static str> {

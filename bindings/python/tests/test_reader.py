@@ -93,6 +93,24 @@ def test_get_tensor_is_owned_and_outlives_close(tmp_path):
         assert f.get_tensor("w").tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
 
 
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_get_tensors_matches_the_manifest_for_every_fixture(manifest, framework):
+    # Whole-file loads: misaligned tensors (0.3.0 files), F4, empty tensors,
+    # compressed blobs, both formats.
+    checked = 0
+    for rel, expected in ok_fixtures(manifest):
+        with dt.open(TESTDATA / "valid" / rel) as f:
+            for copy in (False, True):
+                loaded = f.get_tensors(framework, copy=copy)
+                assert list(loaded) == f.keys()
+                for name, t in expected["tensors"].items():
+                    value = loaded[name]
+                    raw = value.reshape(-1).view(torch.uint8).numpy() if framework == "torch" else value.reshape(-1).view(np.uint8)
+                    assert sha256(raw.tobytes()) == t["sha256"], (rel, name, copy)
+                    checked += 1
+    assert checked > 160
+
+
 def _maps(path):
     """How many mappings of `path` this process has."""
     with open("/proc/self/maps") as f:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
-from typing import Any
+from typing import Any, Dict
 
 from . import _dtypes
 from .errors import DeathTensorsError
@@ -125,6 +125,67 @@ def view(framework: str, dtype: str, shape: list[int], region: Any) -> Any:
 # memory, which costs less than a mapping and keeps the process's count of
 # mappings (vm.max_map_count, 65530 by default on Linux) low.
 MAP_MIN = 1 << 20
+
+
+def from_blob(framework: str, layout: list, arena: Any) -> Dict[str, Any]:
+    """Every tensor of `layout` (``(name, dtype, shape, start, end,
+    aligned)`` rows, as ``Reader.layout()`` gives) viewing its bytes in
+    `arena`, a buffer holding the whole data blob: slices of one view of it,
+    so that 20,000 tensors cost 20,000 slices, not 20,000 buffer exports.
+    Tensors not aligned for their dtype are copied."""
+    out: Dict[str, Any] = {}
+    if framework in ("torch", "pt"):
+        import torch
+
+        base = torch.frombuffer(arena, dtype=torch.uint8) if len(arena) else None
+        # dtype name -> (torch dtype, its size, the blob viewed as it): a
+        # tensor is then one as_strided call on that view, the cheapest way
+        # torch has to make a tensor (a slice, view and reshape cost 7x more).
+        dtypes: Dict[str, Any] = {}
+        for name, dtype, shape, start, end, aligned in layout:
+            known = dtypes.get(dtype)
+            if known is None:
+                t = _dtypes.torch_dtype(dtype)
+                size = torch.empty(0, dtype=t).element_size()
+                typed = base[: len(base) - len(base) % size].view(t) if base is not None else None
+                known = dtypes[dtype] = (t, size, typed)
+            tdtype, itemsize, typed = known
+            if dtype == "F4":
+                shape = shape[:-1] + [shape[-1] // 2] if shape else []
+            if end == start or base is None:
+                out[name] = torch.empty(shape, dtype=tdtype)
+            elif not aligned:
+                out[name] = base[start:end].clone().view(tdtype).reshape(shape)
+            elif start % itemsize:
+                # Aligned in memory, but not at a multiple of its size from the
+                # blob's start (a C64 at offset 452): a view of its own.
+                raw = torch.frombuffer(arena, dtype=torch.uint8, count=end - start, offset=start)
+                out[name] = raw.view(tdtype).reshape(shape)
+            else:
+                strides, step = [], 1
+                for d in reversed(shape):
+                    strides.append(step)
+                    step *= d
+                out[name] = typed.as_strided(shape, strides[::-1], start // itemsize)
+        return out
+    if framework in ("numpy", "np"):
+        import numpy as np
+
+        base = np.frombuffer(arena, dtype=np.uint8) if len(arena) else None
+        ndtypes: Dict[str, Any] = {}
+        for name, dtype, shape, start, end, aligned in layout:
+            ndtype = ndtypes.get(dtype)
+            if ndtype is None:
+                ndtype = ndtypes[dtype] = _dtypes.numpy_dtype(dtype)
+            if end == start or base is None:
+                out[name] = np.empty(shape, dtype=ndtype)
+                continue
+            raw = base[start:end]
+            if not aligned:
+                raw = raw.copy()
+            out[name] = raw.view(ndtype).reshape(shape)
+        return out
+    raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")
 
 
 def from_arena(framework: str, info: tuple, arena: Any) -> Any:

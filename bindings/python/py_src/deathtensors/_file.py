@@ -254,14 +254,14 @@ class DtFile:
         the last of its tensors is. Tensors whose bytes are not aligned for
         their dtype (files by deathtensors 0.3.0) are copied.
         """
-        names = self._reader.keys()
-        if not names:
+        layout = self._reader.layout()
+        if not layout:
             return {}
         if copy or self._reader.is_compressed():
             arena = self._reader.read_all()
         else:
             arena = self._reader.map_all()
-        return {name: _convert.from_arena(framework, self._reader.info(name), arena) for name in names}
+        return _convert.from_blob(framework, layout, arena)
 
     # -- integrity ----------------------------------------------------------
     def verify(self) -> bool:
