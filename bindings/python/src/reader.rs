@@ -134,15 +134,18 @@ impl PyReader {
             .into_pyobject(py)
     }
 
-    /// Every tensor in file order as `(name, dtype, shape, start, end,
+    /// Every tensor in header order as `(name, dtype, shape, start, end,
     /// aligned)`, offsets relative to the data blob: what loading them all
-    /// needs, in one call.
-    fn layout<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    /// needs, in one call. `aligned` is for a buffer holding the blob: a
+    /// mapping of the file (`heap=False`: bytes sit as they do in the file),
+    /// or `read_all`'s fresh memory (`heap=True`: the blob starts aligned).
+    #[pyo3(signature = (heap = false))]
+    fn layout<'py>(&self, py: Python<'py>, heap: bool) -> PyResult<Bound<'py, PyList>> {
         let r = self.get()?;
-        let data_start = r.head().data_start;
+        let origin = if heap { 0 } else { r.head().data_start };
         let items = r.header().tensors().iter().map(|t| {
             let (start, end) = t.data_offsets;
-            let aligned = TensorRef { info: t, file_offset: data_start + start }.is_aligned();
+            let aligned = TensorRef { info: t, file_offset: origin + start }.is_aligned();
             (t.name.as_str(), t.dtype.name(), &t.shape[..], start, end, aligned)
         });
         PyList::new(py, items)

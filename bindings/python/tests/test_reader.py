@@ -107,8 +107,49 @@ def test_get_tensors_matches_the_manifest_for_every_fixture(manifest, framework)
                     value = loaded[name]
                     raw = value.reshape(-1).view(torch.uint8).numpy() if framework == "torch" else value.reshape(-1).view(np.uint8)
                     assert sha256(raw.tobytes()) == t["sha256"], (rel, name, copy)
+                    # Aligned for its dtype in memory, mapped or copied.
+                    if framework == "torch":
+                        # A complex number is aligned as its parts are.
+                        align = value.element_size() // (2 if value.is_complex() else 1)
+                        assert value.data_ptr() % align == 0, (rel, name, copy)
+                    else:
+                        assert value.flags.aligned, (rel, name, copy)
                     checked += 1
     assert checked > 160
+
+
+def test_torch_tensors_have_storages_of_their_own(tmp_path):
+    # As safetensors' tensors do: code that finds shared tensors by storage
+    # (safetensors' own save_file, transformers) must not see every loaded
+    # tensor as sharing one.
+    import safetensors.torch as real
+
+    path = tmp_path / "m.dt"
+    tensors = {"a": torch.arange(6, dtype=torch.float32), "b": torch.ones(2, 3, dtype=torch.bfloat16),
+               "c": torch.arange(1 << 19, dtype=torch.int32)}
+    dt.save(path, tensors)
+    for copy in (False, True):
+        loaded = dt.open(path).get_tensors(copy=copy)
+        for name, value in loaded.items():
+            assert value.untyped_storage().nbytes() == value.numel() * value.element_size(), (name, copy)
+        real.save_file(loaded, tmp_path / "again.safetensors")  # no "tensors share memory" error
+        assert all(torch.equal(v, real.load_file(tmp_path / "again.safetensors")[k]) for k, v in tensors.items())
+
+
+def test_f4_with_an_odd_last_dimension_is_a_clear_error_in_torch(tmp_path):
+    path = tmp_path / "f4.dt"
+    dt.save_file(path, [("odd", "F4", [2, 3], bytes(3), None), ("even", "F4", [2, 4], bytes([1, 2, 3, 4]), None)])
+    with dt.open(path) as f:
+        assert f.get_tensor("even").shape == (2, 2)
+        assert f.get_bytes("odd") == bytes(3)
+        with pytest.raises(dt.DeathTensorsError, match="'odd': F4 needs an even last dimension"):
+            f.get_tensor("odd")
+        with pytest.raises(dt.DeathTensorsError, match="'odd': F4 needs an even last dimension"):
+            f.get_tensors(framework="torch")
+    even = tmp_path / "even.dt"
+    dt.save_file(even, [("even", "F4", [2, 4], bytes([1, 2, 3, 4]), None)])
+    loaded = dt.open(even).get_tensors(framework="torch")["even"]
+    assert loaded.shape == (2, 2) and loaded.view(torch.uint8).flatten().tolist() == [1, 2, 3, 4]
 
 
 def _maps(path):

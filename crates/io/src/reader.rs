@@ -544,7 +544,7 @@ impl Reader {
     /// Checks every tensor that carries a digest, on all cores.
     ///
     /// # Errors
-    /// `TensorDigestMismatch` naming the first tensor (in file order) that
+    /// `TensorDigestMismatch` naming the first tensor (in header order) that
     /// fails; `Io`; `Decompress`.
     pub fn verify_tensors(&self) -> Result<()> {
         let names: Vec<&str> =

@@ -72,7 +72,7 @@ pub(crate) fn digests_with(inputs: &[Input<'_>], progress: &(dyn Fn(u64) + Sync)
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 s.spawn(|| {
-                    let r = worker(inputs, &take, progress);
+                    let r = worker(inputs, &take, &|| failed.load(Ordering::Relaxed), progress);
                     if r.is_err() {
                         failed.store(true, Ordering::Relaxed);
                     }
@@ -92,26 +92,32 @@ pub(crate) fn digests_with(inputs: &[Input<'_>], progress: &(dyn Fn(u64) + Sync)
 }
 
 /// Hashes inputs taken from `take` until there are none left.
+///
+/// `stop` turns true when another worker failed: the result is thrown away
+/// then, so a worker stops reading at its next chunk rather than finishing
+/// the (possibly huge) inputs it holds.
 fn worker(
     inputs: &[Input<'_>],
     take: &(dyn Fn() -> Option<usize> + Sync),
+    stop: &(dyn Fn() -> bool + Sync),
     progress: &(dyn Fn(u64) + Sync),
 ) -> std::io::Result<Found> {
     #[cfg(target_arch = "x86_64")]
     if x86::available() {
-        return x86::worker(inputs, take, progress);
+        return x86::worker(inputs, take, stop, progress);
     }
-    one_at_a_time(inputs, take, progress)
+    one_at_a_time(inputs, take, stop, progress)
 }
 
 /// The portable path: one input after the other, with `ring`.
 fn one_at_a_time(
     inputs: &[Input<'_>],
     take: &(dyn Fn() -> Option<usize> + Sync),
+    stop: &(dyn Fn() -> bool + Sync),
     progress: &(dyn Fn(u64) + Sync),
 ) -> std::io::Result<Found> {
     let mut buf = Vec::new();
-    std::iter::from_fn(take)
+    std::iter::from_fn(|| if stop() { None } else { take() })
         .map(|i| {
             let digest = match inputs[i] {
                 Input::Bytes(b) => {
@@ -130,7 +136,7 @@ fn one_at_a_time(
 
 /// One input being hashed: its chaining value, and the bytes at hand (all
 /// of a `Bytes` input, the last chunk read of a `File` input).
-#[cfg(any(target_arch = "x86_64", test))]
+#[cfg(target_arch = "x86_64")]
 struct Lane<'a> {
     index: usize,
     input: Input<'a>,
@@ -144,7 +150,7 @@ struct Lane<'a> {
     end: usize,
 }
 
-#[cfg(any(target_arch = "x86_64", test))]
+#[cfg(target_arch = "x86_64")]
 impl<'a> Lane<'a> {
     fn new(index: usize, input: Input<'a>, buf: Vec<u8>) -> Lane<'a> {
         let (loaded, end) = match input {
@@ -249,12 +255,16 @@ mod x86 {
     pub(super) fn worker(
         inputs: &[Input<'_>],
         take: &(dyn Fn() -> Option<usize> + Sync),
+        stop: &(dyn Fn() -> bool + Sync),
         progress: &(dyn Fn(u64) + Sync),
     ) -> std::io::Result<Found> {
         let mut done = Vec::new();
         let mut lanes: [Option<Lane<'_>>; 2] = [None, None];
         let mut spare: Vec<Vec<u8>> = Vec::new();
         loop {
+            if stop() {
+                return Ok(done);
+            }
             for slot in &mut lanes {
                 // A lane with less than a block at hand reads more, or is
                 // finished and takes the next input.
@@ -310,10 +320,13 @@ mod x86 {
 
     /// Loads a chaining value into the two registers the round instruction
     /// takes (`ABEF`, `CDGH`).
-    #[inline(always)]
-    fn load(state: &[u32; 8]) -> (__m128i, __m128i) {
-        // SAFETY: unaligned 16-byte loads from a 32-byte array; the other
-        // intrinsics are SSE2/SSSE3/SSE4.1, enabled in `compress2`, the only caller.
+    ///
+    /// # Safety
+    /// The CPU must have SSSE3 and SSE4.1.
+    #[inline]
+    #[target_feature(enable = "sse2,ssse3,sse4.1")]
+    unsafe fn load(state: &[u32; 8]) -> (__m128i, __m128i) {
+        // SAFETY: unaligned 16-byte loads from a 32-byte array.
         unsafe {
             let p = state.as_ptr().cast::<__m128i>();
             let dcba = _mm_loadu_si128(p);
@@ -325,9 +338,13 @@ mod x86 {
     }
 
     /// The inverse of [`load`].
-    #[inline(always)]
-    fn store(state: &mut [u32; 8], abef: __m128i, cdgh: __m128i) {
-        // SAFETY: as in `load`.
+    ///
+    /// # Safety
+    /// As [`load`].
+    #[inline]
+    #[target_feature(enable = "sse2,ssse3,sse4.1")]
+    unsafe fn store(state: &mut [u32; 8], abef: __m128i, cdgh: __m128i) {
+        // SAFETY: unaligned 16-byte stores into a 32-byte array.
         unsafe {
             let feba = _mm_shuffle_epi32(abef, 0x1B);
             let dchg = _mm_shuffle_epi32(cdgh, 0xB1);
@@ -347,8 +364,8 @@ mod x86 {
         debug_assert_eq!(a.len(), b.len());
         // Message words are big-endian.
         let swap = _mm_set_epi64x(0x0C0D_0E0F_0809_0A0B, 0x0405_0607_0001_0203);
-        let (mut abef0, mut cdgh0) = load(sa);
-        let (mut abef1, mut cdgh1) = load(sb);
+        // SAFETY: `compress2`'s own features include theirs.
+        let ((mut abef0, mut cdgh0), (mut abef1, mut cdgh1)) = unsafe { (load(sa), load(sb)) };
         for (ba, bb) in a.iter().zip(b) {
             let saved = (abef0, cdgh0, abef1, cdgh1);
             let mut w0 = [_mm_setzero_si128(); 4];
@@ -390,8 +407,11 @@ mod x86 {
             abef1 = _mm_add_epi32(abef1, saved.2);
             cdgh1 = _mm_add_epi32(cdgh1, saved.3);
         }
-        store(sa, abef0, cdgh0);
-        store(sb, abef1, cdgh1);
+        // SAFETY: as for `load`.
+        unsafe {
+            store(sa, abef0, cdgh0);
+            store(sb, abef1, cdgh1);
+        }
     }
 }
 
@@ -445,16 +465,30 @@ mod tests {
 
     #[test]
     fn the_portable_path_hashes_what_it_takes() {
-        let inputs = [bytes(100, 1), bytes(0, 2), bytes(64, 3)];
-        let slices: Vec<Input<'_>> = inputs.iter().map(|v| Input::Bytes(v)).collect();
+        // Memory and file inputs, as on CPUs without the SHA extensions.
+        let inputs = [bytes(100, 1), bytes(0, 2), bytes(64, 3), bytes(CHUNK + 5, 4)];
+        let dir = std::env::temp_dir().join(format!("dt-lanes-{}-portable", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = File::options().create(true).truncate(true).read(true).write(true).open(dir.join("f")).unwrap();
+        let ranges = write_all(&inputs, &file);
+        let slices: Vec<Input<'_>> = vec![
+            Input::Bytes(&inputs[0]),
+            Input::File { file: &file, offset: ranges[1].0, len: ranges[1].1 },
+            Input::Bytes(&inputs[2]),
+            Input::File { file: &file, offset: ranges[3].0, len: ranges[3].1 },
+        ];
         let next = AtomicUsize::new(0);
-        let order = [2, 0, 1];
+        let order = [2, 0, 3, 1];
         let take = || order.get(next.fetch_add(1, Ordering::Relaxed)).copied();
-        let got = one_at_a_time(&slices, &take, &|_| {}).unwrap();
+        let got = one_at_a_time(&slices, &take, &|| false, &|_| {}).unwrap();
         assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), order);
         for (i, d) in got {
             assert_eq!(d.to_vec(), ring(&inputs[i]));
         }
+        // Told to stop, it takes nothing more.
+        next.store(0, Ordering::Relaxed);
+        assert!(one_at_a_time(&slices, &take, &|| true, &|_| {}).unwrap().is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 from typing import Any, Dict
 
@@ -109,7 +110,7 @@ def view(framework: str, dtype: str, shape: list[int], region: Any) -> Any:
 
         tdtype = _dtypes.torch_dtype(dtype)
         if dtype == "F4":
-            shape = shape[:-1] + [shape[-1] // 2] if shape else []
+            shape = torch_f4_shape(name, shape)
         if not len(region):
             return torch.empty(shape, dtype=tdtype)
         with warnings.catch_warnings():
@@ -126,47 +127,54 @@ def view(framework: str, dtype: str, shape: list[int], region: Any) -> Any:
 # mappings (vm.max_map_count, 65530 by default on Linux) low.
 MAP_MIN = 1 << 20
 
+# Whether loads map files copy-on-write by default. Not on Windows, where a
+# mapped file cannot be replaced (our saves rename over their target) nor
+# deleted while any tensor maps it: loads copy there.
+MAP_BY_DEFAULT = os.name != "nt"
+
+
+def torch_f4_shape(name: str, shape: list) -> list:
+    """An F4 tensor's shape as torch counts it: float4_e2m1fn_x2 holds two
+    values an element, so the last dimension halves (and must be even)."""
+    if not shape:
+        return []
+    if shape[-1] % 2:
+        raise DeathTensorsError(
+            f"tensor {name!r}: F4 needs an even last dimension in torch (two values a byte), got shape {list(shape)}"
+        )
+    return list(shape[:-1]) + [shape[-1] // 2]
+
 
 def from_blob(framework: str, layout: list, arena: Any) -> Dict[str, Any]:
     """Every tensor of `layout` (``(name, dtype, shape, start, end,
-    aligned)`` rows, as ``Reader.layout()`` gives) viewing its bytes in
-    `arena`, a buffer holding the whole data blob: slices of one view of it,
-    so that 20,000 tensors cost 20,000 slices, not 20,000 buffer exports.
-    Tensors not aligned for their dtype are copied."""
+    aligned)`` rows, as ``Reader.layout()`` gives for `arena`) viewing its
+    bytes in `arena`, a buffer holding the whole data blob. Each tensor has
+    a storage of its own bytes (torch), or is a slice of one array over the
+    blob (numpy); tensors not aligned for their dtype are copied."""
     out: Dict[str, Any] = {}
     if framework in ("torch", "pt"):
         import torch
 
         base = torch.frombuffer(arena, dtype=torch.uint8) if len(arena) else None
-        # dtype name -> (torch dtype, its size, the blob viewed as it): a
-        # tensor is then one as_strided call on that view, the cheapest way
-        # torch has to make a tensor (a slice, view and reshape cost 7x more).
-        dtypes: Dict[str, Any] = {}
+        sizes: Dict[str, Any] = {}
         for name, dtype, shape, start, end, aligned in layout:
-            known = dtypes.get(dtype)
+            known = sizes.get(dtype)
             if known is None:
                 t = _dtypes.torch_dtype(dtype)
-                size = torch.empty(0, dtype=t).element_size()
-                typed = base[: len(base) - len(base) % size].view(t) if base is not None else None
-                known = dtypes[dtype] = (t, size, typed)
-            tdtype, itemsize, typed = known
+                known = sizes[dtype] = (t, torch.empty(0, dtype=t).element_size())
+            tdtype, itemsize = known
             if dtype == "F4":
-                shape = shape[:-1] + [shape[-1] // 2] if shape else []
+                shape = torch_f4_shape(name, shape)
             if end == start or base is None:
                 out[name] = torch.empty(shape, dtype=tdtype)
             elif not aligned:
                 out[name] = base[start:end].clone().view(tdtype).reshape(shape)
-            elif start % itemsize:
-                # Aligned in memory, but not at a multiple of its size from the
-                # blob's start (a C64 at offset 452): a view of its own.
-                raw = torch.frombuffer(arena, dtype=torch.uint8, count=end - start, offset=start)
-                out[name] = raw.view(tdtype).reshape(shape)
             else:
-                strides, step = [], 1
-                for d in reversed(shape):
-                    strides.append(step)
-                    step *= d
-                out[name] = typed.as_strided(shape, strides[::-1], start // itemsize)
+                # A storage of its own over the tensor's bytes (as safetensors'
+                # tensors have): code that finds shared tensors by storage,
+                # torch.save and deepcopy see just this tensor.
+                raw = torch.frombuffer(arena, dtype=tdtype, count=(end - start) // itemsize, offset=start)
+                out[name] = raw.reshape(shape) if len(shape) != 1 else raw
         return out
     if framework in ("numpy", "np"):
         import numpy as np
@@ -188,9 +196,10 @@ def from_blob(framework: str, layout: list, arena: Any) -> Dict[str, Any]:
     raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")
 
 
-def from_arena(framework: str, info: tuple, arena: Any) -> Any:
-    """A tensor viewing its bytes in a buffer holding the whole data blob
-    (copied when not aligned for its dtype, as in deathtensors 0.3.0 files)."""
+def from_arena(framework: str, name: str, info: tuple, arena: Any) -> Any:
+    """Tensor `name` (described by `info`, a ``Reader.info`` tuple) viewing
+    its bytes in `arena` (copied when not aligned for its dtype, as in
+    deathtensors 0.3.0 files)."""
     dtype, shape, (start, end), _, _, _, aligned = info
     shape = list(shape)
     if framework in ("torch", "pt"):
@@ -198,7 +207,7 @@ def from_arena(framework: str, info: tuple, arena: Any) -> Any:
 
         tdtype = _dtypes.torch_dtype(dtype)
         if dtype == "F4":
-            shape = shape[:-1] + [shape[-1] // 2] if shape else []
+            shape = torch_f4_shape(name, shape)
         if end == start:
             return torch.empty(shape, dtype=tdtype)
         raw = torch.frombuffer(arena, dtype=torch.uint8, count=end - start, offset=start)

@@ -205,7 +205,8 @@ class DtFile:
         program truncating or rewriting the file in place (a truncation
         raises SIGBUS on access); files replaced by a rename, as ours are,
         are safe. ``copy=True`` reads the bytes into fresh memory instead,
-        detached from the file, as is done for small tensors. ``verify=True``
+        detached from the file, as is done for small tensors (and always on
+        Windows, where a mapped file can be neither replaced nor deleted). ``verify=True``
         checks the bytes against the tensor's digest, and implies a copy, so
         that the bytes checked are the bytes returned.
         """
@@ -214,9 +215,10 @@ class DtFile:
         if end == start:
             if verify:
                 self._reader.verify_tensor(name)
-            return _convert.from_arena(framework, info, b"")
+            return _convert.from_arena(framework, name, info, b"")
         arena = None
-        if not (copy or verify) and aligned and end - start >= _convert.MAP_MIN and not self._reader.is_compressed():
+        mappable = _convert.MAP_BY_DEFAULT and not self._reader.is_compressed()
+        if not (copy or verify) and aligned and end - start >= _convert.MAP_MIN and mappable:
             try:
                 arena = self._reader.map_tensor(name)
             except OSError:
@@ -224,7 +226,7 @@ class DtFile:
         if arena is None:
             # A fresh aligned buffer holding just this tensor.
             arena = self._reader.read_tensor(name, verify)
-        return _convert.from_arena(framework, (dtype, shape, (0, end - start), None, None, 0, True), arena)
+        return _convert.from_arena(framework, name, (dtype, shape, (0, end - start), None, None, 0, True), arena)
 
     def get_tensor_view(self, name: str, framework: str = "torch") -> Any:
         """A zero-copy, read-only view of the tensor in the shared mapping of
@@ -254,14 +256,18 @@ class DtFile:
         the last of its tensors is. Tensors whose bytes are not aligned for
         their dtype (files by deathtensors 0.3.0) are copied.
         """
-        layout = self._reader.layout()
-        if not layout:
+        if not len(self._reader):
             return {}
-        if copy or self._reader.is_compressed():
+        arena = None
+        if not copy and _convert.MAP_BY_DEFAULT and not self._reader.is_compressed():
+            try:
+                arena = self._reader.map_all()
+            except OSError:
+                arena = None  # cannot map (out of address space, say): read instead
+        heap = arena is None
+        if heap:
             arena = self._reader.read_all()
-        else:
-            arena = self._reader.map_all()
-        return _convert.from_blob(framework, layout, arena)
+        return _convert.from_blob(framework, self._reader.layout(heap), arena)
 
     # -- integrity ----------------------------------------------------------
     def verify(self) -> bool:

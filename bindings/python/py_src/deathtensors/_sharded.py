@@ -134,8 +134,12 @@ class ShardedFile:
             by_shard.setdefault(os.fspath(self._index.shard_of(name)), []).append(name)
         loaded: Dict[str, Any] = {}
         for names in by_shard.values():
-            got = self._file(names[0]).get_tensors(framework, copy=copy)
-            loaded.update((name, got[name]) for name in names)
+            f = self._file(names[0])
+            if len(f) == len(names):  # the shard holds just these: load it whole
+                got = f.get_tensors(framework, copy=copy)
+                loaded.update((name, got[name]) for name in names)
+            else:  # and more: only what the index lists
+                loaded.update((name, f.get_tensor(name, framework, copy=copy)) for name in names)
         return {name: loaded[name] for name in self.keys()}
 
     def verify(self) -> bool:

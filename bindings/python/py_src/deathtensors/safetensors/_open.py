@@ -6,8 +6,9 @@ stays valid after the file is closed, replaced or deleted. With the ``mmap``
 backend (the default) a tensor is a copy-on-write view of the mapped file,
 as safetensors' torch tensors are: loading copies nothing, and the kernel
 copies a page when it is first written (small tensors, under 1 MiB, are
-copied when read one at a time). Unlike safetensors, two calls for the same
-tensor never share memory. Like any mapping, it sees another
+copied when read one at a time; on Windows, where a mapped file can be
+neither replaced nor deleted, every tensor is copied). Unlike safetensors,
+two calls for the same tensor never share memory. Like any mapping, it sees another
 program truncating or rewriting the file in place (a truncation raises
 SIGBUS on access). With ``pread``, every tensor is a fresh copy (read with
 the GIL released). Slices copy only the bytes they select.
@@ -23,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, Union
 
 from .. import _dtypes, _native
-from .._convert import MAP_MIN
+from .._convert import MAP_BY_DEFAULT, MAP_MIN
 from ..errors import DeathTensorsError, TensorNotFoundError
 from . import _slicing
 from ._errors import SafetensorError
@@ -287,7 +288,7 @@ class safe_open:
         self._reader = open_reader(path, mmap=self._backend == "mmap")
         self._keys: Optional[list[str]] = None
         # Whether tensors are copy-on-write mappings rather than copies.
-        self._mapping_ok = self._backend == "mmap" and not self._reader.is_compressed()
+        self._mapping_ok = MAP_BY_DEFAULT and self._backend == "mmap" and not self._reader.is_compressed()
 
     def _open(self) -> Any:
         reader = self._reader
@@ -370,8 +371,12 @@ class safe_open:
         names = self.offset_keys()
         reader = self._open()
         if self._mapping_ok:
-            blob = reader.map_all()
-            return {name: self.get_tensor(name, blob) for name in names}
+            try:
+                blob = reader.map_all()
+            except OSError:
+                blob = None  # cannot map (out of address space, say): read instead
+            if blob is not None:
+                return {name: self.get_tensor(name, blob) for name in names}
         workers = min(_READ_THREADS, os.cpu_count() or 1, len(names))
         if workers < 2 or sum(reader.nbytes(n) for n in names) < _PARALLEL_BYTES:
             return {name: self.get_tensor(name) for name in names}
