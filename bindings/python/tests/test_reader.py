@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import deathtensors as dt
-from conftest import TESTDATA, sha256
+from conftest import TESTDATA, mappings_of, sha256
 
 
 def ok_fixtures(manifest):
@@ -152,12 +152,6 @@ def test_f4_with_an_odd_last_dimension_is_a_clear_error_in_torch(tmp_path):
     assert loaded.shape == (2, 2) and loaded.view(torch.uint8).flatten().tolist() == [1, 2, 3, 4]
 
 
-def _maps(path):
-    """How many mappings of `path` this process has."""
-    with open("/proc/self/maps") as f:
-        return sum(line.rstrip().endswith(str(path)) for line in f)
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
 @pytest.mark.parametrize("framework", ["numpy", "torch"])
 def test_large_tensors_are_private_mappings_the_caller_owns(framework, tmp_path):
@@ -167,14 +161,14 @@ def test_large_tensors_are_private_mappings_the_caller_owns(framework, tmp_path)
     before = path.read_bytes()
     with dt.open(path) as f:
         one, two = f.get_tensor("big", framework), f.get_tensor("big", framework)
-        assert _maps(path) == 2  # a mapping each: no copy, no sharing
+        assert mappings_of(path) == 2  # a mapping each: no copy, no sharing
         copied = f.get_tensor("big", framework, copy=True)
         checked = f.get_tensor("big", framework, verify=True)
-        assert _maps(path) == 2  # copy and verify read into fresh memory
+        assert mappings_of(path) == 2  # copy and verify read into fresh memory
         everything = f.get_tensors(framework)
-        assert _maps(path) == 3  # one mapping for the whole blob
+        assert mappings_of(path) == 3  # one mapping for the whole blob
         detached = f.get_tensors(framework, copy=True)
-        assert _maps(path) == 3
+        assert mappings_of(path) == 3
     for t in (one, everything["big"], everything["small"], copied, detached["big"]):
         t[:2] = -7  # writable after close
     assert path.read_bytes() == before  # writes never reach the file...
@@ -187,7 +181,7 @@ def test_large_tensors_are_private_mappings_the_caller_owns(framework, tmp_path)
     assert two[-1].item() == float((1 << 19) - 1) and everything["big"][2].item() == 2.0
     del one, two, everything, f, t
     gc.collect()
-    assert _maps(path) == 0 and _maps(f"{path} (deleted)") == 0
+    assert mappings_of(path) == 0 and mappings_of(f"{path} (deleted)") == 0
 
 
 def test_mapping_failure_falls_back_to_a_copy(tmp_path):

@@ -22,7 +22,7 @@ import deathtensors.safetensors as ours
 import deathtensors.safetensors.numpy as ours_np
 import deathtensors.safetensors.torch as ours_pt
 
-from conftest import TESTDATA
+from conftest import TESTDATA, mappings_of
 
 real = pytest.importorskip("safetensors")
 import safetensors.numpy as real_np  # noqa: E402
@@ -169,12 +169,6 @@ def test_parallel_get_tensors(tmp_path, monkeypatch):
         assert torch.equal(loaded[k], v)
 
 
-def _maps(path):
-    """How many mappings of `path` this process has."""
-    with open("/proc/self/maps") as f:
-        return sum(line.rstrip().endswith(str(path)) for line in f)
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps")
 @pytest.mark.parametrize("framework", ["pt", "np"])
 def test_loads_are_private_mappings_that_never_share_or_write(framework, tmp_path):
@@ -184,7 +178,7 @@ def test_loads_are_private_mappings_that_never_share_or_write(framework, tmp_pat
     before = path.read_bytes()
     with ours.safe_open(path, framework=framework) as f:
         one, two = f.get_tensor("big"), f.get_tensor("big")
-        assert _maps(path) >= 2  # one mapping each, no copy
+        assert mappings_of(path) >= 2  # one mapping each, no copy
         everything = f.get_tensors()
     for t in (one, everything["big"], everything["small"]):
         t[:2] = -7  # writable, after the file is closed
@@ -198,7 +192,7 @@ def test_loads_are_private_mappings_that_never_share_or_write(framework, tmp_pat
     assert two[-1].item() == float((1 << 19) - 1) and one[2].item() == 2.0
     del one, two, everything, f, t
     gc.collect()
-    assert _maps(path) == 0 and _maps(f"{path} (deleted)") == 0
+    assert mappings_of(path) == 0 and mappings_of(f"{path} (deleted)") == 0
 
 
 def test_loaded_tensors_are_owned_copies(tmp_path):
