@@ -206,9 +206,9 @@ class DtFile:
         raises SIGBUS on access); files replaced by a rename, as ours are,
         are safe. ``copy=True`` reads the bytes into fresh memory instead,
         detached from the file, as is done for small tensors (and always on
-        Windows, where a mapped file can be neither replaced nor deleted). ``verify=True``
-        checks the bytes against the tensor's digest, and implies a copy, so
-        that the bytes checked are the bytes returned.
+        Windows, where a mapped file can be neither replaced nor deleted).
+        ``verify=True`` checks the bytes against the tensor's digest, and
+        implies a copy, so that the bytes checked are the bytes returned.
         """
         info = self._reader.info(name)
         dtype, shape, (start, end), aligned = info[0], info[1], info[2], info[6]
@@ -244,8 +244,9 @@ class DtFile:
         return _convert.view(framework, dtype, list(shape), self._reader.region(name))
 
     def get_tensors(self, framework: str = "torch", copy: bool = False) -> Dict[str, Any]:
-        """Every tensor, by name in file order, in memory the caller owns
-        (writable, writes never reach the file, valid after close()).
+        """Every tensor, by name in the order of :meth:`keys`, in memory the
+        caller owns (writable, writes never reach the file, valid after
+        close()).
 
         By default the tensors are views of one copy-on-write mapping of the
         file's data (a new one each call), with the properties and the one
