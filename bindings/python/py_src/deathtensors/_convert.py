@@ -148,21 +148,20 @@ def torch_f4_shape(name: str, shape: list) -> list:
 def from_blob(framework: str, layout: list, arena: Any) -> Dict[str, Any]:
     """Every tensor of `layout` (``(name, dtype, shape, start, end,
     aligned)`` rows, as ``Reader.layout()`` gives for `arena`) viewing its
-    bytes in `arena`, a buffer holding the whole data blob. Each tensor has
-    a storage of its own bytes (torch), or is a slice of one array over the
-    blob (numpy); tensors not aligned for their dtype are copied."""
+    bytes in `arena`, a buffer holding them (a whole data blob, or one
+    tensor). Each tensor has a storage of its own bytes (torch), or is a
+    slice of one array over the buffer (numpy); tensors not aligned for
+    their dtype are copied."""
     out: Dict[str, Any] = {}
+    names = {row[1] for row in layout}
     if framework in ("torch", "pt"):
         import torch
 
         base = torch.frombuffer(arena, dtype=torch.uint8) if len(arena) else None
-        sizes: Dict[str, Any] = {}
+        tdtypes = {d: _dtypes.torch_dtype(d) for d in names}
+        sizes = {d: torch.empty(0, dtype=t).element_size() for d, t in tdtypes.items()}
         for name, dtype, shape, start, end, aligned in layout:
-            known = sizes.get(dtype)
-            if known is None:
-                t = _dtypes.torch_dtype(dtype)
-                known = sizes[dtype] = (t, torch.empty(0, dtype=t).element_size())
-            tdtype, itemsize = known
+            tdtype = tdtypes[dtype]
             if dtype == "F4":
                 shape = torch_f4_shape(name, shape)
             if end == start or base is None:
@@ -173,55 +172,28 @@ def from_blob(framework: str, layout: list, arena: Any) -> Dict[str, Any]:
                 # A storage of its own over the tensor's bytes (as safetensors'
                 # tensors have): code that finds shared tensors by storage,
                 # torch.save and deepcopy see just this tensor.
-                raw = torch.frombuffer(arena, dtype=tdtype, count=(end - start) // itemsize, offset=start)
+                count = (end - start) // sizes[dtype]
+                raw = torch.frombuffer(arena, dtype=tdtype, count=count, offset=start)
                 out[name] = raw.reshape(shape) if len(shape) != 1 else raw
         return out
     if framework in ("numpy", "np"):
         import numpy as np
 
         base = np.frombuffer(arena, dtype=np.uint8) if len(arena) else None
-        ndtypes: Dict[str, Any] = {}
+        ndtypes = {d: _dtypes.numpy_dtype(d) for d in names}
         for name, dtype, shape, start, end, aligned in layout:
-            ndtype = ndtypes.get(dtype)
-            if ndtype is None:
-                ndtype = ndtypes[dtype] = _dtypes.numpy_dtype(dtype)
             if end == start or base is None:
-                out[name] = np.empty(shape, dtype=ndtype)
+                out[name] = np.empty(shape, dtype=ndtypes[dtype])
                 continue
             raw = base[start:end]
             if not aligned:
                 raw = raw.copy()
-            out[name] = raw.view(ndtype).reshape(shape)
+            out[name] = raw.view(ndtypes[dtype]).reshape(shape)
         return out
     raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")
 
 
-def from_arena(framework: str, name: str, info: tuple, arena: Any) -> Any:
-    """Tensor `name` (described by `info`, a ``Reader.info`` tuple) viewing
-    its bytes in `arena` (copied when not aligned for its dtype, as in
-    deathtensors 0.3.0 files)."""
-    dtype, shape, (start, end), _, _, _, aligned = info
-    shape = list(shape)
-    if framework in ("torch", "pt"):
-        import torch
-
-        tdtype = _dtypes.torch_dtype(dtype)
-        if dtype == "F4":
-            shape = torch_f4_shape(name, shape)
-        if end == start:
-            return torch.empty(shape, dtype=tdtype)
-        raw = torch.frombuffer(arena, dtype=torch.uint8, count=end - start, offset=start)
-        if not aligned:
-            raw = raw.clone()
-        return raw.view(tdtype).reshape(shape)
-    if framework in ("numpy", "np"):
-        import numpy as np
-
-        ndtype = _dtypes.numpy_dtype(dtype)
-        if end == start:
-            return np.empty(shape, dtype=ndtype)
-        raw = np.frombuffer(arena, dtype=np.uint8, count=end - start, offset=start)
-        if not aligned:
-            raw = raw.copy()
-        return raw.view(ndtype).reshape(shape)
-    raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")
+def from_buffer(framework: str, name: str, dtype: str, shape: list, arena: Any) -> Any:
+    """Tensor `name` taking over `arena`, a fresh aligned buffer holding
+    exactly its bytes (what ``Reader.read_tensor`` and ``map_tensor`` give)."""
+    return from_blob(framework, [(name, dtype, list(shape), 0, len(arena), True)], arena)[name]

@@ -215,7 +215,7 @@ class DtFile:
         if end == start:
             if verify:
                 self._reader.verify_tensor(name)
-            return _convert.from_arena(framework, name, info, b"")
+            return _convert.from_buffer(framework, name, dtype, shape, b"")
         arena = None
         mappable = _convert.MAP_BY_DEFAULT and not self._reader.is_compressed()
         if not (copy or verify) and aligned and end - start >= _convert.MAP_MIN and mappable:
@@ -226,7 +226,7 @@ class DtFile:
         if arena is None:
             # A fresh aligned buffer holding just this tensor.
             arena = self._reader.read_tensor(name, verify)
-        return _convert.from_arena(framework, name, (dtype, shape, (0, end - start), None, None, 0, True), arena)
+        return _convert.from_buffer(framework, name, dtype, shape, arena)
 
     def get_tensor_view(self, name: str, framework: str = "torch") -> Any:
         """A zero-copy, read-only view of the tensor in the shared mapping of
