@@ -20,6 +20,7 @@ MAGIC = b"DTLEGION"
 FLAG_ZSTD = 1 << 0
 FLAG_CHECKSUM = 1 << 1
 FLAG_ENCRYPTED = 1 << 2
+FLAG_SIGNED = 1 << 3
 FOOTER_LEN = 32
 # Limits::DEFAULT of deathtensors-format.
 MAX_HEADER_LEN = 100 * 1024 * 1024
@@ -210,11 +211,81 @@ def build():
     add("dt-version-0.deathtensors", dt(version=0), "UnsupportedVersion", "Prefix version 0 does not exist.")
     add("dt-version-2.deathtensors", dt(version=2), "UnsupportedVersion", "Prefix version 2 is from the future.")
     add("dt-version-u32-max.deathtensors", dt(version=2**32 - 1), "UnsupportedVersion", "Prefix version 0xffffffff.")
-    add("dt-unknown-flag-bit3.deathtensors", dt(flags=1 << 3), "UnknownFlags", "Flag bit 3 is not defined, so an old reader must refuse the file.")
+    add("dt-unknown-flag-bit4.deathtensors", dt(flags=1 << 4), "UnknownFlags", "Flag bit 4 is not defined, so an old reader must refuse the file.")
     add("dt-unknown-flag-bit31.deathtensors", dt(flags=1 << 31), "UnknownFlags", "Flag bit 31 is not defined.")
     add("dt-unknown-flags-all.deathtensors", dt(flags=2**32 - 1), "UnknownFlags", "Every flag bit is set, undefined ones included.")
-    add("dt-encrypted-flag.deathtensors", dt(flags=FLAG_ENCRYPTED), "Unsupported", "Flag bit 2 (encryption) is reserved and refused by this version.")
-    add("dt-encrypted-checksum-flags.deathtensors", dt(flags=FLAG_ENCRYPTED | FLAG_CHECKSUM, footer=bytes(FOOTER_LEN)), "Unsupported", "Encryption together with a checksum footer is still encryption.")
+    add("dt-encrypted-flag.deathtensors", dt(flags=FLAG_ENCRYPTED), "MissingField", "Flag bit 2 (encryption) is set but the header has no encryption section.")
+    add("dt-encrypted-checksum-flags.deathtensors", dt(flags=FLAG_ENCRYPTED | FLAG_CHECKSUM, footer=bytes(FOOTER_LEN)), "MissingField", "Encryption with a checksum footer, and still no encryption section.")
+    add("dt-encrypted-zstd-flags.deathtensors", dt(flags=FLAG_ENCRYPTED | FLAG_ZSTD), "Unsupported", "Encryption cannot be combined with whole-blob zstd.")
+
+    # ---- encryption section (docs/FORMAT.md section 10)
+    def section(**fields):
+        """A well-formed encryption section for the one 8-byte tensor `w` (one chunk)."""
+        e = {
+            "cipher": "AES-256-GCM",
+            "chunk_size": 1 << 20,
+            "file_id": "00" * 16,
+            "nonce_salt": "11" * 12,
+            "tag_table": {"length": 16, "sha256": "22" * 32},
+            "recipients": [{"kind": "symmetric", "kid": "k1", "wrapped_key": "33" * 48}],
+        }
+        e.update(fields)
+        return {k: v for k, v in e.items() if v is not OMIT}
+
+    def sym(**fields):
+        r = {"kind": "symmetric", "kid": "k1", "wrapped_key": "33" * 48}
+        r.update(fields)
+        return {k: v for k, v in r.items() if v is not OMIT}
+
+    def pw(**fields):
+        r = {"kind": "passphrase", "kdf": "argon2id", "memory_kib": 65536, "iterations": 3, "parallelism": 1, "salt": "44" * 16, "wrapped_key": "33" * 48}
+        r.update(fields)
+        return r
+
+    def encrypted(sec, flags=FLAG_ENCRYPTED):
+        # Head, then the tag table and MAC, then the blob: enough bytes that only the section can be at fault.
+        return dt(dt_top(encryption=sec), data=bytes(16 + 32 + 64) + ONES, flags=flags)
+
+    bad_sections = [
+        ("cipher-unknown", section(cipher="AES-128-CBC"), "InvalidEncryption", "The cipher is not AES-256-GCM or CHACHA20-POLY1305."),
+        ("cipher-lowercase", section(cipher="aes-256-gcm"), "InvalidEncryption", "Cipher names are exact."),
+        ("cipher-missing", section(cipher=OMIT), "MissingField", "The section has no cipher."),
+        ("chunk-size-not-power-of-two", section(chunk_size=1000000), "InvalidEncryption", "The chunk size must be a power of two."),
+        ("chunk-size-too-small", section(chunk_size=2048), "InvalidEncryption", "The chunk size is below 4 KiB."),
+        ("chunk-size-too-large", section(chunk_size=1 << 27), "InvalidEncryption", "The chunk size is above 64 MiB."),
+        ("chunk-size-zero", section(chunk_size=0), "InvalidEncryption", "A zero chunk size would divide by zero."),
+        ("chunk-size-negative", section(chunk_size=Raw("-4096")), "InvalidEncryption", "A negative chunk size."),
+        ("file-id-short", section(file_id="00" * 15), "InvalidEncryption", "The file id is 15 bytes, not 16."),
+        ("file-id-uppercase", section(file_id="AB" * 16), "InvalidEncryption", "Hex must be lowercase."),
+        ("nonce-salt-number", section(nonce_salt=12), "InvalidEncryption", "The nonce salt is a number, not hex."),
+        ("tag-table-length-mismatch", section(tag_table={"length": 32, "sha256": "22" * 32}), "InvalidEncryption", "The tag table length is not 16 bytes per chunk (one chunk here)."),
+        ("tag-table-length-odd", section(tag_table={"length": 17, "sha256": "22" * 32}), "InvalidEncryption", "The tag table length is not a multiple of 16."),
+        ("tag-table-unknown-field", section(tag_table={"length": 16, "sha256": "22" * 32, "offset": 0}), "UnknownField", "The tag table object has a field the spec does not define."),
+        ("recipients-empty", section(recipients=[]), "InvalidEncryption", "No recipient can unwrap the data key."),
+        ("recipients-65", section(recipients=[sym(kid=f"k{i}") for i in range(65)]), "InvalidEncryption", "More than 64 recipients."),
+        ("recipient-kind-unknown", section(recipients=[sym(kind="rsa")]), "InvalidEncryption", "An unknown recipient kind."),
+        ("recipient-kind-missing", section(recipients=[sym(kind=OMIT)]), "MissingField", "A recipient without its kind."),
+        ("recipient-kid-empty", section(recipients=[sym(kid="")]), "InvalidEncryption", "An empty key id."),
+        ("recipient-kid-control", section(recipients=[sym(kid="a\u0000b")]), "InvalidEncryption", "A key id with a NUL character."),
+        ("recipient-kid-too-long", section(recipients=[sym(kid="k" * 257)]), "InvalidEncryption", "A key id over 256 bytes."),
+        ("recipient-wrapped-key-short", section(recipients=[sym(wrapped_key="33" * 47)]), "InvalidEncryption", "A wrapped key of 47 bytes, not 48."),
+        ("recipient-extra-field", section(recipients=[sym(x="1")]), "UnknownField", "A recipient with a field its kind does not define."),
+        ("recipient-not-object", section(recipients=["k1"]), "WrongType", "A recipient that is a string."),
+        ("passphrase-memory-too-large", section(recipients=[pw(memory_kib=(1 << 20) + 1)]), "InvalidEncryption", "Argon2 memory over 1 GiB: a hostile file must not make the reader allocate it."),
+        ("passphrase-iterations-huge", section(recipients=[pw(iterations=1 << 31)]), "InvalidEncryption", "Argon2 iterations over 16."),
+        ("passphrase-parallelism-zero", section(recipients=[pw(parallelism=0)]), "InvalidEncryption", "Argon2 parallelism 0."),
+        ("passphrase-kdf-unknown", section(recipients=[pw(kdf="pbkdf2")]), "InvalidEncryption", "A KDF other than argon2id."),
+        ("section-unknown-field", section(aad="x"), "UnknownField", "The section has a field the spec does not define."),
+        ("section-duplicate-key", Obj(list(section().items()) + [("cipher", "AES-256-GCM")]), "DuplicateKey", "The section repeats a key."),
+        ("section-not-object", "AES-256-GCM", "WrongType", "The section is a string."),
+        ("section-too-deep", section(tag_table={"length": 16, "sha256": [[[[[[[[["x"]]]]]]]]]}), "LimitExceeded", "The section nests deeper than any field needs."),
+    ]
+    for name, sec, kind, why in bad_sections:
+        add(f"dt-encryption-{name}.deathtensors", encrypted(sec), kind, why)
+    add("dt-encryption-section-without-flag.deathtensors", encrypted(section(), flags=0), "Unsupported", "An encryption section in a file whose flag bit 2 is clear: the flag and the section must agree.")
+    add("dt-encryption-duplicate-section.deathtensors", dt(Obj(list(dt_top().items()) + [("encryption", section()), ("encryption", section())]), data=bytes(16 + 32 + 64) + ONES, flags=FLAG_ENCRYPTED), "DuplicateKey", "The header has two encryption sections.")
+    add("dt-encryption-truncated-tag-table.deathtensors", dt(dt_top(encryption=section()), data=bytes(8), flags=FLAG_ENCRYPTED), "Truncated", "The file ends inside the tag table.")
+    add("dt-signed-plain-tensor-without-digest.deathtensors", dt(flags=FLAG_SIGNED), "Unsupported", "A signed file must give every unencrypted tensor a sha256 digest (the signature commits to the data through them).")
 
     # ---- header length
     add("dt-header-len-over-limit.deathtensors", dt(header_len=MAX_HEADER_LEN + 1), "LimitExceeded", "The header length is one byte over the 100 MiB default limit.")

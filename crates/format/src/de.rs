@@ -19,7 +19,9 @@ use core::fmt;
 
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
-use crate::header::{Format, Metadata, RawHeader, TensorInfo};
+use crate::raw::RawHeader;
+use crate::tensor::{Format, Metadata, TensorInfo};
+use crate::tree::{Tree, MAX_DEPTH};
 use crate::{Dtype, Error, ErrorKind, Limits, Result};
 
 /// Decodes the JSON text of a header of either format, without the layout
@@ -96,7 +98,7 @@ fn parse_full(json: &[u8], format: Format, limits: &Limits) -> Result<RawHeader>
 #[cfg(feature = "std")]
 mod backend {
     use super::Top;
-    use crate::header::RawHeader;
+    use crate::raw::RawHeader;
     use alloc::string::{String, ToString};
     use serde::de::DeserializeSeed;
 
@@ -176,7 +178,7 @@ mod backend {
 #[cfg(not(feature = "std"))]
 mod backend {
     use super::Top;
-    use crate::header::RawHeader;
+    use crate::raw::RawHeader;
     use alloc::string::{String, ToString};
     use serde::de::DeserializeSeed;
 
@@ -360,8 +362,16 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(ctx: Ctx<'_>, mut map: A) -> core::r
     let mut alignment: Option<u64> = None;
     let mut metadata: Option<Metadata> = None;
     let mut tensors: Option<Vec<TensorInfo>> = None;
+    let mut encryption: Option<crate::crypt::Encryption> = None;
     while let Some(key) = map.next_key_seed(KeySeed)? {
         match key.as_str() {
+            "encryption" => {
+                if encryption.is_some() {
+                    return Err(duplicate(ctx, "header", "encryption"));
+                }
+                let tree = map.next_value_seed(TreeSeed { ctx, within: "encryption", depth: 0 })?;
+                encryption = Some(crate::crypt::decode(&tree).map_err(|e| ctx.fail(e))?);
+            }
             "format" => {
                 if format_seen {
                     return Err(duplicate(ctx, "header", "format"));
@@ -438,6 +448,7 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(ctx: Ctx<'_>, mut map: A) -> core::r
         alignment,
         metadata: Some(metadata.unwrap_or_default()),
         tensors,
+        encryption,
     })
 }
 
@@ -457,7 +468,89 @@ fn safetensors_top<'de, A: MapAccess<'de>>(ctx: Ctx<'_>, mut map: A) -> core::re
         let tensor = tensor_entry(ctx, &mut map, key, Format::Safetensors, tensors.len())?;
         tensors.push(tensor);
     }
-    Ok(RawHeader { format: Format::Safetensors, created_by: None, alignment: None, metadata, tensors })
+    Ok(RawHeader {
+        format: Format::Safetensors,
+        created_by: None,
+        alignment: None,
+        metadata,
+        tensors,
+        encryption: None,
+    })
+}
+
+/// Any JSON value of a nested section, built into a [`Tree`] with the
+/// header's rules: no duplicate keys, bounded nesting.
+struct TreeSeed<'a> {
+    ctx: Ctx<'a>,
+    /// The section, for `DuplicateKey` errors.
+    within: &'static str,
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for TreeSeed<'_> {
+    type Value = Tree;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Tree, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TreeSeed<'_> {
+    type Value = Tree;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<Tree, E> {
+        Ok(Tree::Null)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> core::result::Result<Tree, E> {
+        Ok(Tree::Bool(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> core::result::Result<Tree, E> {
+        Ok(Tree::Uint(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> core::result::Result<Tree, E> {
+        Ok(u64::try_from(v).map_or(Tree::OtherNumber, Tree::Uint))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> core::result::Result<Tree, E> {
+        Ok(Tree::OtherNumber)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> core::result::Result<Tree, E> {
+        Ok(Tree::Str(v.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> core::result::Result<Tree, E> {
+        Ok(Tree::Str(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> core::result::Result<Tree, A::Error> {
+        let inner = self.nested()?;
+        let mut items = Vec::new();
+        while let Some(v) = seq.next_element_seed(TreeSeed { ..inner })? {
+            items.push(v);
+        }
+        Ok(Tree::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> core::result::Result<Tree, A::Error> {
+        let inner = self.nested()?;
+        let mut fields: Vec<(String, Tree)> = Vec::new();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            if fields.iter().any(|(k, _)| k == key.as_str()) {
+                return Err(duplicate(self.ctx, self.within, key.as_str()));
+            }
+            let value = map.next_value_seed(TreeSeed { ..inner })?;
+            fields.push((key.into_string(), value));
+        }
+        Ok(Tree::Object(fields))
+    }
+}
+
+impl<'a> TreeSeed<'a> {
+    /// The seed for the values inside this array or object.
+    fn nested<E: de::Error>(&self) -> core::result::Result<TreeSeed<'a>, E> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.ctx.fail(Error::limit("nesting depth", (self.depth + 1) as u64, MAX_DEPTH as u64)));
+        }
+        Ok(TreeSeed { ctx: self.ctx, within: self.within, depth: self.depth + 1 })
+    }
 }
 
 /// Validates a tensor name, then decodes its entry.
@@ -472,7 +565,7 @@ fn tensor_entry<'de, A: MapAccess<'de>>(
     if count as u64 >= limits.max_tensors {
         return Err(ctx.fail(Error::limit("tensor count", count as u64 + 1, limits.max_tensors)));
     }
-    if let Err(err) = crate::header::check_name(key.as_str(), limits) {
+    if let Err(err) = crate::tensor::check_name(key.as_str(), limits) {
         return Err(ctx.fail(err));
     }
     let name = key.into_string();
@@ -619,20 +712,7 @@ impl<'de> Visitor<'de> for TensorSeed<'_> {
 
 /// Parses 64 lowercase hex digits.
 pub(crate) fn parse_digest(hex: &str) -> Option<[u8; 32]> {
-    let bytes = hex.as_bytes();
-    if bytes.len() != 64 {
-        return None;
-    }
-    let nibble = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    let mut out = [0u8; 32];
-    for (o, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-        *o = (nibble(pair[0])? << 4) | nibble(pair[1])?;
-    }
-    Some(out)
+    crate::json::parse_hex(hex)
 }
 
 struct DtypeSeed<'a> {

@@ -6,56 +6,9 @@
 
 use alloc::vec::Vec;
 
-use crate::header::{Format, Header, Metadata, TensorInfo};
-
-/// serde_json's escape table for bytes below 0x20.
-fn escape(out: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push(b'"');
-    let bytes = s.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x00..=0x1f => &[],
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[start..i]);
-        if esc.is_empty() {
-            out.extend_from_slice(b"\\u00");
-            out.push(HEX[(b >> 4) as usize]);
-            out.push(HEX[(b & 0xf) as usize]);
-        } else {
-            out.extend_from_slice(esc);
-        }
-        start = i + 1;
-    }
-    out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
-}
-
-fn uint(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
-}
-
-fn metadata(out: &mut Vec<u8>, m: &Metadata) {
-    out.push(b'{');
-    for (i, (k, v)) in m.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        escape(out, k);
-        out.push(b':');
-        escape(out, v);
-    }
-    out.push(b'}');
-}
+use crate::header::Header;
+use crate::json::{escape, hex, metadata, uint};
+use crate::tensor::{Format, Metadata, TensorInfo};
 
 fn tensor(out: &mut Vec<u8>, t: &TensorInfo, format: Format) {
     escape(out, &t.name);
@@ -85,15 +38,6 @@ fn tensor(out: &mut Vec<u8>, t: &TensorInfo, format: Format) {
     out.push(b'}');
 }
 
-/// Appends the lowercase hex digits of `bytes`.
-pub(crate) fn hex(out: &mut Vec<u8>, bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for &b in bytes {
-        out.push(HEX[(b >> 4) as usize]);
-        out.push(HEX[(b & 0xf) as usize]);
-    }
-}
-
 /// The compact JSON text of a header, without padding.
 pub(crate) fn json(h: &Header) -> Vec<u8> {
     // About 100 bytes a tensor; one reservation avoids regrowing.
@@ -107,6 +51,10 @@ pub(crate) fn json(h: &Header) -> Vec<u8> {
             }
             out.extend_from_slice(b",\"alignment\":");
             uint(&mut out, h.alignment());
+            if let Some(enc) = h.encryption() {
+                out.extend_from_slice(b",\"encryption\":");
+                crate::crypt::encode(&mut out, enc);
+            }
             out.extend_from_slice(b",\"global_metadata\":");
             metadata(&mut out, h.metadata().unwrap_or(&Metadata::new()));
             out.extend_from_slice(b",\"tensors\":{");

@@ -160,6 +160,17 @@ pub enum ErrorKind {
     InvalidDigest,
     /// The `alignment` field is not a power of two within the supported range.
     InvalidAlignment(u64),
+    /// A field of the `encryption` section breaks a rule of `docs/FORMAT.md`
+    /// section 10.
+    InvalidEncryption {
+        /// The field.
+        what: &'static str,
+    },
+    /// The signature block at the end of a signed file is malformed.
+    InvalidSignatureBlock {
+        /// What is wrong with it.
+        what: &'static str,
+    },
 }
 
 impl Error {
@@ -280,8 +291,10 @@ impl fmt::Display for ErrorKind {
             MetadataNotString { key } => write!(f, "metadata value of {key:?} is not a string"),
             InvalidDigest => f.write_str("sha256 must be 64 lowercase hexadecimal digits"),
             InvalidAlignment(a) => {
-                write!(f, "alignment {a} is not a power of two between 1 and {}", crate::layout::MAX_ALIGNMENT)
+                write!(f, "alignment {a} is not a power of two between 1 and {}", crate::limits::MAX_ALIGNMENT)
             }
+            InvalidEncryption { what } => write!(f, "invalid encryption section: bad {what}"),
+            InvalidSignatureBlock { what } => write!(f, "invalid signature block: bad {what}"),
         }
     }
 }

@@ -16,7 +16,8 @@
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use crate::header::{check_name, Format, Metadata, RawHeader, TensorInfo};
+use crate::raw::RawHeader;
+use crate::tensor::{check_name, Format, Metadata, TensorInfo};
 use crate::{Dtype, Limits};
 
 /// Decodes `json` if it is in the subset and valid, `None` otherwise.
@@ -216,7 +217,7 @@ impl<'a> Parser<'a> {
                 "shape" if shape.is_none() => shape = Some(p.shape()?),
                 "data_offsets" if offsets.is_none() => offsets = Some(p.offsets()?),
                 "metadata" if dt && metadata.is_none() => metadata = Some(p.metadata()?),
-                "sha256" if dt && sha256.is_none() => sha256 = Some(crate::de::parse_digest(p.str()?)?),
+                "sha256" if dt && sha256.is_none() => sha256 = Some(crate::json::parse_hex(p.str()?)?),
                 _ => return None,
             }
             Some(())
@@ -263,7 +264,14 @@ impl<'a> Parser<'a> {
             }
             p.tensor_entry(&mut tensors, key, Format::Safetensors)
         })?;
-        Some(RawHeader { format: Format::Safetensors, created_by: None, alignment: None, metadata, tensors })
+        Some(RawHeader {
+            format: Format::Safetensors,
+            created_by: None,
+            alignment: None,
+            metadata,
+            tensors,
+            encryption: None,
+        })
     }
 
     fn deathtensors(&mut self) -> Option<RawHeader> {
@@ -308,6 +316,7 @@ impl<'a> Parser<'a> {
             alignment,
             metadata: Some(metadata.unwrap_or_default()),
             tensors: tensors?,
+            encryption: None,
         })
     }
 }

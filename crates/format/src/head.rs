@@ -3,10 +3,13 @@
 
 use alloc::vec::Vec;
 
-use crate::header::{Format, Header};
+use crate::crypt::TableLayout;
+use crate::header::Header;
 use crate::layout::{align_up, check_blob};
 use crate::prefix::{Flags, Prefix, MAGIC};
 use crate::reader::Reader;
+use crate::sniff::sniff;
+use crate::tensor::Format;
 use crate::{Error, ErrorKind, Limits, Result};
 
 /// safetensors refuses headers longer than this (its `MAX_HEADER_SIZE`), so
@@ -39,43 +42,11 @@ pub struct Head {
     pub data_start: u64,
     /// File offset where the data blob ends (and the footer, if any, starts).
     pub data_end: u64,
-}
-
-/// Names what a file that is neither format looks like, from its first bytes.
-pub(crate) fn sniff(bytes: &[u8]) -> Option<&'static str> {
-    let trimmed = {
-        let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
-        &bytes[start..]
-    };
-    let lower_starts =
-        |prefix: &[u8]| trimmed.len() >= prefix.len() && trimmed[..prefix.len()].eq_ignore_ascii_case(prefix);
-    Some(match bytes {
-        [] => "an empty file",
-        _ if bytes.starts_with(b"version https://git-lfs") => {
-            "a Git LFS pointer, not the file itself (fetch it with `git lfs pull`)"
-        }
-        _ if lower_starts(b"<!doctype html") || lower_starts(b"<html") || lower_starts(b"<head") => {
-            "an HTML page (a download that returned a web page instead of the file)"
-        }
-        _ if lower_starts(b"<?xml") => "an XML document (perhaps an error page from a storage service)",
-        [0x80, 2..=5, ..] => "a Python pickle (a PyTorch .bin or .pt file; unsafe to load from untrusted sources)",
-        [b'P', b'K', 3, 4, ..] => "a zip archive (PyTorch .pt and .pth files are zip archives of pickles)",
-        [0x1f, 0x8b, ..] => "a gzip file",
-        [0x28, 0xb5, 0x2f, 0xfd, ..] => "a zstd frame",
-        [b'G', b'G', b'U', b'F', ..] => "a GGUF file",
-        [0x89, b'H', b'D', b'F', ..] => "an HDF5 file",
-        [0x93, b'N', b'U', b'M', b'P', b'Y', ..] => "a numpy .npy file",
-        [b'{', ..] | [b'[', ..] => "a JSON document (a sharded checkpoint's index, or a config file?)",
-        // Read as a safetensors header length, 8 printable bytes are over
-        // 6 * 10^17: no real file. A damaged magic or a text file, then.
-        _ if bytes.get(..8).is_some_and(is_text) => "text (a text file, or a file whose magic number was damaged?)",
-        _ => return None,
-    })
-}
-
-/// Whether every byte is printable ASCII or the whitespace text files hold.
-fn is_text(bytes: &[u8]) -> bool {
-    bytes.iter().all(|&b| matches!(b, b'\t' | b'\n' | b'\r' | 0x20..=0x7e))
+    /// File offset where the JSON header ends (`24 + L`, or `8 + n` for
+    /// safetensors): a signature signs `file[0 .. header_end]`.
+    pub header_end: u64,
+    /// Where the tag table and header MAC are, for an encrypted file.
+    pub tables: Option<TableLayout>,
 }
 
 impl Head {
@@ -127,8 +98,15 @@ impl Head {
     /// Everything [`Head::needed`] and [`Header::parse`] report, and:
     /// - `Truncated` if the header, padding or footer runs past `file_len`
     ///   or past `bytes`.
-    /// - `NonZeroPadding` if deathtensors' padding bytes are not zero.
-    /// - `Unsupported` for an encrypted file.
+    /// - `NonZeroPadding` if deathtensors' padding bytes are not zero (the
+    ///   padding after an encrypted file's tag table is the reader's to check:
+    ///   it is not in `bytes`).
+    /// - `Unsupported` for zstd with encryption, an `encryption` section
+    ///   without flag bit 2, or a signed file with a plaintext tensor that has
+    ///   no digest; `MissingField` for flag bit 2 without the section.
+    ///
+    /// For a signed file (flag bit 3), `file_len` must exclude the signature
+    /// block (see [`crate::signature_block_len`]).
     /// - `UnownedBytes` if the data blob is longer than the tensors need,
     ///   `OffsetOutOfBounds` if shorter (uncompressed files only: the size of
     ///   a compressed blob is checked when it is decompressed).
@@ -152,26 +130,41 @@ impl Head {
 
     fn parse_deathtensors(head: &[u8], file_len: u64, limits: &Limits) -> Result<Head> {
         let prefix = Prefix::parse(head)?;
-        if prefix.flags.contains(Flags::ENCRYPTED) {
-            return Err(Error::new(ErrorKind::Unsupported { what: "encryption (flag bit 2)" }));
+        let flags = prefix.flags;
+        if flags.contains(Flags::ENCRYPTED) && flags.contains(Flags::ZSTD) {
+            return Err(Error::at(ErrorKind::Unsupported { what: "zstd with encryption" }, 12));
         }
         let json_end = Prefix::LEN + prefix.header_len as usize;
         let json = &head[Prefix::LEN..json_end];
         if let Some(i) = head[json_end..].iter().position(|&b| b != 0) {
             return Err(Error::at(ErrorKind::NonZeroPadding, (json_end + i) as u64));
         }
-        let data_start = head.len() as u64;
-        let footer = if prefix.flags.contains(Flags::CHECKSUM) { FOOTER_LEN } else { 0 };
-        let min_len = data_start + footer;
+        let header = Header::parse_deathtensors(json, limits).map_err(|e| shift(e, Prefix::LEN as u64))?;
+        let tables = match (flags.contains(Flags::ENCRYPTED), header.encryption()) {
+            (true, Some(e)) => Some(TableLayout::new(head.len() as u64, e.tag_table_len, header.alignment())?),
+            (true, None) => return Err(Error::new(ErrorKind::MissingField { field: "encryption" })),
+            (false, Some(_)) => {
+                return Err(Error::new(ErrorKind::Unsupported { what: "an encryption section without flag bit 2" }))
+            }
+            (false, None) => None,
+        };
+        if flags.contains(Flags::SIGNED) && tables.is_none() && !header.has_tensor_digests() {
+            return Err(Error::new(ErrorKind::Unsupported {
+                what: "a signed file with a tensor that has no sha256 digest",
+            }));
+        }
+        let data_start = tables.map_or(head.len() as u64, |t| t.data_start);
+        let footer = if flags.contains(Flags::CHECKSUM) { FOOTER_LEN } else { 0 };
+        let min_len = data_start.checked_add(footer).ok_or_else(|| Error::overflow("file length"))?;
         if file_len < min_len {
-            return Err(Error::truncated("sha256 footer", min_len, file_len));
+            let what = if tables.is_some() { "tag table" } else { "sha256 footer" };
+            return Err(Error::truncated(what, min_len, file_len));
         }
         let data_end = file_len - footer;
-        let header = Header::parse_deathtensors(json, limits).map_err(|e| shift(e, Prefix::LEN as u64))?;
-        if !prefix.flags.contains(Flags::ZSTD) {
+        if !flags.contains(Flags::ZSTD) {
             check_blob(header.tensors(), header.data_len(), data_end - data_start)?;
         }
-        Ok(Head { header, flags: prefix.flags, data_start, data_end })
+        Ok(Head { header, flags, data_start, data_end, header_end: json_end as u64, tables })
     }
 
     fn parse_safetensors(head: &[u8], file_len: u64, limits: &Limits) -> Result<Head> {
@@ -182,7 +175,14 @@ impl Head {
         let header = Header::parse_safetensors(json, limits).map_err(|e| shift(e, 8))?;
         let data_start = head.len() as u64;
         check_blob(header.tensors(), header.data_len(), file_len - data_start)?;
-        Ok(Head { header, flags: Flags::EMPTY, data_start, data_end: file_len })
+        Ok(Head {
+            header,
+            flags: Flags::EMPTY,
+            data_start,
+            data_end: file_len,
+            header_end: head.len() as u64,
+            tables: None,
+        })
     }
 
     /// Encodes the head of a file for `header`: the prefix or length, the
@@ -191,16 +191,25 @@ impl Head {
     /// header's alignment (deathtensors). Same header, same bytes.
     ///
     /// # Errors
-    /// - `Unsupported` if `flags` are given for a safetensors header, or
-    ///   `ENCRYPTED` for a deathtensors one.
+    /// - `Unsupported` if `flags` are given for a safetensors header, or if
+    ///   `ENCRYPTED` is set for a header without an `encryption` section (or
+    ///   the reverse), or with `ZSTD`.
+    ///
+    /// For an encrypted header the result ends where the tag table starts
+    /// ([`Head::tables_for`] tells where the blob starts).
     /// - `LimitExceeded` if the JSON is longer than the default header limit,
     ///   which readers would refuse.
     pub fn encode(header: &Header, flags: Flags) -> Result<Vec<u8>> {
         let json = crate::enc::json(header);
         match header.format() {
             Format::Deathtensors => {
-                if flags.contains(Flags::ENCRYPTED) {
-                    return Err(Error::new(ErrorKind::Unsupported { what: "encryption (flag bit 2)" }));
+                if flags.contains(Flags::ENCRYPTED) != header.encryption().is_some() {
+                    return Err(Error::new(ErrorKind::Unsupported {
+                        what: "flag bit 2 without an encryption section, or the reverse",
+                    }));
+                }
+                if flags.contains(Flags::ENCRYPTED) && flags.contains(Flags::ZSTD) {
+                    return Err(Error::new(ErrorKind::Unsupported { what: "zstd with encryption" }));
                 }
                 let align = DATA_START_ALIGN.max(header.alignment());
                 let unpadded = Prefix::LEN as u64 + json.len() as u64;
@@ -228,6 +237,15 @@ impl Head {
                 Ok(out)
             }
         }
+    }
+
+    /// Where the tag table, header MAC and blob of an encrypted header sit,
+    /// after a head of `head_len` bytes as [`Head::encode`] made it.
+    ///
+    /// # Errors
+    /// `Overflow` if an offset does not fit in a `u64`.
+    pub fn tables_for(header: &Header, head_len: u64) -> Result<Option<TableLayout>> {
+        header.encryption().map(|e| TableLayout::new(head_len, e.tag_table_len, header.alignment())).transpose()
     }
 
     /// The byte range of the SHA-256 footer, if the file has one.

@@ -1,121 +1,14 @@
 //! The decoded header: tensors, their layout and metadata.
 
-use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
+use crate::crypt::Encryption;
+use crate::tensor::{Format, Metadata, TensorInfo, TensorSpec};
 use crate::{de, layout, Dtype, Error, ErrorKind, Limits, Result};
-
-/// String metadata, global or per tensor. Keys are unique and kept sorted, so
-/// encoding is deterministic.
-pub type Metadata = BTreeMap<String, String>;
-
-/// The on-disk format a header belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Format {
-    /// deathtensors v1 (`DTLEGION` prefix).
-    Deathtensors,
-    /// safetensors (8-byte length prefix).
-    Safetensors,
-}
-
-/// One tensor of a header: what it is and where its bytes are.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TensorInfo {
-    /// The tensor's name, unique in its file.
-    pub name: String,
-    /// The element type.
-    pub dtype: Dtype,
-    /// The dimensions; empty for a scalar.
-    pub shape: Vec<u64>,
-    /// `[start, end)` byte offsets relative to the start of the data blob.
-    pub data_offsets: (u64, u64),
-    /// Per-tensor string metadata (deathtensors only; empty for safetensors).
-    pub metadata: Metadata,
-    /// SHA-256 of the tensor's bytes, if the writer recorded one.
-    pub sha256: Option<[u8; 32]>,
-}
-
-impl TensorInfo {
-    /// Number of elements (the product of the shape; 1 for a scalar).
-    ///
-    /// Headers are validated on construction, so this cannot overflow.
-    pub fn numel(&self) -> u64 {
-        // Validated in `layout::check`: the product fits, or a zero makes it 0.
-        numel(&self.shape).unwrap_or(0)
-    }
-
-    /// A spec for writing this tensor to another file: everything but its
-    /// offsets and digest (a writer lays out and hashes anew).
-    pub fn to_spec(&self) -> TensorSpec {
-        TensorSpec {
-            name: self.name.clone(),
-            dtype: self.dtype,
-            shape: self.shape.clone(),
-            metadata: self.metadata.clone(),
-            sha256: None,
-        }
-    }
-
-    /// Number of bytes of the tensor's data.
-    pub fn byte_len(&self) -> u64 {
-        self.data_offsets.1 - self.data_offsets.0
-    }
-}
-
-/// Number of elements of a shape, or `None` on overflow. A zero dimension
-/// makes the product zero whatever the other dimensions are.
-pub(crate) fn numel(shape: &[u64]) -> Option<u64> {
-    if shape.contains(&0) {
-        return Some(0);
-    }
-    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
-}
-
-/// A tensor to lay out: everything of a [`TensorInfo`] but its offsets.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TensorSpec {
-    /// The tensor's name.
-    pub name: String,
-    /// The element type.
-    pub dtype: Dtype,
-    /// The dimensions.
-    pub shape: Vec<u64>,
-    /// Per-tensor metadata (deathtensors only).
-    pub metadata: Metadata,
-    /// SHA-256 of the tensor's bytes, to record in the header (deathtensors only).
-    pub sha256: Option<[u8; 32]>,
-}
-
-impl TensorSpec {
-    /// Bytes of the tensor's data.
-    ///
-    /// # Errors
-    /// `Overflow` or `MisalignedSubByte` if the size is not representable.
-    pub fn byte_len(&self) -> Result<u64> {
-        let n = numel(&self.shape).ok_or_else(|| Error::overflow("element count"))?;
-        self.dtype.byte_len(n).map_err(|e| e.with_tensor(&self.name))
-    }
-
-    /// A spec with no metadata and no digest.
-    pub fn new(name: impl Into<String>, dtype: Dtype, shape: impl Into<Vec<u64>>) -> TensorSpec {
-        TensorSpec { name: name.into(), dtype, shape: shape.into(), metadata: Metadata::new(), sha256: None }
-    }
-}
-
-/// Output of the JSON pass, before layout validation.
-#[derive(Debug, PartialEq)]
-pub(crate) struct RawHeader {
-    pub(crate) format: Format,
-    pub(crate) created_by: Option<String>,
-    pub(crate) alignment: Option<u64>,
-    pub(crate) metadata: Option<Metadata>,
-    /// Decoded as they are, in header order; their layout is not checked yet.
-    pub(crate) tensors: Vec<TensorInfo>,
-}
 
 /// The name written in `created_by` by this crate's deathtensors encoder.
 pub const CREATED_BY: &str = concat!("deathtensors ", env!("CARGO_PKG_VERSION"), " (rust)");
@@ -136,6 +29,9 @@ pub struct Header {
     index: HashTable<u32>,
     hasher: DefaultHashBuilder,
     data_len: u64,
+    encryption: Option<Encryption>,
+    /// For an encrypted header: each tensor's first chunk in the tag table.
+    chunk_bases: Vec<u64>,
 }
 
 impl PartialEq for Header {
@@ -145,29 +41,11 @@ impl PartialEq for Header {
             && self.metadata == other.metadata
             && self.alignment == other.alignment
             && self.tensors == other.tensors
+            && self.encryption == other.encryption
     }
 }
 
 impl Eq for Header {}
-
-/// Checks a tensor name against the rules shared by both formats.
-pub(crate) fn check_name(name: &str, limits: &Limits) -> Result<()> {
-    if name.is_empty() {
-        return Err(Error::new(ErrorKind::EmptyName));
-    }
-    if name.len() as u64 > limits.max_name_len {
-        return Err(Error::limit("tensor name length", name.len() as u64, limits.max_name_len));
-    }
-    // Names are almost always printable ASCII: check that first without
-    // branching per byte (this vectorizes), and look closer only otherwise.
-    let plain = name.bytes().fold(true, |plain, b| plain & (0x20..0x7f).contains(&b));
-    if !plain
-        && (name.bytes().any(|b| b < 0x20 || b == 0x7f) || name.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)))
-    {
-        return Err(Error::new(ErrorKind::ControlCharacterInName));
-    }
-    Ok(())
-}
 
 impl Header {
     /// Decodes and validates the JSON header of a deathtensors v1 file.
@@ -206,7 +84,11 @@ impl Header {
             None => 1,
             Some(a) => layout::check_alignment(a)?,
         };
-        Header::build(raw.format, raw.created_by, raw.metadata, alignment, raw.tensors)
+        let header = Header::build(raw.format, raw.created_by, raw.metadata, alignment, raw.tensors)?;
+        match raw.encryption {
+            Some(e) => header.with_encryption(e),
+            None => Ok(header),
+        }
     }
 
     /// Lays out a deathtensors v1 header: tensors in the given order, each
@@ -290,7 +172,57 @@ impl Header {
             }
         }
         let data_len = layout::check(&tensors, alignment)?;
-        Ok(Header { format, created_by, metadata, alignment, tensors, index, hasher, data_len })
+        Ok(Header {
+            format,
+            created_by,
+            metadata,
+            alignment,
+            tensors,
+            index,
+            hasher,
+            data_len,
+            encryption: None,
+            chunk_bases: Vec::new(),
+        })
+    }
+
+    /// This deathtensors header with an `encryption` section: its tensors'
+    /// data is encrypted as `docs/FORMAT.md` section 10 says.
+    ///
+    /// # Errors
+    /// - `Unsupported` for a safetensors header.
+    /// - `InvalidEncryption` if the section breaks a rule, or its tag table
+    ///   length is not 16 bytes per chunk of these tensors.
+    /// - `LimitExceeded` if the tag table is longer than the default header
+    ///   limit.
+    pub fn with_encryption(mut self, encryption: Encryption) -> Result<Header> {
+        if self.format != Format::Deathtensors {
+            return Err(Error::new(ErrorKind::Unsupported { what: "encryption in a safetensors file" }));
+        }
+        encryption.check()?;
+        let (bases, total) = crate::crypt::chunk_bases(&self.tensors, encryption.chunk_size)?;
+        let table_len =
+            total.checked_mul(crate::crypt::TAG_LEN as u64).ok_or_else(|| Error::overflow("tag table length"))?;
+        if table_len > Limits::DEFAULT.max_header_len {
+            return Err(Error::limit("tag table length", table_len, Limits::DEFAULT.max_header_len));
+        }
+        if encryption.tag_table_len != table_len {
+            return Err(Error::new(ErrorKind::InvalidEncryption { what: "tag_table.length" }));
+        }
+        self.encryption = Some(encryption);
+        self.chunk_bases = bases;
+        Ok(self)
+    }
+
+    /// The `encryption` section, if the tensors are encrypted.
+    pub fn encryption(&self) -> Option<&Encryption> {
+        self.encryption.as_ref()
+    }
+
+    /// For an encrypted header, the index in the tag table of the first
+    /// chunk of the tensor at `position` (header order).
+    pub fn chunk_base(&self, position: usize) -> Option<u64> {
+        self.chunk_bases.get(position).copied()
     }
 
     /// The format of the file this header belongs to.

@@ -2,17 +2,9 @@
 
 use alloc::vec::Vec;
 
-use crate::header::{check_name, numel, TensorInfo, TensorSpec};
+use crate::limits::MAX_ALIGNMENT;
+use crate::tensor::{check_name, numel, TensorInfo, TensorSpec};
 use crate::{Error, ErrorKind, Limits, Result};
-
-/// The largest tensor alignment a header may declare: 1 MiB, well past
-/// direct I/O's 4 KiB. Our encoder pads the header so that the blob starts at
-/// a multiple of the alignment, so larger values would only waste space.
-pub const MAX_ALIGNMENT: u64 = 1 << 20;
-
-/// The tensor alignment our deathtensors writers use by default: a cache
-/// line, and the widest SIMD register (AVX-512), so every dtype is aligned.
-pub const DEFAULT_ALIGNMENT: u64 = 64;
 
 pub(crate) fn check_alignment(alignment: u64) -> Result<u64> {
     if alignment.is_power_of_two() && alignment <= MAX_ALIGNMENT {

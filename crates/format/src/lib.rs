@@ -37,6 +37,8 @@ extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+// Bottom to top: each module uses only those above it in this list.
+mod crypt;
 mod de;
 mod dtype;
 mod enc;
@@ -44,25 +46,40 @@ mod error;
 mod fast;
 mod head;
 mod header;
+mod json;
 mod layout;
 mod limits;
 mod prefix;
+mod raw;
 mod reader;
+mod signature;
+mod sniff;
+mod tensor;
+mod tree;
 
 pub use crate::{
+    crypt::{
+        chunk_count, chunk_nonce, chunk_range, wrap_info, Argon2Params, ChunkAad, Cipher, Encryption, Label, Recipient,
+        TableLayout, DEFAULT_CHUNK_SIZE, HEADER_MAC_LEN, MAX_CHUNK_SIZE, MAX_KID_LEN, MAX_RECIPIENTS, MIN_CHUNK_SIZE,
+        TAG_LEN, WRAPPED_KEY_LEN, WRAP_AAD,
+    },
     dtype::Dtype,
     error::{Error, ErrorKind, Result},
     head::{Head, FOOTER_LEN, PROBE_LEN},
-    header::{Format, Header, Metadata, TensorInfo, TensorSpec, CREATED_BY},
-    layout::{DEFAULT_ALIGNMENT, MAX_ALIGNMENT},
-    limits::Limits,
+    header::{Header, CREATED_BY},
+    limits::{Limits, DEFAULT_ALIGNMENT, MAX_ALIGNMENT},
     prefix::{Flags, Prefix, MAGIC, VERSION},
+    signature::{
+        encode_signatures, parse_signatures, signature_block_len, signed_message, SignatureRecord, MAX_SIGNATURES,
+        SIGNATURE_MAGIC, SIGNATURE_RECORD_LEN, SIGNATURE_TRAILER_LEN,
+    },
+    tensor::{Format, Metadata, TensorInfo, TensorSpec},
 };
 
 /// Formats a digest as 64 lowercase hex digits, as headers store it.
 pub fn hex_digest(digest: &[u8; 32]) -> alloc::string::String {
     let mut out = alloc::vec::Vec::with_capacity(64);
-    enc::hex(&mut out, digest);
+    json::hex(&mut out, digest);
     // Hex digits are ASCII.
     alloc::string::String::from_utf8(out).unwrap_or_default()
 }

@@ -32,3 +32,12 @@ impl Default for Limits {
         Limits::DEFAULT
     }
 }
+
+/// The largest tensor alignment a header may declare: 1 MiB, well past
+/// direct I/O's 4 KiB. Our encoder pads the header so that the blob starts at
+/// a multiple of the alignment, so larger values would only waste space.
+pub const MAX_ALIGNMENT: u64 = 1 << 20;
+
+/// The tensor alignment our deathtensors writers use by default: a cache
+/// line, and the widest SIMD register (AVX-512), so every dtype is aligned.
+pub const DEFAULT_ALIGNMENT: u64 = 64;

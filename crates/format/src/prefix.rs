@@ -22,14 +22,16 @@ impl Flags {
     pub const ZSTD: Flags = Flags(1);
     /// Bit 1: a 32-byte SHA-256 footer follows the data blob.
     pub const CHECKSUM: Flags = Flags(1 << 1);
-    /// Bit 2: encryption. Reserved: this version refuses files that set it.
+    /// Bit 2: tensor data is encrypted in chunks (`docs/FORMAT.md` section 10).
     pub const ENCRYPTED: Flags = Flags(1 << 2);
-    const KNOWN: u32 = 0b111;
+    /// Bit 3: a block of Ed25519 signatures ends the file (section 11).
+    pub const SIGNED: Flags = Flags(1 << 3);
+    const KNOWN: u32 = 0b1111;
 
     /// Flags from the raw field.
     ///
     /// # Errors
-    /// `UnknownFlags` if a bit other than bits 0 to 2 is set: an old reader
+    /// `UnknownFlags` if a bit other than bits 0 to 3 is set: an old reader
     /// must refuse a feature it does not know rather than misread the file.
     pub fn from_bits(bits: u32) -> Result<Flags> {
         if bits & !Flags::KNOWN != 0 {
@@ -46,6 +48,11 @@ impl Flags {
     /// Whether every bit of `other` is set in `self`.
     pub const fn contains(self, other: Flags) -> bool {
         self.0 & other.0 == other.0
+    }
+
+    /// `self` without the bits of `other`.
+    pub const fn without(self, other: Flags) -> Flags {
+        Flags(self.0 & !other.0)
     }
 }
 
@@ -81,7 +88,7 @@ impl Prefix {
     pub fn parse(bytes: &[u8]) -> Result<Prefix> {
         let mut r = Reader::new(bytes);
         if r.array::<8>("magic")? != MAGIC {
-            return Err(Error::new(ErrorKind::UnrecognizedFormat { looks_like: crate::head::sniff(bytes) }));
+            return Err(Error::new(ErrorKind::UnrecognizedFormat { looks_like: crate::sniff::sniff(bytes) }));
         }
         let version = r.u32_le("version")?;
         if version != VERSION {
