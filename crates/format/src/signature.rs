@@ -32,13 +32,14 @@ fn invalid(what: &'static str) -> Error {
     Error::new(ErrorKind::InvalidSignatureBlock { what })
 }
 
-/// Decodes the trailer (the last 16 bytes of a signed file) and returns the
-/// length of the whole block, trailer included.
+/// Decodes the trailer (the last 16 bytes of a signed file of `file_len`
+/// bytes) and returns the length of the whole block, trailer included.
 ///
 /// # Errors
 /// `InvalidSignatureBlock` for a bad magic, a nonzero reserved field, or a
-/// count of 0 or over [`MAX_SIGNATURES`]; `Truncated` for fewer than 16 bytes.
-pub fn signature_block_len(trailer: &[u8]) -> Result<u64> {
+/// count of 0 or over [`MAX_SIGNATURES`]; `Truncated` for fewer than 16
+/// bytes, or a block longer than the file.
+pub fn signature_block_len(trailer: &[u8], file_len: u64) -> Result<u64> {
     let mut r = Reader::new(trailer);
     let count = r.u32_le("signature count")?;
     let reserved = r.u32_le("signature block reserved field")?;
@@ -51,7 +52,11 @@ pub fn signature_block_len(trailer: &[u8]) -> Result<u64> {
     if count == 0 || count > MAX_SIGNATURES {
         return Err(invalid("signature count"));
     }
-    Ok(u64::from(count) * SIGNATURE_RECORD_LEN + SIGNATURE_TRAILER_LEN)
+    let len = u64::from(count) * SIGNATURE_RECORD_LEN + SIGNATURE_TRAILER_LEN;
+    if len > file_len {
+        return Err(Error::truncated("signature block", len, file_len));
+    }
+    Ok(len)
 }
 
 /// Decodes a whole block (records and trailer).
@@ -64,7 +69,7 @@ pub fn parse_signatures(block: &[u8]) -> Result<Vec<SignatureRecord>> {
         .len()
         .checked_sub(SIGNATURE_TRAILER_LEN as usize)
         .ok_or_else(|| Error::truncated("signature block", SIGNATURE_TRAILER_LEN, block.len() as u64))?;
-    let len = signature_block_len(&block[trailer_at..])?;
+    let len = signature_block_len(&block[trailer_at..], block.len() as u64)?;
     if len != block.len() as u64 {
         return Err(invalid("length"));
     }

@@ -55,6 +55,37 @@ pub enum ErrorKind {
     /// The caller gave a writer bytes that do not match the specs, or called
     /// it out of order.
     InvalidInput(String),
+    /// A key is malformed (wrong length, bad JWK, bad key id).
+    InvalidKey(String),
+    /// The file is encrypted and none of the keys given is one of its
+    /// recipients.
+    NoKey {
+        /// The recipients the file lists (key ids, or "a passphrase").
+        recipients: Vec<String>,
+    },
+    /// Decryption failed: a wrong key, or data or header that were changed.
+    /// Deliberately says where, never why.
+    Decrypt {
+        /// What failed to decrypt: "the data key", "the header", or a
+        /// tensor and chunk.
+        what: String,
+    },
+    /// The tag table does not match the digest in the header.
+    TagTableMismatch,
+    /// A signature in the file does not verify.
+    BadSignature {
+        /// The signer's fingerprint.
+        signer: String,
+    },
+    /// A signature was required and the file has none.
+    Unsigned,
+    /// None of the file's signers is trusted.
+    UntrustedSigner {
+        /// The fingerprints of the file's signers.
+        signers: Vec<String>,
+    },
+    /// Encryption was required and the file is not encrypted.
+    NotEncrypted,
 }
 
 impl Error {
@@ -98,12 +129,37 @@ impl Error {
                 | ErrorKind::ChecksumMismatch { .. }
                 | ErrorKind::TensorDigestMismatch { .. }
                 | ErrorKind::Decompress(_)
+                | ErrorKind::Decrypt { .. }
+                | ErrorKind::TagTableMismatch
+                | ErrorKind::BadSignature { .. }
+                | ErrorKind::Unsigned
+                | ErrorKind::UntrustedSigner { .. }
+                | ErrorKind::NotEncrypted
         )
     }
 
     /// Whether this error is an integrity failure (footer or tensor digest).
     pub fn is_integrity(&self) -> bool {
-        matches!(self.0.kind, ErrorKind::ChecksumMismatch { .. } | ErrorKind::TensorDigestMismatch { .. })
+        matches!(
+            self.0.kind,
+            ErrorKind::ChecksumMismatch { .. }
+                | ErrorKind::TensorDigestMismatch { .. }
+                | ErrorKind::TagTableMismatch
+                | ErrorKind::Decrypt { .. }
+                | ErrorKind::BadSignature { .. }
+        )
+    }
+
+    /// Whether this error is about trust: a signature or encryption that was
+    /// required and is missing, untrusted or invalid.
+    pub fn is_trust(&self) -> bool {
+        matches!(
+            self.0.kind,
+            ErrorKind::BadSignature { .. }
+                | ErrorKind::Unsigned
+                | ErrorKind::UntrustedSigner { .. }
+                | ErrorKind::NotEncrypted
+        )
     }
 }
 
@@ -134,6 +190,22 @@ impl fmt::Display for Error {
             ErrorKind::NoChecksum { what } => write!(f, "the file has no {what}"),
             ErrorKind::Decompress(m) => write!(f, "cannot decompress the data blob: {m}"),
             ErrorKind::InvalidInput(m) => write!(f, "{m}"),
+            ErrorKind::InvalidKey(m) => write!(f, "{m}"),
+            ErrorKind::NoKey { recipients } => {
+                write!(f, "the file is encrypted and no key given matches its recipients ({})", recipients.join(", "))
+            }
+            ErrorKind::Decrypt { what } => write!(f, "cannot decrypt {what} (wrong key, or the file was modified)"),
+            ErrorKind::TagTableMismatch => {
+                f.write_str("the tag table does not match its digest in the header (the file was modified)")
+            }
+            ErrorKind::BadSignature { signer } => {
+                write!(f, "the signature by {signer} does not verify (the file was modified)")
+            }
+            ErrorKind::Unsigned => f.write_str("a signature is required and the file is not signed"),
+            ErrorKind::UntrustedSigner { signers } => {
+                write!(f, "the file is signed only by keys that are not trusted: {}", signers.join(", "))
+            }
+            ErrorKind::NotEncrypted => f.write_str("encryption is required and the file is not encrypted"),
         }
     }
 }

@@ -23,20 +23,29 @@
 #![deny(missing_docs)]
 
 mod atomic;
+mod crypt;
 mod error;
 mod hash;
 mod mmap;
 mod pread;
 mod reader;
+mod seal;
 mod sha_lanes;
 mod sharded;
+mod signing;
+mod trust;
 mod writer;
 
 pub use crate::{
+    crypt::{
+        EncryptOptions, KeyRing, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey,
+        X25519SecretKey,
+    },
     error::{Error, ErrorKind, Result},
     mmap::PrivateMap,
     reader::{ReadOptions, Reader, TensorRef},
     sharded::{save_sharded, write_index, ShardedReader, INDEX_SUFFIX},
+    signing::sign_file,
     writer::{save, WriteOptions, Writer},
 };
 pub use deathtensors_format as format;

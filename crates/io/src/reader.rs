@@ -3,15 +3,18 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use deathtensors_format::{Format, Head, Header, Limits, TensorInfo, FOOTER_LEN, PROBE_LEN};
 
+use crate::crypt::{KeyRing, VerifyingKey};
 use crate::error::{Error, ErrorKind, Result};
 use crate::hash::{self, sha256_file_range};
 use crate::mmap::Mmap;
 use crate::pread::read_exact_at;
 use crate::sha_lanes::Input;
+use crate::trust::{self, Trust};
 
 /// Options for opening a file.
 #[derive(Clone, Debug)]
@@ -22,11 +25,27 @@ pub struct ReadOptions {
     /// 16 GiB: a compressed file declares its decompressed size in its header,
     /// and a small hostile file must not expand into unbounded memory.
     pub max_decompressed_len: u64,
+    /// Keys for encrypted files. Without one, an encrypted file opens (its
+    /// header is in the clear) but its tensors cannot be read.
+    pub keys: KeyRing,
+    /// Signers to trust: a file must carry a valid signature by one of them.
+    pub trusted_signers: Vec<VerifyingKey>,
+    /// Refuse a file without a valid signature.
+    pub require_signature: bool,
+    /// Refuse a file that is not encrypted.
+    pub require_encryption: bool,
 }
 
 impl Default for ReadOptions {
     fn default() -> ReadOptions {
-        ReadOptions { limits: Limits::DEFAULT, max_decompressed_len: 16 << 30 }
+        ReadOptions {
+            limits: Limits::DEFAULT,
+            max_decompressed_len: 16 << 30,
+            keys: KeyRing::new(),
+            trusted_signers: Vec::new(),
+            require_signature: false,
+            require_encryption: false,
+        }
     }
 }
 
@@ -50,6 +69,11 @@ pub struct Reader {
     /// The decompressed blob of a zstd file, made on first use.
     blob: OnceLock<std::result::Result<Vec<u8>, String>>,
     options: ReadOptions,
+    /// Signatures, the tag table and the chunk cipher.
+    trust: Trust,
+    /// With `trust.checked_reads`: which plaintext tensors were checked
+    /// against their digests already.
+    checked: Vec<AtomicBool>,
 }
 
 /// A tensor's description and where its bytes are in the file.
@@ -129,7 +153,17 @@ impl Reader {
         let path = path.as_ref();
         let file = File::open(path).map_err(|e| Error::io(e, path, "cannot open"))?;
         let file_len = file.metadata().map_err(|e| Error::io(e, path, "cannot open"))?.len();
-        let head = read_head(&file, file_len, path, &options.limits)?;
+        let mut probe = vec![0u8; (PROBE_LEN as u64).min(file_len) as usize];
+        read_exact_at(&file, &mut probe, 0).map_err(|e| Error::io(e, path, "cannot open"))?;
+        // A signed file is parsed as if its signature block were absent.
+        let (body_len, signatures) = trust::split_signatures(&file, file_len, &probe, path)?;
+        let head = read_head(&file, body_len, path, &options.limits)?;
+        let trust = trust::check(&file, path, &head, signatures, &options)?;
+        let checked = if trust.checked_reads {
+            head.header.tensors().iter().map(|_| AtomicBool::new(false)).collect()
+        } else {
+            Vec::new()
+        };
         Ok(Reader {
             path: path.to_path_buf(),
             file,
@@ -139,6 +173,8 @@ impl Reader {
             map: OnceLock::new(),
             blob: OnceLock::new(),
             options,
+            trust,
+            checked,
         })
     }
 
@@ -210,6 +246,54 @@ impl Reader {
         self.head.is_compressed()
     }
 
+    /// Whether the tensors are encrypted.
+    pub fn is_encrypted(&self) -> bool {
+        self.head.header.encryption().is_some()
+    }
+
+    /// Whether a key given at open unwrapped the data key (so encrypted
+    /// tensors can be read).
+    pub fn can_decrypt(&self) -> bool {
+        self.trust.cipher.is_some()
+    }
+
+    /// The signature records of a signed file (all verified at open).
+    pub fn signatures(&self) -> &[deathtensors_format::SignatureRecord] {
+        &self.trust.signatures
+    }
+
+    /// The signers whose signatures verified at open.
+    pub fn signers(&self) -> &[VerifyingKey] {
+        &self.trust.signers
+    }
+
+    /// Refuses zero-copy access to encrypted data.
+    fn plaintext_only(&self, doing: &'static str) -> Result<()> {
+        if self.is_encrypted() {
+            return Err(Error::input("the data is encrypted: read it with read() or read_into()", &self.path, doing));
+        }
+        Ok(())
+    }
+
+    /// With checked reads (a caller that required a signature or
+    /// encryption), checks a plaintext tensor against its digest once,
+    /// before any of its bytes are returned.
+    fn check_once(&self, name: &str, bytes: Option<&[u8]>) -> Result<()> {
+        if !self.trust.checked_reads || self.is_encrypted() {
+            return Ok(());
+        }
+        let Some(i) = self.head.header.position(name) else { return Ok(()) };
+        if self.checked[i].load(Ordering::Acquire) {
+            return Ok(());
+        }
+        match bytes {
+            Some(b) => self.check_bytes(name, b)?,
+            None => self.verify_tensor(name)?,
+        }
+        self.checked[i].store(true, Ordering::Release);
+        Ok(())
+    }
+
     /// The tensor of this name, in O(1).
     ///
     /// # Errors
@@ -269,6 +353,13 @@ impl Reader {
     ///   nor compressed: use [`Reader::read`].
     /// - `Decompress` if a compressed blob is corrupt.
     pub fn bytes(&self, name: &str) -> Result<&[u8]> {
+        self.plaintext_only("cannot borrow")?;
+        let bytes = self.bytes_unchecked(name)?;
+        self.check_once(name, Some(bytes))?;
+        Ok(bytes)
+    }
+
+    fn bytes_unchecked(&self, name: &str) -> Result<&[u8]> {
         let t = self.tensor(name)?;
         let (start, end) = t.info.data_offsets;
         if self.is_compressed() {
@@ -303,6 +394,10 @@ impl Reader {
     ///   use [`Reader::read`] or [`Reader::bytes`]).
     /// - `Io` if the file cannot be mapped or changed size since it was opened.
     pub unsafe fn map_private(&self) -> Result<crate::PrivateMap> {
+        self.plaintext_only("cannot map")?;
+        if self.trust.checked_reads {
+            self.verify_tensors()?;
+        }
         let (start, end) = (self.head.data_start, self.head.data_end);
         // SAFETY: forwarded to the caller (see `# Safety`).
         unsafe { self.map_range(start, end - start) }
@@ -317,6 +412,8 @@ impl Reader {
     /// # Errors
     /// As [`Reader::map_private`], and `TensorNotFound`.
     pub unsafe fn map_tensor_private(&self, name: &str) -> Result<crate::PrivateMap> {
+        self.plaintext_only("cannot map")?;
+        self.check_once(name, None)?;
         let t = self.tensor(name)?;
         // SAFETY: forwarded to the caller (see `# Safety`).
         unsafe { self.map_range(t.file_offset, t.info.byte_len()) }
@@ -351,14 +448,29 @@ impl Reader {
                 "cannot read",
             ));
         }
+        if self.is_encrypted() {
+            return self.decrypt_into(name, 0, buf);
+        }
         if self.is_compressed() {
             let (start, end) = t.info.data_offsets;
             buf.copy_from_slice(&self.blob()?[start as usize..end as usize]);
-            return Ok(());
+        } else {
+            // One thread: into a fresh buffer of small pages, parallel
+            // readers contend on its page faults and are slower (measured).
+            read_exact_at(&self.file, buf, t.file_offset).map_err(|e| Error::io(e, &self.path, "cannot read"))?;
         }
-        // One thread: into a fresh buffer of small pages, parallel readers
-        // contend on its page faults and are slower (measured).
-        read_exact_at(&self.file, buf, t.file_offset).map_err(|e| Error::io(e, &self.path, "cannot read"))
+        if let Err(e) = self.check_once(name, Some(buf)) {
+            buf.fill(0);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Decrypts `buf.len()` bytes of an encrypted tensor from `offset`.
+    fn decrypt_into(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let t = self.tensor(name)?;
+        let index = self.head.header.position(name).unwrap_or(0);
+        trust::decrypt_range(&self.file, &self.path, &self.head, &self.trust, index, t.info, t.file_offset, offset, buf)
     }
 
     /// Reads `buf.len()` bytes of the tensor starting `offset` bytes into it,
@@ -377,6 +489,11 @@ impl Reader {
                 "cannot read",
             ));
         };
+        if self.is_encrypted() {
+            return self.decrypt_into(name, offset, buf);
+        }
+        // A slice of a tensor is checked by checking the whole tensor first.
+        self.check_once(name, None)?;
         if self.is_compressed() {
             let start = t.info.data_offsets.0 + offset;
             buf.copy_from_slice(&self.blob()?[start as usize..(start + (end - offset)) as usize]);
@@ -401,11 +518,37 @@ impl Reader {
                 "cannot read",
             ));
         }
-        if self.is_compressed() {
-            buf.copy_from_slice(self.blob()?);
+        if self.is_encrypted() {
+            // Each tensor at its offset; gaps stay as the caller gave them... zeroed.
+            buf.fill(0);
+            for t in self.head.header.tensors() {
+                let (start, end) = t.data_offsets;
+                self.decrypt_into(&t.name, 0, &mut buf[start as usize..end as usize])?;
+            }
             return Ok(());
         }
-        read_parallel(&self.file, buf, self.head.data_start).map_err(|e| Error::io(e, &self.path, "cannot read"))
+        if self.is_compressed() {
+            buf.copy_from_slice(self.blob()?);
+        } else {
+            read_parallel(&self.file, buf, self.head.data_start)
+                .map_err(|e| Error::io(e, &self.path, "cannot read"))?;
+        }
+        if self.trust.checked_reads {
+            let tensors = self.head.header.tensors();
+            let inputs: Vec<Input<'_>> = tensors
+                .iter()
+                .map(|t| Input::Bytes(&buf[t.data_offsets.0 as usize..t.data_offsets.1 as usize]))
+                .collect();
+            let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
+            let bad = tensors.iter().zip(digests).find(|(t, d)| t.sha256 != Some(*d));
+            if let Some((t, actual)) = bad {
+                let name = t.name.clone();
+                let err = self.check_digest(&name, |_| Ok(actual));
+                buf.fill(0);
+                return err;
+            }
+        }
+        Ok(())
     }
 
     /// Reads the tensor's bytes into a fresh buffer the caller owns.
@@ -506,7 +649,8 @@ impl Reader {
         let mut buf = Vec::new();
         let actual = sha256_file_range(&self.file, covered_start, covered_end - covered_start, &mut buf, &mut progress)
             .map_err(io)?;
-        debug_assert_eq!(self.file_len, covered_end + FOOTER_LEN);
+        // A signature block may follow the footer.
+        debug_assert!(self.file_len >= covered_end + FOOTER_LEN);
         if actual != expected {
             return Err(Error::new(
                 ErrorKind::ChecksumMismatch { expected, actual },

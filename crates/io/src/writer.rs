@@ -2,16 +2,18 @@
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use deathtensors_format::{Flags, Format, Head, Header, Limits, Metadata, TensorSpec, CREATED_BY, DEFAULT_ALIGNMENT};
 
 use crate::atomic::TempFile;
+use crate::crypt::{EncryptOptions, SigningKey};
 use crate::error::{Error, Result};
 use crate::hash::{self, Hasher};
 use crate::pread::{read_exact_at, write_all_at};
 
 /// Options for writing a file.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct WriteOptions {
     /// The file format. Default deathtensors.
     pub format: Format,
@@ -33,6 +35,30 @@ pub struct WriteOptions {
     pub created_by: Option<String>,
     /// Limits the header must satisfy.
     pub limits: Limits,
+    /// Encrypt the tensors for these recipients (deathtensors only;
+    /// `docs/FORMAT.md` section 10). Default none.
+    pub encryption: Option<EncryptOptions>,
+    /// Sign the file with these keys (deathtensors only; section 11).
+    /// Signing a plaintext file implies `checksum`: the signature commits to
+    /// the data through the per-tensor digests.
+    pub signers: Vec<Arc<SigningKey>>,
+}
+
+impl std::fmt::Debug for WriteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Signing keys are never printed: only their public halves.
+        f.debug_struct("WriteOptions")
+            .field("format", &self.format)
+            .field("alignment", &self.alignment)
+            .field("checksum", &self.checksum)
+            .field("durable", &self.durable)
+            .field("metadata", &self.metadata)
+            .field("created_by", &self.created_by)
+            .field("limits", &self.limits)
+            .field("encryption", &self.encryption)
+            .field("signers", &self.signers.iter().map(|k| k.verifying_key().fingerprint()).collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl Default for WriteOptions {
@@ -45,6 +71,8 @@ impl Default for WriteOptions {
             metadata: None,
             created_by: Some(CREATED_BY.to_string()),
             limits: Limits::DEFAULT,
+            encryption: None,
+            signers: Vec::new(),
         }
     }
 }
@@ -64,12 +92,23 @@ fn plan(path: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<(
                 &options.limits,
             )
             .map_err(fmt)?;
-            let flags = if options.checksum { Flags::CHECKSUM } else { Flags::EMPTY };
+            let mut flags =
+                if options.checksum || !options.signers.is_empty() { Flags::CHECKSUM } else { Flags::EMPTY };
+            if !options.signers.is_empty() {
+                flags = flags | Flags::SIGNED;
+            }
             Ok((header, flags))
         }
         Format::Safetensors => {
             if options.checksum {
                 return Err(Error::input("safetensors files have no checksum; write deathtensors", path, DOING));
+            }
+            if options.encryption.is_some() || !options.signers.is_empty() {
+                return Err(Error::input(
+                    "safetensors files cannot be encrypted or signed; write deathtensors",
+                    path,
+                    DOING,
+                ));
             }
             let header = Header::new_safetensors(specs, options.metadata.clone(), &options.limits).map_err(fmt)?;
             Ok((header, Flags::EMPTY))
@@ -121,7 +160,10 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
             ));
         }
     }
-    if options.checksum {
+    if let (Some(enc), Format::Deathtensors) = (&options.encryption, options.format) {
+        return crate::seal::save_encrypted(path, specs, &data, options, enc);
+    }
+    if options.checksum || (!options.signers.is_empty() && options.format == Format::Deathtensors) {
         let inputs: Vec<_> = data.iter().map(|b| crate::sha_lanes::Input::Bytes(b)).collect();
         let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, path, DOING))?;
         for (spec, d) in specs.iter_mut().zip(digests) {
@@ -181,6 +223,11 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
         written.map_err(|e| Error::io(e, path, DOING))?;
         let mut f = temp.file();
         f.write_all(&footer).map_err(|e| Error::io(e, path, DOING))?;
+        if flags.contains(Flags::SIGNED) {
+            let block = crate::signing::signature_block(&options.signers, &head, Some(&footer))
+                .map_err(|e| Error::format(e, path, DOING))?;
+            f.write_all(&block).map_err(|e| Error::io(e, path, DOING))?;
+        }
     } else {
         write().map_err(|e| Error::io(e, path, DOING))?;
     }
@@ -212,6 +259,13 @@ impl Writer {
     /// As [`save`].
     pub fn create(path: impl AsRef<Path>, mut specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<Writer> {
         let path = path.as_ref();
+        if options.encryption.is_some() || !options.signers.is_empty() {
+            return Err(Error::input(
+                "the incremental writer does not encrypt or sign yet: use save(), or sign the finished file with sign_file()",
+                path,
+                DOING,
+            ));
+        }
         if options.checksum {
             // Placeholders of the same length: the real digests replace them
             // in place at `finish`.

@@ -107,6 +107,18 @@ impl TableLayout {
         let data_start = align_up(mac_end, alignment.max(64), "data start")?;
         Ok(TableLayout { tags: (table_start, tags_end), mac: (tags_end, mac_end), data_start })
     }
+
+    /// Checks the padding between the header MAC and the blob (the bytes
+    /// `[mac.1, data_start)`), which must be zero.
+    ///
+    /// # Errors
+    /// `NonZeroPadding` at the first nonzero byte.
+    pub fn check_padding(&self, padding: &[u8]) -> Result<()> {
+        match padding.iter().position(|&b| b != 0) {
+            Some(i) => Err(Error::at(crate::ErrorKind::NonZeroPadding, self.mac.1 + i as u64)),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The first chunk index of each tensor in the tag table, and the total.

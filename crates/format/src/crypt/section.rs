@@ -195,7 +195,7 @@ impl Encryption {
         if self.recipients.is_empty() || self.recipients.len() > MAX_RECIPIENTS {
             return Err(invalid("recipients"));
         }
-        if self.tag_table_len % crate::crypt::TAG_LEN as u64 != 0 {
+        if !self.tag_table_len.is_multiple_of(crate::crypt::TAG_LEN as u64) {
             return Err(invalid("tag_table.length"));
         }
         self.recipients.iter().try_for_each(Recipient::check)

@@ -1,5 +1,6 @@
 //! Integration tests of `deathtensors-io`.
 
+mod crypt;
 mod fixtures;
 mod roundtrip;
 mod safety;

@@ -1,0 +1,162 @@
+//! A reader's keys: given in code, read from JWK files, or from an
+//! environment variable holding JWK JSON. Lookup is by key id.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::jwk::{self, Jwk};
+use super::keys::{Passphrase, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey, X25519SecretKey};
+use crate::error::{Error, ErrorKind, Result};
+
+/// The keys a reader may use, and the signers it may find in key files.
+/// Cloning shares the keys.
+#[derive(Clone, Default)]
+pub struct KeyRing {
+    symmetric: Vec<Arc<SymmetricKey>>,
+    x25519: Vec<Arc<X25519SecretKey>>,
+    x25519_public: Vec<X25519PublicKey>,
+    passphrases: Vec<Arc<Passphrase>>,
+    signing: Vec<(Option<String>, Arc<SigningKey>)>,
+    verifying: Vec<(Option<String>, VerifyingKey)>,
+}
+
+impl std::fmt::Debug for KeyRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Key ids and counts only: never secret bytes.
+        f.debug_struct("KeyRing")
+            .field("symmetric", &self.symmetric.iter().map(|k| k.kid()).collect::<Vec<_>>())
+            .field("x25519", &self.x25519.iter().map(|k| k.kid()).collect::<Vec<_>>())
+            .field("passphrases", &self.passphrases.len())
+            .field("signing", &self.signing.len())
+            .field("verifying", &self.verifying.len())
+            .finish()
+    }
+}
+
+fn key_error(message: String, path: Option<&Path>) -> Error {
+    Error::new(ErrorKind::InvalidKey(message), path, "invalid key")
+}
+
+impl KeyRing {
+    /// An empty key ring.
+    pub fn new() -> KeyRing {
+        KeyRing::default()
+    }
+
+    /// Whether the ring holds no key that can decrypt.
+    pub fn is_empty(&self) -> bool {
+        self.symmetric.is_empty() && self.x25519.is_empty() && self.passphrases.is_empty()
+    }
+
+    /// Adds a symmetric key.
+    pub fn add_symmetric(&mut self, key: Arc<SymmetricKey>) {
+        self.symmetric.push(key);
+    }
+
+    /// Adds an X25519 secret key.
+    pub fn add_x25519(&mut self, key: Arc<X25519SecretKey>) {
+        self.x25519.push(key);
+    }
+
+    /// Adds a passphrase.
+    pub fn add_passphrase(&mut self, passphrase: Arc<Passphrase>) {
+        self.passphrases.push(passphrase);
+    }
+
+    /// Adds a signing key (found in key files; a reader does not need it).
+    pub fn add_signing(&mut self, kid: Option<String>, key: Arc<SigningKey>) {
+        self.signing.push((kid, key));
+    }
+
+    /// Adds keys from JWK JSON text: one JWK, a JWK set or an array.
+    ///
+    /// # Errors
+    /// `InvalidKey` naming what is wrong with a key.
+    pub fn add_jwk_json(&mut self, json: &str) -> Result<()> {
+        let v: Value = serde_json::from_str(json).map_err(|e| key_error(format!("not JWK JSON: {e}"), None))?;
+        self.add_jwk_value(&v, None)
+    }
+
+    /// Adds keys from a decoded JSON value (one JWK, a set or an array).
+    ///
+    /// # Errors
+    /// As [`KeyRing::add_jwk_json`].
+    pub fn add_jwk_value(&mut self, v: &Value, path: Option<&Path>) -> Result<()> {
+        for k in jwk::decode_all(v).map_err(|m| key_error(m, path))? {
+            match k {
+                Jwk::Symmetric(k) => self.symmetric.push(Arc::new(k)),
+                Jwk::X25519Secret(k) => self.x25519.push(Arc::new(k)),
+                Jwk::X25519Public(k) => self.x25519_public.push(k),
+                Jwk::Signing(kid, k) => {
+                    self.verifying.push((kid.clone(), k.verifying_key()));
+                    self.signing.push((kid, Arc::new(k)));
+                }
+                Jwk::Verifying(kid, k) => self.verifying.push((kid, k)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the keys of a JWK file.
+    ///
+    /// # Errors
+    /// `Io` if it cannot be read; `InvalidKey` as [`KeyRing::add_jwk_json`].
+    pub fn add_jwk_file(&mut self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(e, path, "cannot read keys from"))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| key_error(format!("not JWK JSON: {e}"), Some(path)))?;
+        self.add_jwk_value(&v, Some(path))
+    }
+
+    /// Adds the keys held by an environment variable, as JWK JSON.
+    /// Returns whether the variable was set.
+    ///
+    /// # Errors
+    /// `InvalidKey` if it is set to something other than JWK JSON.
+    pub fn add_env(&mut self, var: &str) -> Result<bool> {
+        match std::env::var(var) {
+            Ok(text) => {
+                self.add_jwk_json(&text).map_err(|e| key_error(format!("environment variable {var}: {e}"), None))?;
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    pub(crate) fn symmetric(&self) -> impl Iterator<Item = &SymmetricKey> {
+        self.symmetric.iter().map(|k| &**k)
+    }
+
+    pub(crate) fn x25519(&self) -> impl Iterator<Item = &X25519SecretKey> {
+        self.x25519.iter().map(|k| &**k)
+    }
+
+    pub(crate) fn passphrases(&self) -> impl Iterator<Item = &Passphrase> {
+        self.passphrases.iter().map(|k| &**k)
+    }
+
+    /// The symmetric key with this id.
+    pub fn symmetric_key(&self, kid: &str) -> Option<Arc<SymmetricKey>> {
+        self.symmetric.iter().find(|k| k.kid() == kid).cloned()
+    }
+
+    /// The X25519 public keys known: the public halves of the secret keys
+    /// and the public-only keys.
+    pub fn x25519_public_keys(&self) -> Vec<X25519PublicKey> {
+        let mut out: Vec<_> = self.x25519.iter().map(|k| k.public_key()).collect();
+        out.extend(self.x25519_public.iter().cloned());
+        out
+    }
+
+    /// The signing keys found, with their key ids.
+    pub fn signing_keys(&self) -> &[(Option<String>, Arc<SigningKey>)] {
+        &self.signing
+    }
+
+    /// The Ed25519 public keys found (of signing keys too), with their ids.
+    pub fn verifying_keys(&self) -> &[(Option<String>, VerifyingKey)] {
+        &self.verifying
+    }
+}

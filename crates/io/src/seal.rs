@@ -1,0 +1,203 @@
+//! Writing encrypted files (`docs/FORMAT.md` section 10) in one pass: the
+//! chunks are encrypted on all cores straight into an unnamed temp file,
+//! their tags kept; then the header, which commits to the tags (and to the
+//! ciphertext's digests with `checksum`), the tag table and the header MAC
+//! are written in front, the footer and signatures after, and the file is
+//! renamed over the target. Memory: the header, the tag table and one
+//! buffer per core.
+
+use std::path::Path;
+
+use deathtensors_format::{chunk_count, Encryption, Flags, Head, Header, Label, TensorSpec, TAG_LEN};
+use ring::hmac;
+
+use crate::atomic::TempFile;
+use crate::crypt::{new_file_keys, ChunkCipher, EncryptOptions};
+use crate::error::{Error, Result};
+use crate::pread::write_all_at;
+use crate::writer::WriteOptions;
+
+const DOING: &str = "cannot write";
+
+/// Bytes a worker gathers before one positioned write: tiny tensors are
+/// written in batches, not one system call each.
+const BATCH: usize = 4 << 20;
+
+/// Encrypts `data` (in the order of `header`'s tensors) into `temp`, whose
+/// blob starts at `data_start`; returns the tag table.
+fn encrypt_blob(
+    temp: &TempFile,
+    header: &Header,
+    data: &[&[u8]],
+    cipher: &ChunkCipher,
+    data_start: u64,
+) -> std::io::Result<Vec<u8>> {
+    let tensors = header.tensors();
+    let size = cipher.chunk_size();
+    // Global chunk g belongs to tensor owner[g]; chunks are numbered as in
+    // the tag table (tensors in header order, which is offset order here).
+    let mut owner: Vec<(u32, u64)> = Vec::new();
+    for (i, t) in tensors.iter().enumerate() {
+        for j in 0..chunk_count(t.byte_len(), size) {
+            owner.push((i as u32, j));
+        }
+    }
+    let mut tags = vec![0u8; owner.len() * TAG_LEN];
+    let threads = crate::hash::threads().min(owner.len()).max(1);
+    // Balance the runs by bytes, not by chunk count.
+    let total: u64 = header.data_len().max(1);
+    let mut cuts = vec![0usize];
+    let mut acc = 0u64;
+    for (g, &(i, j)) in owner.iter().enumerate() {
+        let t = &tensors[i as usize];
+        let (s, e) = deathtensors_format::chunk_range(t.byte_len(), size, j);
+        acc += (e - s).max(1);
+        if cuts.len() < threads && acc * threads as u64 >= total * cuts.len() as u64 && g + 1 < owner.len() {
+            cuts.push(g + 1);
+        }
+    }
+    cuts.push(owner.len());
+    let owner = &owner;
+    std::thread::scope(|s| {
+        let mut rest: &mut [u8] = &mut tags;
+        let mut handles = Vec::new();
+        for w in cuts.windows(2) {
+            let (g0, g1) = (w[0], w[1]);
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((g1 - g0) * TAG_LEN);
+            rest = tail;
+            handles.push(s.spawn(move || -> std::io::Result<()> {
+                let mut buf: Vec<u8> = Vec::with_capacity(BATCH + size as usize);
+                // File offset of buf[0].
+                let mut buf_at: Option<u64> = None;
+                let mut chunks = None;
+                let mut chunks_of = u32::MAX;
+                for (k, &(i, j)) in owner[g0..g1].iter().enumerate() {
+                    let t = &tensors[i as usize];
+                    if chunks_of != i {
+                        chunks = Some(cipher.tensor(i as usize, t));
+                        chunks_of = i;
+                    }
+                    let c = chunks.as_mut().expect("set above");
+                    let (cs, ce) = c.range(j);
+                    let at = data_start + t.data_offsets.0 + cs;
+                    let start = *buf_at.get_or_insert(at);
+                    // Alignment gaps between tensors are written as zeros.
+                    let pos = (at - start) as usize;
+                    buf.resize(pos, 0);
+                    buf.extend_from_slice(&data[i as usize][cs as usize..ce as usize]);
+                    let tag = c.seal(j, &mut buf[pos..]);
+                    mine[k * TAG_LEN..(k + 1) * TAG_LEN].copy_from_slice(&tag);
+                    if buf.len() >= BATCH {
+                        write_all_at(temp.file(), &buf, start)?;
+                        buf.clear();
+                        buf_at = None;
+                    }
+                }
+                if let Some(start) = buf_at {
+                    write_all_at(temp.file(), &buf, start)?;
+                }
+                Ok(())
+            }));
+        }
+        handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })?;
+    Ok(tags)
+}
+
+/// Saves `specs` with their `data` encrypted as `enc` says (deathtensors only).
+pub(crate) fn save_encrypted(
+    path: &Path,
+    specs: Vec<TensorSpec>,
+    data: &[&[u8]],
+    options: &WriteOptions,
+    enc: &EncryptOptions,
+) -> Result<Header> {
+    let fmt = |e| Error::format(e, path, DOING);
+    let io = |e| Error::io(e, path, DOING);
+    let metadata = options.metadata.clone().unwrap_or_default();
+    let plain = Header::new_deathtensors(
+        specs,
+        metadata.clone(),
+        options.alignment,
+        options.created_by.clone(),
+        &options.limits,
+    )
+    .map_err(fmt)?;
+    let keys = new_file_keys(enc).map_err(|m| Error::input(m, path, DOING))?;
+    let (dk, file_id) = (&keys.data_key, keys.file_id);
+    let total: u64 = plain.tensors().iter().map(|t| chunk_count(t.byte_len(), enc.chunk_size)).sum();
+    let mut section = Encryption {
+        cipher: enc.cipher,
+        chunk_size: enc.chunk_size,
+        file_id,
+        nonce_salt: keys.nonce_salt,
+        tag_table_len: total * TAG_LEN as u64,
+        tag_table_sha256: [0; 32],
+        recipients: keys.recipients.clone(),
+    };
+    let mut flags = Flags::ENCRYPTED;
+    if options.checksum {
+        flags = flags | Flags::CHECKSUM;
+    }
+    if !options.signers.is_empty() {
+        flags = flags | Flags::SIGNED;
+    }
+    // Placeholders of the final length: digests are fixed-length hex.
+    let mut placeholder_specs: Vec<TensorSpec> = plain.tensors().iter().map(|t| t.to_spec()).collect();
+    if options.checksum {
+        for s in &mut placeholder_specs {
+            s.sha256 = Some([0; 32]);
+        }
+    }
+    let rebuild = |specs: Vec<TensorSpec>, section: Encryption| -> Result<Header> {
+        Header::new_deathtensors(
+            specs,
+            metadata.clone(),
+            options.alignment,
+            options.created_by.clone(),
+            &options.limits,
+        )
+        .and_then(|h| h.with_encryption(section))
+        .map_err(fmt)
+    };
+    let header = rebuild(placeholder_specs.clone(), section.clone())?;
+    let head_len = Head::encode(&header, flags).map_err(fmt)?.len() as u64;
+    let tables = Head::tables_for(&header, head_len).map_err(fmt)?.expect("the header is encrypted");
+    let cipher = ChunkCipher::new(&section, dk);
+
+    let temp = TempFile::create(path, options.durable).map_err(io)?;
+    let data_end = tables.data_start + header.data_len();
+    // The padding and gaps read as zeros.
+    temp.file().set_len(data_end).map_err(io)?;
+    let tags = encrypt_blob(&temp, &header, data, &cipher, tables.data_start).map_err(io)?;
+    section.tag_table_sha256 = crate::hash::sha256(&tags);
+    if options.checksum {
+        // The digests of the ciphertext, read back from the page cache on all cores.
+        let inputs: Vec<_> = header
+            .tensors()
+            .iter()
+            .map(|t| crate::sha_lanes::Input::File {
+                file: temp.file(),
+                offset: tables.data_start + t.data_offsets.0,
+                len: t.byte_len(),
+            })
+            .collect();
+        let digests = crate::sha_lanes::digests(&inputs).map_err(io)?;
+        for (s, d) in placeholder_specs.iter_mut().zip(digests) {
+            s.sha256 = Some(d);
+        }
+    }
+    let header = rebuild(placeholder_specs, section.clone())?;
+    let head = Head::encode(&header, flags).map_err(fmt)?;
+    debug_assert_eq!(head.len() as u64, head_len);
+    let mac_key = hmac::Key::new(hmac::HMAC_SHA256, &dk.derive(&file_id, Label::HeaderMac)[..]);
+    let mut mac = hmac::Context::with_key(&mac_key);
+    mac.update(&head);
+    mac.update(&tags);
+    write_all_at(temp.file(), &head, 0).map_err(io)?;
+    write_all_at(temp.file(), &tags, tables.tags.0).map_err(io)?;
+    write_all_at(temp.file(), mac.sign().as_ref(), tables.mac.0).map_err(io)?;
+    crate::signing::finish(&temp, path, &head, data_end, flags, options)?;
+    temp.persist().map_err(io)?;
+    Ok(header)
+}

@@ -1,0 +1,133 @@
+//! Signing files (`docs/FORMAT.md` section 11): the footer and signature
+//! block that end a file being written, and adding a signature to an
+//! existing file through an atomic copy.
+
+use std::io::Write;
+use std::path::Path;
+
+use deathtensors_format::{encode_signatures, signed_message, Flags, Prefix, SignatureRecord};
+
+use crate::atomic::TempFile;
+use crate::crypt::{sign_message, SigningKey};
+use crate::error::{Error, Result};
+use crate::hash::{self, Hasher};
+use crate::pread::{read_exact_at, write_all_at};
+use crate::reader::Reader;
+use crate::writer::WriteOptions;
+
+const DOING: &str = "cannot write";
+
+/// The signature block of `signers` over a file whose head (prefix and
+/// header, `file[0 .. header_end]`) and footer are given.
+pub(crate) fn signature_block(
+    signers: &[std::sync::Arc<SigningKey>],
+    head: &[u8],
+    footer: Option<&[u8; 32]>,
+) -> std::result::Result<Vec<u8>, deathtensors_format::Error> {
+    let message = signed_message(head, footer);
+    let records: Vec<SignatureRecord> = signers.iter().map(|k| sign_message(k, &message)).collect();
+    encode_signatures(&records)
+}
+
+/// Ends a file written in place in `temp` whose blob ends at `data_end`:
+/// the footer, hashed back from the file (with `CHECKSUM`), then the
+/// signatures (with `SIGNED`). `head` is the file's prefix and header.
+pub(crate) fn finish(
+    temp: &TempFile,
+    path: &Path,
+    head: &[u8],
+    data_end: u64,
+    flags: Flags,
+    options: &WriteOptions,
+) -> Result<()> {
+    let io = |e| Error::io(e, path, DOING);
+    let mut end = data_end;
+    let footer = if flags.contains(Flags::CHECKSUM) {
+        let mut h = Hasher::new();
+        h.update(&head[Prefix::LEN..]);
+        let mut buf = vec![0u8; hash::CHUNK];
+        let mut at = head.len() as u64;
+        while at < data_end {
+            let n = (data_end - at).min(buf.len() as u64) as usize;
+            read_exact_at(temp.file(), &mut buf[..n], at).map_err(io)?;
+            h.update(&buf[..n]);
+            at += n as u64;
+        }
+        let footer = h.finish();
+        write_all_at(temp.file(), &footer, data_end).map_err(io)?;
+        end += 32;
+        Some(footer)
+    } else {
+        None
+    };
+    if flags.contains(Flags::SIGNED) {
+        let block =
+            signature_block(&options.signers, head, footer.as_ref()).map_err(|e| Error::format(e, path, DOING))?;
+        write_all_at(temp.file(), &block, end).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Adds `key`'s signature to the file at `path`, keeping its other
+/// signatures: the file is copied with the new block to a temp file that
+/// replaces it, so a crash leaves the old file or the new one. The data is
+/// copied, never re-encoded.
+///
+/// # Errors
+/// - `Format` and the checks of [`Reader::open`] (existing signatures must
+///   verify).
+/// - `InvalidInput` for a safetensors file, a plaintext file whose tensors
+///   lack `sha256` digests (save it with `checksum`), or a key that has
+///   signed the file already.
+/// - `Io`.
+pub fn sign_file(path: impl AsRef<Path>, key: &SigningKey, durable: bool) -> Result<()> {
+    let path = path.as_ref();
+    let io = |e| Error::io(e, path, DOING);
+    let reader = Reader::open(path)?;
+    let head = reader.head();
+    if head.header.format() != deathtensors_format::Format::Deathtensors {
+        return Err(Error::input("only deathtensors files can be signed: convert the file first", path, DOING));
+    }
+    if !reader.is_encrypted() && !head.header.has_tensor_digests() {
+        return Err(Error::input(
+            "a signature commits to the data through per-tensor sha256 digests, and this file has none: re-save or convert it with a checksum first",
+            path,
+            DOING,
+        ));
+    }
+    let me = key.verifying_key();
+    if reader.signers().contains(&me) {
+        return Err(Error::input(format!("the file is already signed by {}", me.fingerprint()), path, DOING));
+    }
+    let body_end = head.data_end + head.footer().map_or(0, |_| 32);
+    let mut signed = vec![0u8; head.header_end as usize];
+    read_exact_at(&std::fs::File::open(path).map_err(io)?, &mut signed, 0).map_err(io)?;
+    let flags = head.flags | Flags::SIGNED;
+    signed[12..16].copy_from_slice(&flags.bits().to_le_bytes());
+    let footer = match head.footer() {
+        Some((start, _)) => {
+            let mut f = [0u8; 32];
+            read_exact_at(&std::fs::File::open(path).map_err(io)?, &mut f, start).map_err(io)?;
+            Some(f)
+        }
+        None => None,
+    };
+    let mut records = reader.signatures().to_vec();
+    records.push(sign_message(key, &signed_message(&signed, footer.as_ref())));
+    let block = encode_signatures(&records).map_err(|e| Error::format(e, path, DOING))?;
+    drop(reader);
+
+    let temp = TempFile::create(path, durable).map_err(io)?;
+    let mut src = std::fs::File::open(path).map_err(io)?;
+    let mut out = temp.file();
+    out.write_all(&signed[..Prefix::LEN]).map_err(io)?;
+    std::io::Seek::seek(&mut src, std::io::SeekFrom::Start(Prefix::LEN as u64)).map_err(io)?;
+    // copy() uses copy_file_range on Linux: the kernel copies, not us.
+    let copied =
+        std::io::copy(&mut std::io::Read::take(&mut src, body_end - Prefix::LEN as u64), &mut out).map_err(io)?;
+    if copied != body_end - Prefix::LEN as u64 {
+        return Err(Error::input("the file changed while it was being signed", path, DOING));
+    }
+    out.write_all(&block).map_err(io)?;
+    temp.persist().map_err(io)
+}

@@ -1,0 +1,249 @@
+//! What a reader checks when it opens an encrypted or signed file
+//! (`docs/FORMAT.md` sections 10 and 11), and decrypting tensors for it:
+//! the signature block, signatures against the caller's requirements, the
+//! tag table, the data key and the header MAC.
+
+use std::fs::File;
+use std::path::Path;
+
+use deathtensors_format::{
+    parse_signatures, signature_block_len, signed_message, Flags, Head, Label, SignatureRecord, TensorInfo, MAGIC,
+    SIGNATURE_TRAILER_LEN, TAG_LEN,
+};
+use ring::hmac;
+use subtle::ConstantTimeEq;
+
+use crate::crypt::{unwrap_data_key, ChunkCipher, VerifyingKey};
+use crate::error::{Error, ErrorKind, Result};
+use crate::pread::read_exact_at;
+use crate::reader::ReadOptions;
+
+const DOING: &str = "cannot open";
+
+/// What a reader learnt from a file's security features.
+#[derive(Debug, Default)]
+pub(crate) struct Trust {
+    /// The chunk cipher, once a key unwrapped the data key.
+    pub(crate) cipher: Option<ChunkCipher>,
+    /// The tag table of an encrypted file.
+    pub(crate) tags: Vec<u8>,
+    /// The signature records of a signed file.
+    pub(crate) signatures: Vec<SignatureRecord>,
+    /// The signers whose signatures verified.
+    pub(crate) signers: Vec<VerifyingKey>,
+    /// Whether every read must be checked before it is returned (the
+    /// caller asked for signatures or encryption).
+    pub(crate) checked_reads: bool,
+}
+
+fn err(kind: ErrorKind, path: &Path) -> Error {
+    Error::new(kind, Some(path), DOING)
+}
+
+/// For a signed file, the signature records and the length of the file
+/// without them; otherwise no records and the whole length.
+pub(crate) fn split_signatures(
+    file: &File,
+    file_len: u64,
+    probe: &[u8],
+    path: &Path,
+) -> Result<(u64, Vec<SignatureRecord>)> {
+    let signed = probe.starts_with(&MAGIC)
+        && probe.get(12..16).is_some_and(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) & Flags::SIGNED.bits() != 0);
+    if !signed {
+        return Ok((file_len, Vec::new()));
+    }
+    let fmt = |e| Error::format(e, path, DOING);
+    let mut trailer = vec![0u8; SIGNATURE_TRAILER_LEN.min(file_len) as usize];
+    let at = file_len - trailer.len() as u64;
+    read_exact_at(file, &mut trailer, at).map_err(|e| Error::io(e, path, DOING))?;
+    let block_len = signature_block_len(&trailer, file_len).map_err(fmt)?;
+    let body_len = file_len - block_len;
+    let mut block = vec![0u8; block_len as usize];
+    read_exact_at(file, &mut block, body_len).map_err(|e| Error::io(e, path, DOING))?;
+    Ok((body_len, parse_signatures(&block).map_err(fmt)?))
+}
+
+/// Checks signatures, requirements, the tag table and, given a key, the
+/// header MAC; returns what reads need.
+pub(crate) fn check(
+    file: &File,
+    path: &Path,
+    head: &Head,
+    signatures: Vec<SignatureRecord>,
+    options: &ReadOptions,
+) -> Result<Trust> {
+    let io = |e| Error::io(e, path, DOING);
+    let encrypted = head.flags.contains(Flags::ENCRYPTED);
+    if options.require_encryption && !encrypted {
+        return Err(err(ErrorKind::NotEncrypted, path));
+    }
+    let mut trust = Trust {
+        checked_reads: options.require_signature || options.require_encryption || !options.trusted_signers.is_empty(),
+        ..Trust::default()
+    };
+    let mut signed_head = vec![0u8; head.header_end as usize];
+    if !signatures.is_empty() || !trust.signers.is_empty() {
+        read_exact_at(file, &mut signed_head, 0).map_err(io)?;
+    }
+    if !signatures.is_empty() {
+        let footer = match head.footer() {
+            Some((start, _)) => {
+                let mut f = [0u8; 32];
+                read_exact_at(file, &mut f, start).map_err(io)?;
+                Some(f)
+            }
+            None => None,
+        };
+        let message = signed_message(&signed_head, footer.as_ref());
+        trust.signers = crate::crypt::verify_signatures(&signatures, &message)
+            .map_err(|k| err(ErrorKind::BadSignature { signer: k.fingerprint() }, path))?;
+    }
+    if (options.require_signature || !options.trusted_signers.is_empty()) && signatures.is_empty() {
+        return Err(err(ErrorKind::Unsigned, path));
+    }
+    if !options.trusted_signers.is_empty() && !trust.signers.iter().any(|s| options.trusted_signers.contains(s)) {
+        let signers = trust.signers.iter().map(VerifyingKey::fingerprint).collect();
+        return Err(err(ErrorKind::UntrustedSigner { signers }, path));
+    }
+    trust.signatures = signatures;
+    let (Some(tables), Some(enc)) = (head.tables, head.header.encryption()) else {
+        return Ok(trust);
+    };
+    // The tag table, the header MAC and the zero padding up to the blob.
+    let mut region = vec![0u8; (head.data_start - tables.tags.0) as usize];
+    read_exact_at(file, &mut region, tables.tags.0).map_err(io)?;
+    let table_len = (tables.tags.1 - tables.tags.0) as usize;
+    let mac_end = (tables.mac.1 - tables.tags.0) as usize;
+    tables.check_padding(&region[mac_end..]).map_err(|e| Error::format(e, path, DOING))?;
+    if crate::hash::sha256(&region[..table_len]) != enc.tag_table_sha256 {
+        return Err(err(ErrorKind::TagTableMismatch, path));
+    }
+    let mac = region[table_len..mac_end].to_vec();
+    region.truncate(table_len);
+    trust.tags = region;
+    if options.keys.is_empty() {
+        return Ok(trust);
+    }
+    let dk = unwrap_data_key(enc, &options.keys).map_err(|e| match e {
+        crate::crypt::UnwrapError::NoKey => err(ErrorKind::NoKey { recipients: recipients(head) }, path),
+        crate::crypt::UnwrapError::Failed => err(ErrorKind::Decrypt { what: "the data key".into() }, path),
+    })?;
+    // The MAC covers everything before it: prefix, header, padding, tags.
+    let mut covered = vec![0u8; tables.tags.0 as usize];
+    read_exact_at(file, &mut covered, 0).map_err(io)?;
+    let key = hmac::Key::new(hmac::HMAC_SHA256, &dk.derive(&enc.file_id, Label::HeaderMac)[..]);
+    let mut ctx = hmac::Context::with_key(&key);
+    ctx.update(&covered);
+    ctx.update(&trust.tags);
+    if !bool::from(ctx.sign().as_ref().ct_eq(&mac[..])) {
+        return Err(err(ErrorKind::Decrypt { what: "the header".into() }, path));
+    }
+    trust.cipher = Some(ChunkCipher::new(enc, &dk));
+    Ok(trust)
+}
+
+/// How the recipients of an encrypted file are named in errors.
+pub(crate) fn recipients(head: &Head) -> Vec<String> {
+    let Some(enc) = head.header.encryption() else { return Vec::new() };
+    enc.recipients
+        .iter()
+        .map(|r| match r.kid() {
+            Some(kid) => format!("{} key {kid:?}", r.kind()),
+            None => "a passphrase".to_string(),
+        })
+        .collect()
+}
+
+/// Decrypts `buf.len()` bytes of tensor `index` starting `offset` bytes
+/// into it, reading the ciphertext at `file_offset` (the tensor's start).
+/// Whole chunks are read; chunks are spread over all cores when the range
+/// spans several.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decrypt_range(
+    file: &File,
+    path: &Path,
+    head: &Head,
+    trust: &Trust,
+    index: usize,
+    info: &TensorInfo,
+    file_offset: u64,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<()> {
+    let doing = "cannot read";
+    let Some(cipher) = &trust.cipher else {
+        return Err(Error::new(ErrorKind::NoKey { recipients: recipients(head) }, Some(path), doing));
+    };
+    if buf.is_empty() {
+        return Ok(());
+    }
+    let base = head.header.chunk_base(index).unwrap_or(0);
+    let size = cipher.chunk_size();
+    let end = offset + buf.len() as u64;
+    let first = offset / size;
+    let last = (end - 1) / size;
+    let work = |range: std::ops::Range<u64>, out: &mut [u8], out_start: u64| -> Result<()> {
+        let mut chunks = cipher.tensor(index, info);
+        let mut scratch = Vec::new();
+        for j in range {
+            let (cs, ce) = chunks.range(j);
+            let t = ((base + j) as usize) * TAG_LEN;
+            let tag = &trust.tags[t..t + TAG_LEN];
+            // Where this chunk's wanted bytes go in `out`.
+            let (ws, we) = (cs.max(offset), ce.min(end));
+            let whole = ws == cs && we == ce;
+            let target: &mut [u8] = if whole {
+                &mut out[(cs - out_start) as usize..(ce - out_start) as usize]
+            } else {
+                scratch.resize((ce - cs) as usize, 0);
+                &mut scratch[..]
+            };
+            read_exact_at(file, target, file_offset + cs).map_err(|e| Error::io(e, path, doing))?;
+            if !chunks.open(j, target, tag) {
+                let what = format!("tensor {:?} chunk {j}", info.name);
+                return Err(Error::new(ErrorKind::Decrypt { what }, Some(path), doing));
+            }
+            if !whole {
+                out[(ws - out_start) as usize..(we - out_start) as usize]
+                    .copy_from_slice(&scratch[(ws - cs) as usize..(we - cs) as usize]);
+            }
+        }
+        Ok(())
+    };
+    let n = last - first + 1;
+    let threads = (crate::hash::threads() as u64).min(n / 2).max(1);
+    if threads == 1 {
+        let out = work(first..last + 1, buf, offset);
+        if out.is_err() {
+            // Nothing, not even the chunks that did verify, on an error.
+            buf.fill(0);
+        }
+        return out;
+    }
+    // Contiguous runs of chunks per thread; `buf` split at chunk boundaries.
+    let per = n.div_ceil(threads);
+    let result = std::thread::scope(|s| {
+        let mut rest: &mut [u8] = buf;
+        let mut at = offset;
+        let mut handles = Vec::new();
+        let mut j = first;
+        while j <= last {
+            let stop = (j + per).min(last + 1);
+            let run_end = (stop * size).min(end);
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((run_end - at) as usize);
+            rest = tail;
+            let start = at;
+            handles.push(s.spawn(move || work(j..stop, mine, start)));
+            at = run_end;
+            j = stop;
+        }
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect::<Vec<_>>()
+    });
+    let out = result.into_iter().collect::<Result<()>>();
+    if out.is_err() {
+        // Nothing unverified reaches the caller.
+        buf.fill(0);
+    }
+    out
+}

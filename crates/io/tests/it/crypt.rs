@@ -1,0 +1,392 @@
+//! Encrypted and signed files: round trips through every recipient kind and
+//! cipher, chunk boundaries, requirements, and the tamper matrix of
+//! `docs/FORMAT.md` sections 10 and 11 (every tampering gives its own
+//! error, and nothing tampered is returned as data).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use deathtensors_format::{Argon2Params, Cipher, Dtype, Flags, TensorSpec};
+use deathtensors_io::{
+    save, sign_file, EncryptOptions, ErrorKind, KeyRing, Passphrase, ReadOptions, Reader, RecipientKey, SigningKey,
+    SymmetricKey, WriteOptions, X25519SecretKey,
+};
+
+use crate::scratch;
+
+const CHUNK: u64 = 4096;
+
+/// Tensors whose sizes sit on and around chunk boundaries, empty included.
+fn tensors() -> Vec<(TensorSpec, Vec<u8>)> {
+    let sizes = [0u64, 1, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 5];
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let bytes: Vec<u8> = (0..n).map(|k| (k as u8).wrapping_mul(31).wrapping_add(i as u8)).collect();
+            (TensorSpec::new(format!("t{i}"), Dtype::U8, [n]), bytes)
+        })
+        .collect()
+}
+
+fn key() -> Arc<SymmetricKey> {
+    Arc::new(SymmetricKey::new("team", &[7u8; 32]).unwrap())
+}
+
+fn write(path: &Path, data: &[(TensorSpec, Vec<u8>)], options: &WriteOptions) {
+    let list = data.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
+    save(path, list, options).unwrap();
+}
+
+fn encrypted_options(recipients: Vec<RecipientKey>, cipher: Cipher) -> WriteOptions {
+    WriteOptions {
+        encryption: Some(EncryptOptions { cipher, chunk_size: CHUNK, recipients }),
+        ..WriteOptions::default()
+    }
+}
+
+fn with_key(k: Arc<SymmetricKey>) -> ReadOptions {
+    let mut keys = KeyRing::new();
+    keys.add_symmetric(k);
+    ReadOptions { keys, ..ReadOptions::default() }
+}
+
+/// Every tensor read whole, in slices and as a blob equals what was saved.
+#[track_caller]
+fn check_contents(r: &Reader, data: &[(TensorSpec, Vec<u8>)]) {
+    for (spec, bytes) in data {
+        assert_eq!(&r.read(&spec.name).unwrap(), bytes, "{}", spec.name);
+        let n = bytes.len() as u64;
+        for (a, b) in [(0, n), (0, n / 2), (n / 3, n), (n.saturating_sub(1), n), (CHUNK.min(n), n)] {
+            if a > b {
+                continue;
+            }
+            let mut buf = vec![0u8; (b - a) as usize];
+            r.read_range_into(&spec.name, a, &mut buf).unwrap();
+            assert_eq!(&buf[..], &bytes[a as usize..b as usize], "{} [{a}, {b})", spec.name);
+        }
+    }
+    let mut blob = vec![1u8; r.header().data_len() as usize];
+    r.read_data_into(&mut blob).unwrap();
+    for (spec, bytes) in data {
+        let (s, e) = r.header().get(&spec.name).unwrap().data_offsets;
+        assert_eq!(&blob[s as usize..e as usize], &bytes[..]);
+    }
+}
+
+fn kind_of(e: &deathtensors_io::Error) -> String {
+    format!("{:?}", e.kind())
+}
+
+#[track_caller]
+fn expect_err<T>(r: deathtensors_io::Result<T>, want: &str) {
+    match r {
+        Ok(_) => panic!("expected an error {want}, got Ok"),
+        Err(e) => assert!(kind_of(&e).starts_with(want), "expected {want}, got {} ({e})", kind_of(&e)),
+    }
+}
+
+#[test]
+fn round_trip_both_ciphers_and_chunk_boundaries() {
+    let dir = scratch("crypt-roundtrip");
+    let data = tensors();
+    for cipher in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305] {
+        let path = dir.join(format!("{}.dt", cipher.name()));
+        write(&path, &data, &encrypted_options(vec![RecipientKey::Symmetric(key())], cipher));
+        let r = Reader::open_with(&path, with_key(key())).unwrap();
+        assert!(r.is_encrypted() && r.can_decrypt());
+        assert_eq!(r.header().encryption().unwrap().cipher, cipher);
+        check_contents(&r, &data);
+    }
+}
+
+#[test]
+fn large_tensor_decrypts_on_all_cores() {
+    let dir = scratch("crypt-large");
+    let n = 64 * CHUNK + 17;
+    let bytes: Vec<u8> = (0..n).map(|k| (k % 251) as u8).collect();
+    let data = vec![(TensorSpec::new("big", Dtype::U8, [n]), bytes)];
+    let path = dir.join("big.dt");
+    write(&path, &data, &encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm));
+    check_contents(&Reader::open_with(&path, with_key(key())).unwrap(), &data);
+}
+
+#[test]
+fn every_recipient_kind_unwraps_and_others_do_not() {
+    let dir = scratch("crypt-recipients");
+    let data = tensors();
+    let x = Arc::new(X25519SecretKey::generate("alice").unwrap());
+    let pass = Arc::new(Passphrase::new("correct horse").unwrap());
+    let weak = Argon2Params { memory_kib: 64, iterations: 1, parallelism: 1 };
+    let recipients = vec![
+        RecipientKey::Symmetric(key()),
+        RecipientKey::X25519(x.public_key()),
+        RecipientKey::Passphrase(pass.clone(), weak),
+    ];
+    let path = dir.join("multi.dt");
+    write(&path, &data, &encrypted_options(recipients, Cipher::Aes256Gcm));
+    let kinds: Vec<_> =
+        Reader::open(&path).unwrap().header().encryption().unwrap().recipients.iter().map(|r| r.kind()).collect();
+    assert_eq!(kinds, ["symmetric", "x25519", "passphrase"]);
+
+    let mut k = KeyRing::new();
+    k.add_x25519(x.clone());
+    check_contents(&Reader::open_with(&path, ReadOptions { keys: k, ..ReadOptions::default() }).unwrap(), &data);
+    let mut k = KeyRing::new();
+    k.add_passphrase(pass);
+    check_contents(&Reader::open_with(&path, ReadOptions { keys: k, ..ReadOptions::default() }).unwrap(), &data);
+
+    // The right id with the wrong secret: one decryption error, no detail.
+    let wrong = Arc::new(SymmetricKey::new("team", &[8u8; 32]).unwrap());
+    expect_err(Reader::open_with(&path, with_key(wrong)), "Decrypt");
+    let mut k = KeyRing::new();
+    k.add_passphrase(Arc::new(Passphrase::new("wrong horse").unwrap()));
+    expect_err(Reader::open_with(&path, ReadOptions { keys: k, ..ReadOptions::default() }), "Decrypt");
+    let mut k = KeyRing::new();
+    k.add_x25519(Arc::new(X25519SecretKey::generate("alice").unwrap()));
+    expect_err(Reader::open_with(&path, ReadOptions { keys: k, ..ReadOptions::default() }), "Decrypt");
+    // An id that is not a recipient.
+    let other = Arc::new(SymmetricKey::new("other", &[7u8; 32]).unwrap());
+    let e = Reader::open_with(dir.join("multi.dt"), with_key(other)).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::NoKey { recipients } if recipients.len() == 3), "{e}");
+    assert!(e.to_string().contains("\"team\""), "{e}");
+}
+
+#[test]
+fn without_a_key_the_header_opens_and_the_data_does_not() {
+    let dir = scratch("crypt-nokey");
+    let data = tensors();
+    let path = dir.join("a.dt");
+    let mut options = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm);
+    options.checksum = true;
+    write(&path, &data, &options);
+    let r = Reader::open(&path).unwrap();
+    assert!(r.is_encrypted() && !r.can_decrypt());
+    assert_eq!(r.header().len(), data.len());
+    expect_err(r.read("t1"), "NoKey");
+    expect_err(r.bytes("t1"), "InvalidInput");
+    // The digests are of the ciphertext: anyone can check every byte.
+    r.verify().unwrap();
+    // And the ciphertext is not the plaintext.
+    let raw = std::fs::read(&path).unwrap();
+    let t = r.tensor("t5").unwrap();
+    let stored = &raw[t.file_offset as usize..(t.file_offset + t.info.byte_len()) as usize];
+    assert_ne!(stored, &data[5].1[..]);
+}
+
+/// Flips one bit at `at` in a copy of `src`.
+fn flipped(src: &Path, dir: &Path, name: &str, at: u64) -> PathBuf {
+    let mut bytes = std::fs::read(src).unwrap();
+    bytes[at as usize] ^= 0x01;
+    let out = dir.join(name);
+    std::fs::write(&out, bytes).unwrap();
+    out
+}
+
+#[test]
+fn tamper_matrix_encrypted_and_signed() {
+    let dir = scratch("crypt-tamper");
+    let data = tensors();
+    let signer = Arc::new(SigningKey::generate());
+    let mut options = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm);
+    options.checksum = true;
+    options.signers = vec![signer.clone()];
+    let path = dir.join("good.dt");
+    write(&path, &data, &options);
+    let trusted = || ReadOptions { trusted_signers: vec![signer.verifying_key()], ..with_key(key()) };
+    let good = Reader::open_with(&path, trusted()).unwrap();
+    assert_eq!(good.signers(), &[signer.verifying_key()]);
+    check_contents(&good, &data);
+    let head = good.head().clone();
+    let tables = head.tables.unwrap();
+    let file_len = std::fs::metadata(&path).unwrap().len();
+    let t5 = good.tensor("t5").unwrap().file_offset;
+    drop(good);
+
+    // The prefix: clearing the encryption flag leaves a header with an encryption section.
+    let p = dir.join("flag.dt");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[12] &= !(Flags::ENCRYPTED.bits() as u8);
+    std::fs::write(&p, &bytes).unwrap();
+    expect_err(Reader::open_with(&p, with_key(key())), "Format");
+    // The header: a byte of the JSON (inside the file id's hex digits, so it stays valid JSON).
+    let json = std::fs::read(&path).unwrap();
+    let at = json.windows(9).position(|w| w == b"\"file_id\"").unwrap() + 12;
+    let mut bytes = json.clone();
+    bytes[at] = if bytes[at] == b'0' { b'1' } else { b'0' };
+    let p = dir.join("header.dt");
+    std::fs::write(&p, &bytes).unwrap();
+    expect_err(Reader::open_with(&p, with_key(key())), "BadSignature");
+    // Without the signature requirement the key holder's MAC catches it as well.
+    let mut plain = std::fs::read(&p).unwrap();
+    let unsigned_len = plain.len() - (96 + 16);
+    plain.truncate(unsigned_len);
+    plain[12] &= !(Flags::SIGNED.bits() as u8);
+    let q = dir.join("header-unsigned.dt");
+    std::fs::write(&q, &plain).unwrap();
+    expect_err(Reader::open_with(&q, with_key(key())), "Decrypt");
+    // The tag table.
+    let p = flipped(&path, &dir, "tags.dt", tables.tags.0 + 3);
+    expect_err(Reader::open_with(&p, with_key(key())), "TagTableMismatch");
+    // The header MAC (signatures do not cover it; the key holder checks it).
+    let p = flipped(&path, &dir, "mac.dt", tables.mac.0 + 5);
+    expect_err(Reader::open_with(&p, with_key(key())), "Decrypt");
+    // The ciphertext: the chunk fails to decrypt, and its digest fails without a key.
+    let p = flipped(&path, &dir, "cipher.dt", t5 + CHUNK + 2);
+    let r = Reader::open_with(&p, with_key(key())).unwrap();
+    let e = r.read("t5").unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Decrypt { what } if what.contains("\"t5\" chunk 1")), "{e}");
+    expect_err(Reader::open(&p).unwrap().verify(), "TensorDigestMismatch");
+    let mut buf = vec![9u8; 10];
+    expect_err(r.read_range_into("t5", CHUNK, &mut buf), "Decrypt");
+    assert_eq!(buf, vec![0u8; 10], "nothing unverified is returned");
+    // The signature.
+    let p = flipped(&path, &dir, "sig.dt", file_len - 16 - 10);
+    expect_err(Reader::open(&p), "BadSignature");
+    // Truncated, extended.
+    let p = dir.join("short.dt");
+    std::fs::write(&p, &std::fs::read(&path).unwrap()[..(file_len - 1) as usize]).unwrap();
+    assert!(Reader::open(&p).is_err());
+    let p = dir.join("long.dt");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&[0; 7]);
+    std::fs::write(&p, &bytes).unwrap();
+    assert!(Reader::open(&p).is_err());
+}
+
+#[test]
+fn chunks_swapped_within_and_across_tensors_and_files_are_detected() {
+    let dir = scratch("crypt-swap");
+    let data = tensors();
+    let options = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm);
+    let a = dir.join("a.dt");
+    let b = dir.join("b.dt");
+    write(&a, &data, &options);
+    write(&b, &data, &options);
+    let ra = Reader::open(&a).unwrap();
+    let t5 = ra.tensor("t5").unwrap().file_offset;
+    let t3 = ra.tensor("t3").unwrap().file_offset;
+    let tags = ra.head().tables.unwrap().tags.0;
+    let base5 = ra.header().chunk_base(5).unwrap();
+    let base3 = ra.header().chunk_base(3).unwrap();
+    drop(ra);
+    let swap = |name: &str, f: &dyn Fn(&mut Vec<u8>, &[u8])| -> PathBuf {
+        let mut bytes = std::fs::read(&a).unwrap();
+        let other = std::fs::read(&b).unwrap();
+        f(&mut bytes, &other);
+        let p = dir.join(name);
+        std::fs::write(&p, &bytes).unwrap();
+        p
+    };
+    let c = CHUNK as usize;
+    let move_chunk = |bytes: &mut Vec<u8>, from: &[u8], dst: u64, src: u64| {
+        bytes[dst as usize..dst as usize + c].copy_from_slice(&from[src as usize..src as usize + c]);
+    };
+    // Within a tensor: chunk 1 takes chunk 0's ciphertext (tags untouched: the table digest holds).
+    let p = swap("within.dt", &|bytes, _| {
+        let copy = bytes.clone();
+        move_chunk(bytes, &copy, t5 + CHUNK, t5);
+    });
+    expect_err(Reader::open_with(&p, with_key(key())).unwrap().read("t5"), "Decrypt");
+    // Across tensors: t3's only chunk takes t5's first.
+    let p = swap("across.dt", &|bytes, _| {
+        let copy = bytes.clone();
+        move_chunk(bytes, &copy, t3, t5);
+    });
+    expect_err(Reader::open_with(&p, with_key(key())).unwrap().read("t3"), "Decrypt");
+    // Across files under the same recipient key: b's ciphertext in a's place.
+    let p = swap("files.dt", &|bytes, other| move_chunk(bytes, other, t5, t5));
+    expect_err(Reader::open_with(&p, with_key(key())).unwrap().read("t5"), "Decrypt");
+    // Swapping tags along with the ciphertext changes the table, which the header commits to.
+    let p = swap("tags.dt", &|bytes, _| {
+        let copy = bytes.clone();
+        move_chunk(bytes, &copy, t5 + CHUNK, t5);
+        let (x, y) = ((tags + 16 * (base5 + 1)) as usize, (tags + 16 * base5) as usize);
+        let tag = copy[y..y + 16].to_vec();
+        bytes[x..x + 16].copy_from_slice(&tag);
+        let _ = base3;
+    });
+    expect_err(Reader::open_with(&p, with_key(key())), "TagTableMismatch");
+}
+
+#[test]
+fn signature_requirements_and_downgrades() {
+    let dir = scratch("crypt-sign");
+    let data = tensors();
+    let publisher = Arc::new(SigningKey::generate());
+    let auditor = SigningKey::generate();
+    let stranger = SigningKey::generate();
+    let path = dir.join("signed.dt");
+    write(&path, &data, &WriteOptions { signers: vec![publisher.clone()], ..WriteOptions::default() });
+    let trust = |k: &SigningKey| ReadOptions { trusted_signers: vec![k.verifying_key()], ..ReadOptions::default() };
+    // Signing a plaintext file records digests and a footer.
+    let r = Reader::open_with(&path, trust(&publisher)).unwrap();
+    assert!(r.header().has_tensor_digests() && r.has_footer());
+    check_contents(&r, &data);
+    r.verify().unwrap();
+    expect_err(Reader::open_with(&path, trust(&stranger)), "UntrustedSigner");
+    expect_err(
+        Reader::open_with(&path, ReadOptions { require_encryption: true, ..ReadOptions::default() }),
+        "NotEncrypted",
+    );
+
+    // A second signature leaves the first valid and the data as it was.
+    let before = std::fs::read(&path).unwrap();
+    sign_file(&path, &auditor, false).unwrap();
+    let after = std::fs::read(&path).unwrap();
+    let body = Reader::open(&path).unwrap().head().data_end as usize + 32;
+    assert_eq!(&before[24..body], &after[24..body]);
+    let r = Reader::open_with(&path, trust(&auditor)).unwrap();
+    assert_eq!(r.signers(), &[publisher.verifying_key(), auditor.verifying_key()]);
+    expect_err(sign_file(&path, &auditor, false), "InvalidInput");
+
+    // Stripping the block and clearing the flag: an unsigned file, refused when a signature is required.
+    let mut stripped = after[..body].to_vec();
+    stripped[12] &= !(Flags::SIGNED.bits() as u8);
+    let p = dir.join("stripped.dt");
+    std::fs::write(&p, &stripped).unwrap();
+    expect_err(Reader::open_with(&p, ReadOptions { require_signature: true, ..ReadOptions::default() }), "Unsigned");
+    expect_err(Reader::open_with(&p, trust(&publisher)), "Unsigned");
+    Reader::open(&p).unwrap();
+    // Clearing the flag but keeping the block: trailing bytes no tensor owns.
+    let mut cleared = after.clone();
+    cleared[12] &= !(Flags::SIGNED.bits() as u8);
+    let p = dir.join("cleared.dt");
+    std::fs::write(&p, &cleared).unwrap();
+    expect_err(Reader::open(&p), "Format");
+
+    // An old signed header over new data: the checked read refuses the bytes.
+    let mut mixed = after.clone();
+    let t = Reader::open(&path).unwrap().tensor("t4").unwrap().file_offset as usize;
+    mixed[t] ^= 0xff;
+    let p = dir.join("mixed.dt");
+    std::fs::write(&p, &mixed).unwrap();
+    let r = Reader::open_with(&p, trust(&publisher)).unwrap();
+    expect_err(r.read("t4"), "TensorDigestMismatch");
+    let mut buf = vec![0u8; 4];
+    expect_err(r.read_range_into("t4", 0, &mut buf), "TensorDigestMismatch");
+    let mut blob = vec![0u8; r.header().data_len() as usize];
+    expect_err(r.read_data_into(&mut blob), "TensorDigestMismatch");
+    // Without a requirement the same read is not checked (as for unsigned files).
+    assert!(Reader::open(&p).unwrap().read("t4").is_ok());
+}
+
+#[test]
+fn unsigned_plain_files_cannot_be_signed_without_digests() {
+    let dir = scratch("crypt-sign-nodigest");
+    let path = dir.join("plain.dt");
+    write(&path, &tensors(), &WriteOptions::default());
+    expect_err(sign_file(&path, &SigningKey::generate(), false), "InvalidInput");
+    let st = dir.join("plain.safetensors");
+    let o = WriteOptions { format: deathtensors_format::Format::Safetensors, ..WriteOptions::default() };
+    write(&st, &tensors(), &o);
+    expect_err(sign_file(&st, &SigningKey::generate(), false), "InvalidInput");
+    let o = WriteOptions {
+        format: deathtensors_format::Format::Safetensors,
+        signers: vec![Arc::new(SigningKey::generate())],
+        ..WriteOptions::default()
+    };
+    let list = tensors().iter().map(|(s, b)| (s.clone(), b.clone())).collect::<Vec<_>>();
+    let list2: Vec<(TensorSpec, &[u8])> = list.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
+    expect_err(save(&st, list2, &o), "InvalidInput");
+}
