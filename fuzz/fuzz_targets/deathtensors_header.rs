@@ -1,5 +1,7 @@
 //! Decoding a deathtensors JSON header, then encode → parse → equal, and
-//! encoding is deterministic.
+//! encoding is deterministic; a header with an `encryption` section encodes
+//! with flag bit 2, and every header laid out as a whole file (tag table and
+//! MAC if encrypted, footer and signature block if signable) parses back.
 //!
 //! `cargo fuzz run deathtensors_header` fuzzes it (nightly); `cargo run --release --bin
 //! deathtensors_header -- FILE_OR_DIR...` replays inputs without libFuzzer (stable).

@@ -13,7 +13,7 @@ use std::process::Command;
 use crate::util::{cargo_bin, exec, root, succeeds};
 
 /// The fuzz targets, as named in `fuzz/Cargo.toml` and `fuzz/seeds/`.
-const TARGETS: &[&str] = &["deathtensors_header", "safetensors_header", "file"];
+const TARGETS: &[&str] = &["deathtensors_header", "safetensors_header", "file", "signatures"];
 
 /// Seconds each target is fuzzed for by `cargo xtask fuzz`.
 const DEFAULT_SECONDS: u64 = 60;
@@ -214,4 +214,64 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::TARGETS;
+    use crate::util::root;
+
+    fn sorted(mut names: Vec<String>) -> Vec<String> {
+        names.sort();
+        names
+    }
+
+    /// The names of the entries of `dir` that `keep` accepts, as it maps them.
+    fn entries(dir: &Path, keep: impl Fn(&Path) -> Option<String>) -> Vec<String> {
+        let list = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        sorted(list.filter_map(|e| keep(&e.unwrap().path())).collect())
+    }
+
+    /// A target named here and nowhere else would never be built, replayed
+    /// or fuzzed, and one missing here would never run in CI: every target
+    /// is a `[[bin]]` of `fuzz/Cargo.toml`, a file of `fuzz/fuzz_targets/`,
+    /// a non-empty folder of `fuzz/seeds/` and an entry of the properties'
+    /// `TARGETS` (which `cargo test` replays `testdata/fuzz/` through), and
+    /// each of those is a target.
+    #[test]
+    fn fuzz_targets_are_registered_everywhere() {
+        let fuzz = root().join("fuzz");
+        let expected = sorted(TARGETS.iter().map(|t| t.to_string()).collect());
+
+        let manifest = std::fs::read_to_string(fuzz.join("Cargo.toml")).unwrap();
+        let bins: Vec<String> = manifest
+            .split("[[bin]]")
+            .skip(1)
+            .filter_map(|bin| bin.lines().find_map(|l| l.strip_prefix("name = \"")?.strip_suffix('"')))
+            .map(String::from)
+            .collect();
+        assert_eq!(sorted(bins), expected, "[[bin]] targets of fuzz/Cargo.toml");
+
+        let files = entries(&fuzz.join("fuzz_targets"), |p| {
+            (p.extension()? == "rs").then(|| p.file_stem()?.to_str().map(String::from))?
+        });
+        assert_eq!(files, expected, "files of fuzz/fuzz_targets/");
+
+        let seeds = entries(&fuzz.join("seeds"), |p| p.is_dir().then(|| p.file_name()?.to_str().map(String::from))?);
+        assert_eq!(seeds, expected, "folders of fuzz/seeds/");
+        for target in TARGETS {
+            let dir = fuzz.join("seeds").join(target);
+            assert!(!entries(&dir, |p| p.is_file().then(|| String::new())).is_empty(), "no seed in {}", dir.display());
+        }
+
+        let properties = std::fs::read_to_string(fuzz.join("src/properties.rs")).unwrap();
+        for target in TARGETS {
+            assert!(
+                properties.contains(&format!("(\"{target}\", {target})")),
+                "fuzz/src/properties.rs: TARGETS has no entry (\"{target}\", {target})"
+            );
+        }
+    }
 }

@@ -34,13 +34,25 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
             None => PyOSError::new_err(message),
         },
         ErrorKind::Format(_) | ErrorKind::Decompress(_) => raise(py, "FormatError", message),
-        ErrorKind::ChecksumMismatch { .. } | ErrorKind::TensorDigestMismatch { .. } => {
+        ErrorKind::ChecksumMismatch { .. } | ErrorKind::TensorDigestMismatch { .. } | ErrorKind::TagTableMismatch => {
             raise(py, "IntegrityError", message)
         }
+        ErrorKind::NoKey { .. } => raise(py, "NoKeyError", message),
+        ErrorKind::Decrypt { .. } => raise(py, "DecryptionError", message),
+        ErrorKind::BadSignature { .. } | ErrorKind::Unsigned | ErrorKind::UntrustedSigner { .. } => {
+            raise(py, "SignatureError", message)
+        }
+        ErrorKind::NotEncrypted => raise(py, "NotEncryptedError", message),
         ErrorKind::TensorNotFound(_) => raise(py, "TensorNotFoundError", message),
         ErrorKind::NoChecksum { .. } => raise(py, "NoChecksumError", message),
         _ => raise(py, "DeathTensorsError", message),
     }
+}
+
+/// A `DeathTensorsError` with this message, for bad arguments that only the
+/// native layer can judge (keys, ciphers).
+pub fn error(py: Python<'_>, message: String) -> PyErr {
+    raise(py, "DeathTensorsError", message)
 }
 
 /// Converts a format error (from encoding or parsing bytes in memory) to

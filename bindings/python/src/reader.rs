@@ -43,18 +43,37 @@ impl PyReader {
 impl PyReader {
     /// Opens `path`. With `mmap`, the file is also mapped for zero-copy views
     /// (`region`); the file must then not be truncated while open.
+    ///
+    /// `keys` decrypt an encrypted file; `trusted_signers` (32-byte Ed25519
+    /// public keys), `require_signature` and `require_encryption` refuse
+    /// files that do not meet them (see `docs/FORMAT.md` section 11).
     #[new]
-    #[pyo3(signature = (path, mmap = true))]
-    fn new(py: Python<'_>, path: std::path::PathBuf, mmap: bool) -> PyResult<PyReader> {
+    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false))]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        mmap: bool,
+        keys: Option<crate::keys::PyKeyRing>,
+        trusted_signers: Vec<[u8; 32]>,
+        require_signature: bool,
+        require_encryption: bool,
+    ) -> PyResult<PyReader> {
+        let options = deathtensors_io::ReadOptions {
+            keys: keys.map(|k| k.inner).unwrap_or_default(),
+            trusted_signers: trusted_signers.into_iter().map(deathtensors_io::VerifyingKey).collect(),
+            require_signature,
+            require_encryption,
+            ..deathtensors_io::ReadOptions::default()
+        };
         let reader = py
             .allow_threads(|| {
                 if mmap {
                     // SAFETY: documented in Python: the file must not be
                     // modified or truncated while open; owned reads never
                     // touch the mapping.
-                    unsafe { Reader::open_mmap(&path) }
+                    unsafe { Reader::open_mmap_with(&path, options) }
                 } else {
-                    Reader::open(&path)
+                    Reader::open_with(&path, options)
                 }
             })
             .py(py)?;
@@ -182,6 +201,31 @@ impl PyReader {
 
     fn is_compressed(&self) -> PyResult<bool> {
         Ok(self.get()?.is_compressed())
+    }
+
+    fn is_encrypted(&self) -> PyResult<bool> {
+        Ok(self.get()?.is_encrypted())
+    }
+
+    /// Whether a key unwrapped the data key.
+    fn can_decrypt(&self) -> PyResult<bool> {
+        Ok(self.get()?.can_decrypt())
+    }
+
+    /// The encryption section as `(cipher, chunk_size, [(kind, kid or None)])`,
+    /// or None.
+    #[allow(clippy::type_complexity)]
+    fn encryption(&self) -> PyResult<Option<(&'static str, u64, Vec<(&'static str, Option<String>)>)>> {
+        let r = self.get()?;
+        Ok(r.header().encryption().map(|e| {
+            let recipients = e.recipients.iter().map(|x| (x.kind(), x.kid().map(str::to_string))).collect();
+            (e.cipher.name(), e.chunk_size, recipients)
+        }))
+    }
+
+    /// The public keys (32 bytes each) of the signatures, all verified.
+    fn signers<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, pyo3::types::PyBytes>>> {
+        Ok(self.get()?.signers().iter().map(|k| pyo3::types::PyBytes::new(py, &k.0)).collect())
     }
 
     /// The tensor's bytes as a new `bytes` object (a copy the caller owns).

@@ -66,7 +66,7 @@ pub(crate) fn parse_format(format: &str) -> PyResult<Format> {
 /// Saves tensors atomically. The buffers' memory goes to the file without a
 /// copy, with the GIL released; they must not be modified meanwhile.
 #[pyfunction]
-#[pyo3(signature = (path, tensors, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64))]
+#[pyo3(signature = (path, tensors, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20))]
 #[allow(clippy::too_many_arguments)]
 pub fn save(
     py: Python<'_>,
@@ -77,10 +77,15 @@ pub fn save(
     durable: bool,
     format: &str,
     alignment: u64,
+    encrypt: Option<crate::keys::PyKeyRing>,
+    sign: Option<crate::keys::PyKeyRing>,
+    cipher: &str,
+    chunk_size: u64,
 ) -> PyResult<()> {
     let format = parse_format(format)?;
-    let options =
+    let mut options =
         WriteOptions { format, checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
+    crate::keys::apply(py, &mut options, encrypt, sign, cipher, chunk_size)?;
     with_tensors(py, tensors, |data| io_save(&path, data, &options).map(|_| ()))?;
     Ok(())
 }

@@ -143,3 +143,28 @@ def test_random_dicts_030_writes_read_identically_here(tmp_path_factory, legacy,
         for k, v in tensors.items():
             got = f.get_tensor(k, framework="numpy")
             assert got.dtype == v.dtype and got.shape == v.shape and got.tobytes() == v.tobytes()
+
+
+OPEN_SCRIPT = r"""
+import json, sys
+import deathtensors as dt
+try:
+    dt.open(sys.argv[1]).get_tensor("w", framework="numpy")
+    print(json.dumps("opened"))
+except Exception as e:
+    print(json.dumps(type(e).__name__ + ": " + str(e)))
+"""
+
+
+@pytest.mark.parametrize("what", ["encrypted", "signed"])
+def test_030_refuses_encrypted_and_signed_files(tmp_path, legacy, what):
+    """New features take flag bits that 0.3.0 refuses: they fail closed."""
+    path = tmp_path / f"{what}.dt"
+    w = np.arange(16, dtype=np.float32)
+    if what == "encrypted":
+        dt.save(path, {"w": w}, encrypt=dt.generate_key("symmetric", kid="k"))  # 0.3.0: "file uses encryption ... not yet supported"
+    else:
+        dt.save(path, {"w": w}, sign=dt.generate_key("ed25519"))
+    got = legacy(OPEN_SCRIPT, path)
+    assert got != "opened", got
+    assert ("flag" if what == "signed" else "encryption") in got.lower(), got

@@ -32,6 +32,13 @@ pub struct Cli {
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
+    /// A JWK key file to decrypt encrypted files with (repeatable; also read:
+    /// the DEATHTENSORS_KEYS environment variable, JWK JSON).
+    #[arg(long = "key", value_name = "FILE", global = true)]
+    pub keys: Vec<PathBuf>,
+    /// An environment variable holding a passphrase to decrypt with.
+    #[arg(long, value_name = "VAR", global = true)]
+    pub passphrase_env: Option<String>,
 }
 
 /// One subcommand.
@@ -120,6 +127,121 @@ Examples:
   deathtensors meta model.safetensors
   deathtensors meta model.dt --set license=MIT --set author=\"Death Legion\" --delete draft")]
     Meta(MetaArgs),
+
+    /// Make a key: symmetric (AES-256-GCM / ChaCha20-Poly1305), x25519 (encrypt to a key pair) or ed25519 (sign).
+    #[command(after_help = "\
+Keys are JSON Web Keys (JWK). The secret key is written to --out with owner-only
+permissions; --public-out writes the public half to share (x25519, ed25519).
+
+Examples:
+  deathtensors keygen --type symmetric --kid team --out team.jwk
+  deathtensors keygen --type x25519 --kid alice --out alice.jwk --public-out alice.pub.jwk
+  deathtensors keygen --type ed25519 --out publisher.jwk --public-out publisher.pub.jwk")]
+    Keygen(KeygenArgs),
+
+    /// Encrypt a file for recipients (and optionally sign it), atomically.
+    #[command(after_help = "\
+Recipients: symmetric JWK files and X25519 public JWK files (--to, repeatable),
+and a passphrase (--to-passphrase-env VAR). Encrypted files keep their header
+(names, shapes, metadata) in the clear and open only with a recipient's key.
+deathtensors 0.3.0 refuses them (they fail closed).
+
+Examples:
+  deathtensors encrypt model.safetensors model.dt --to team.jwk
+  deathtensors encrypt model.dt secret.dt --to alice.pub.jwk --sign publisher.jwk --checksum")]
+    Encrypt(EncryptArgs),
+
+    /// Decrypt a file for a key holder (--key), streaming and atomically.
+    #[command(after_help = "\
+Examples:
+  deathtensors decrypt secret.dt plain.dt --key team.jwk
+  deathtensors decrypt secret.dt model.safetensors --key alice.jwk")]
+    Decrypt(ConvertArgs),
+
+    /// Add an Ed25519 signature to a file, keeping its other signatures.
+    #[command(after_help = "\
+A plaintext file must carry per-tensor digests (convert it with --checksum first).
+The file is replaced atomically; its data is copied, not re-encoded.
+
+Examples:
+  deathtensors sign model.dt --with publisher.jwk")]
+    Sign(SignArgs),
+}
+
+/// Options of `keygen`.
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// The kind of key.
+    #[arg(long = "type", value_enum)]
+    pub kind: KeyKind,
+    /// The key id (symmetric and x25519 keys need one) [default: key].
+    #[arg(long)]
+    pub kid: Option<String>,
+    /// Where to write the secret key [default: stdout].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Where to write the public half (x25519, ed25519).
+    #[arg(long)]
+    pub public_out: Option<PathBuf>,
+}
+
+/// A kind of key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KeyKind {
+    /// 32 random bytes for AES-256-GCM or ChaCha20-Poly1305.
+    Symmetric,
+    /// An X25519 key pair: writers encrypt to the public half.
+    X25519,
+    /// An Ed25519 key pair: signs files.
+    Ed25519,
+}
+
+/// A cipher.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CipherArg {
+    /// AES-256-GCM (the default; fastest with AES instructions).
+    #[value(name = "aes-256-gcm")]
+    Aes256Gcm,
+    /// ChaCha20-Poly1305.
+    #[value(name = "chacha20-poly1305")]
+    ChaCha20Poly1305,
+}
+
+/// Options of `encrypt`.
+#[derive(Debug, Args)]
+pub struct EncryptArgs {
+    /// The file to encrypt.
+    pub input: PathBuf,
+    /// The encrypted deathtensors file to write.
+    pub output: PathBuf,
+    /// A recipient: a symmetric JWK file or an X25519 (public) JWK file (repeatable).
+    #[arg(long = "to", value_name = "FILE")]
+    pub to: Vec<PathBuf>,
+    /// A passphrase recipient, read from this environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub to_passphrase_env: Option<String>,
+    /// The cipher.
+    #[arg(long, value_enum, default_value = "aes-256-gcm")]
+    pub cipher: CipherArg,
+    /// Plaintext bytes per chunk (a power of two, 4096 to 67108864).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub chunk_size: u64,
+    /// Sign with this Ed25519 JWK file (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub sign: Vec<PathBuf>,
+    /// Record per-tensor SHA-256 digests (of the ciphertext) and a footer.
+    #[arg(long)]
+    pub checksum: bool,
+}
+
+/// Options of `sign`.
+#[derive(Debug, Args)]
+pub struct SignArgs {
+    /// The file to sign.
+    pub file: PathBuf,
+    /// The Ed25519 JWK file (with its secret "d").
+    #[arg(long = "with", value_name = "FILE")]
+    pub with: PathBuf,
 }
 
 /// Options of `inspect`.
@@ -150,6 +272,12 @@ pub struct VerifyArgs {
     /// Succeed (with a note) when the file carries no checksum at all.
     #[arg(long)]
     pub allow_missing: bool,
+    /// Require a valid signature by the Ed25519 key of this JWK file (repeatable: any of them).
+    #[arg(long, value_name = "FILE")]
+    pub signer: Vec<PathBuf>,
+    /// Require a valid signature (by anyone, unless --signer).
+    #[arg(long)]
+    pub require_signature: bool,
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,

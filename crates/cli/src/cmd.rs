@@ -2,6 +2,7 @@
 
 mod cat;
 mod convert;
+mod crypt;
 mod diff;
 mod inspect;
 mod ls;
@@ -23,5 +24,9 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Stats(args) => stats::run(args),
         Command::Cat(args) => cat::run(args),
         Command::Meta(args) => meta::run(args),
+        Command::Keygen(args) => crypt::keygen(args),
+        Command::Encrypt(args) => crypt::encrypt(args),
+        Command::Decrypt(args) => convert::run_with(args, true),
+        Command::Sign(args) => crypt::sign(args),
     }
 }

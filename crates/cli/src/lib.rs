@@ -18,6 +18,7 @@ mod args;
 mod cmd;
 mod copy;
 mod exit;
+mod keys;
 mod out;
 mod par;
 mod progress;
@@ -46,7 +47,11 @@ where
             return e.exit_code();
         }
     };
-    match cmd::run(cli.command) {
+    let result = keys::load(&cli.keys, cli.passphrase_env.as_deref()).and_then(|ring| {
+        keys::set(ring);
+        cmd::run(cli.command)
+    });
+    match result {
         Ok(code) => code as i32,
         Err(err) => {
             let code = exit::code_for(&err);

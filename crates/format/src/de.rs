@@ -533,11 +533,15 @@ impl<'de> Visitor<'de> for TreeSeed<'_> {
         let inner = self.nested()?;
         let mut fields: Vec<(String, Tree)> = Vec::new();
         while let Some(key) = map.next_key_seed(KeySeed)? {
-            if fields.iter().any(|(k, _)| k == key.as_str()) {
-                return Err(duplicate(self.ctx, self.within, key.as_str()));
-            }
             let value = map.next_value_seed(TreeSeed { ..inner })?;
             fields.push((key.into_string(), value));
+        }
+        // Sorted, duplicates are neighbours: O(n log n) for objects of
+        // thousands of keys (cryptotensors' per-tensor table).
+        let mut keys: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+        keys.sort_unstable();
+        if let Some(w) = keys.windows(2).find(|w| w[0] == w[1]) {
+            return Err(duplicate(self.ctx, self.within, w[0]));
         }
         Ok(Tree::Object(fields))
     }
@@ -550,6 +554,22 @@ impl<'a> TreeSeed<'a> {
             return Err(self.ctx.fail(Error::limit("nesting depth", (self.depth + 1) as u64, MAX_DEPTH as u64)));
         }
         Ok(TreeSeed { ctx: self.ctx, within: self.within, depth: self.depth + 1 })
+    }
+}
+
+/// Decodes a JSON document nested in a metadata string (cryptotensors'
+/// fields) with the header's rules: duplicate keys are errors, nesting is
+/// bounded, nothing may follow the value.
+pub(crate) fn tree(json: &[u8], within: &'static str) -> Result<Tree> {
+    let slot = Cell::new(None);
+    let limits = Limits::DEFAULT;
+    let ctx = Ctx { limits: &limits, slot: &slot, json_len: json.len() };
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let result = TreeSeed { ctx, within, depth: 0 }.deserialize(&mut de).and_then(|t| de.end().map(|()| t));
+    match (result, slot.take()) {
+        (_, Some(err)) => Err(err),
+        (Ok(tree), None) => Ok(tree),
+        (Err(e), None) => Err(Error::new(ErrorKind::InvalidJson { message: alloc::format!("in {within}: {e}").into() })),
     }
 }
 

@@ -166,6 +166,12 @@ pub enum ErrorKind {
         /// The field.
         what: &'static str,
     },
+    /// A crypto field of a cryptotensors file breaks a rule of
+    /// `docs/FORMAT.md` section 12.
+    InvalidCryptotensors {
+        /// The field.
+        what: &'static str,
+    },
     /// The signature block at the end of a signed file is malformed.
     InvalidSignatureBlock {
         /// What is wrong with it.
@@ -294,6 +300,7 @@ impl fmt::Display for ErrorKind {
                 write!(f, "alignment {a} is not a power of two between 1 and {}", crate::limits::MAX_ALIGNMENT)
             }
             InvalidEncryption { what } => write!(f, "invalid encryption section: bad {what}"),
+            InvalidCryptotensors { what } => write!(f, "invalid cryptotensors field: bad {what}"),
             InvalidSignatureBlock { what } => write!(f, "invalid signature block: bad {what}"),
         }
     }

@@ -37,8 +37,14 @@ extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
-// Bottom to top: each module uses only those above it in this list.
+// Modules, bottom to top: each uses only modules named before it (rustfmt
+// keeps the `mod` lines sorted, so the order is written here):
+// limits, error, dtype, reader (the byte cursor), sniff, prefix, signature;
+// tensor (plain types), layout, tree, json; crypt (the encryption section),
+// raw, fast, de (the decoders); header (`Header`), enc, head (`Head`),
+// cryptotensors.
 mod crypt;
+mod cryptotensors;
 mod de;
 mod dtype;
 mod enc;
@@ -62,6 +68,10 @@ pub use crate::{
         chunk_count, chunk_nonce, chunk_range, wrap_info, Argon2Params, ChunkAad, Cipher, Encryption, Label, Recipient,
         TableLayout, DEFAULT_CHUNK_SIZE, HEADER_MAC_LEN, MAX_CHUNK_SIZE, MAX_KID_LEN, MAX_RECIPIENTS, MIN_CHUNK_SIZE,
         TAG_LEN, WRAPPED_KEY_LEN, WRAP_AAD,
+    },
+    cryptotensors::{
+        ct_chunk_nonce, ct_signed_message, CtAlg, CtData, CtKeyRef, CtPolicy, CtTensor, Cryptotensors,
+        CT_CRYPTO_KEYS, CT_DEFAULT_CHUNK_SIZE, CT_DEFAULT_POLICY, CT_ENCRYPTION, CT_POLICY, CT_SIGNATURE,
     },
     dtype::Dtype,
     error::{Error, ErrorKind, Result},

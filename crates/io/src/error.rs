@@ -86,6 +86,8 @@ pub enum ErrorKind {
     },
     /// Encryption was required and the file is not encrypted.
     NotEncrypted,
+    /// The file's Rego policy refuses access for the caller's input.
+    PolicyDenied(String),
 }
 
 impl Error {
@@ -135,6 +137,7 @@ impl Error {
                 | ErrorKind::Unsigned
                 | ErrorKind::UntrustedSigner { .. }
                 | ErrorKind::NotEncrypted
+                | ErrorKind::PolicyDenied(_)
         )
     }
 
@@ -206,6 +209,7 @@ impl fmt::Display for Error {
                 write!(f, "the file is signed only by keys that are not trusted: {}", signers.join(", "))
             }
             ErrorKind::NotEncrypted => f.write_str("encryption is required and the file is not encrypted"),
+            ErrorKind::PolicyDenied(m) => write!(f, "access refused by the file's policy: {m}"),
         }
     }
 }

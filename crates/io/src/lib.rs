@@ -24,9 +24,11 @@
 
 mod atomic;
 mod crypt;
+mod cryptotensors;
 mod error;
 mod hash;
 mod mmap;
+mod policy;
 mod pread;
 mod reader;
 mod seal;

@@ -34,6 +34,9 @@ pub struct ReadOptions {
     pub require_signature: bool,
     /// Refuse a file that is not encrypted.
     pub require_encryption: bool,
+    /// The `input` a file's Rego policy is evaluated against before its
+    /// keys are released (cryptotensors' `__policy__`, or ours).
+    pub policy_input: Option<serde_json::Value>,
 }
 
 impl Default for ReadOptions {
@@ -45,6 +48,7 @@ impl Default for ReadOptions {
             trusted_signers: Vec::new(),
             require_signature: false,
             require_encryption: false,
+            policy_input: None,
         }
     }
 }
@@ -189,7 +193,19 @@ impl Reader {
     /// # Errors
     /// As [`Reader::open`].
     pub unsafe fn open_mmap(path: impl AsRef<Path>) -> Result<Reader> {
-        let mut reader = Reader::open(path)?;
+        // SAFETY: forwarded to the caller (see `# Safety`).
+        unsafe { Reader::open_mmap_with(path, ReadOptions::default()) }
+    }
+
+    /// [`Reader::open_mmap`] with options.
+    ///
+    /// # Safety
+    /// As [`Reader::open_mmap`].
+    ///
+    /// # Errors
+    /// As [`Reader::open`].
+    pub unsafe fn open_mmap_with(path: impl AsRef<Path>, options: ReadOptions) -> Result<Reader> {
+        let mut reader = Reader::open_with(path, options)?;
         // The mapping itself is made on first zero-copy access: opening
         // stays as cheap as `open` for callers that never borrow.
         reader.mappable = true;
@@ -248,13 +264,29 @@ impl Reader {
 
     /// Whether the tensors are encrypted.
     pub fn is_encrypted(&self) -> bool {
-        self.head.header.encryption().is_some()
+        self.head.header.encryption().is_some() || self.trust.cryptotensors
+    }
+
+    /// Whether this is a cryptotensors file (safetensors with encrypted
+    /// tensors, `docs/FORMAT.md` section 12).
+    pub fn is_cryptotensors(&self) -> bool {
+        self.trust.cryptotensors
+    }
+
+    /// Whether tensor `name` is stored encrypted (every tensor of an
+    /// encrypted deathtensors file; those listed in a cryptotensors file).
+    pub fn is_tensor_encrypted(&self, name: &str) -> bool {
+        match &self.trust.ct {
+            _ if self.head.header.encryption().is_some() => true,
+            Some(ct) => ct.has(name),
+            None => self.trust.cryptotensors,
+        }
     }
 
     /// Whether a key given at open unwrapped the data key (so encrypted
     /// tensors can be read).
     pub fn can_decrypt(&self) -> bool {
-        self.trust.cipher.is_some()
+        self.trust.cipher.is_some() || self.trust.ct.is_some()
     }
 
     /// The signature records of a signed file (all verified at open).
@@ -265,6 +297,42 @@ impl Reader {
     /// The signers whose signatures verified at open.
     pub fn signers(&self) -> &[VerifyingKey] {
         &self.trust.signers
+    }
+
+    /// Decrypts every chunk of every tensor (into a bounded buffer, then
+    /// dropped), so that every tag is checked: what a full verification of
+    /// an encrypted file does for a key holder. `progress` gets the bytes
+    /// of each step.
+    ///
+    /// # Errors
+    /// `NoKey` without a key; `Decrypt` naming the first tensor and chunk
+    /// that fails; `Io`.
+    pub fn verify_tags(&self, mut progress: impl FnMut(u64)) -> Result<()> {
+        if !self.is_encrypted() {
+            return Ok(());
+        }
+        // Whole chunks per step: no partial-chunk copies. A cryptotensors
+        // tensor may be one AEAD message: it is decrypted whole.
+        let step = match self.head.header.encryption() {
+            Some(e) => (16u64 << 20).max(e.chunk_size) / e.chunk_size * e.chunk_size,
+            None => u64::MAX,
+        };
+        let mut buf = Vec::new();
+        for t in self.head.header.tensors().iter().filter(|t| self.is_tensor_encrypted(&t.name)) {
+            let len = t.byte_len();
+            let mut at = 0;
+            loop {
+                let n = (len - at).min(step);
+                buf.resize(n as usize, 0);
+                self.decrypt_into(&t.name, at, &mut buf)?;
+                progress(n);
+                at += n;
+                if at >= len {
+                    break;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Refuses zero-copy access to encrypted data.
@@ -469,6 +537,26 @@ impl Reader {
     /// Decrypts `buf.len()` bytes of an encrypted tensor from `offset`.
     fn decrypt_into(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<()> {
         let t = self.tensor(name)?;
+        if self.trust.cryptotensors {
+            return match &self.trust.ct {
+                Some(ct) if ct.has(name) => ct.decrypt(&self.file, &self.path, t.info, t.file_offset, offset, buf),
+                Some(_) if self.trust.checked_reads => Err(Error::input(
+                    format!(
+                        "tensor {name:?} of this cryptotensors file is stored in the clear, and nothing in the file \
+                         authenticates its bytes (its signature covers only the header)"
+                    ),
+                    &self.path,
+                    "cannot read",
+                )),
+                Some(_) => read_exact_at(&self.file, buf, t.file_offset + offset)
+                    .map_err(|e| Error::io(e, &self.path, "cannot read")),
+                None => Err(Error::new(
+                    ErrorKind::NoKey { recipients: vec!["the cryptotensors master and signing keys".into()] },
+                    Some(&self.path),
+                    "cannot read",
+                )),
+            };
+        }
         let index = self.head.header.position(name).unwrap_or(0);
         trust::decrypt_range(&self.file, &self.path, &self.head, &self.trust, index, t.info, t.file_offset, offset, buf)
     }
@@ -579,6 +667,11 @@ impl Reader {
     /// `TensorNotFound`, `NoChecksum` if the tensor has no digest,
     /// `TensorDigestMismatch` if the bytes do not match it.
     pub fn check_bytes(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        if self.is_encrypted() {
+            // The digest is of the ciphertext (the plaintext was authenticated
+            // by its tags when it was decrypted): check the stored bytes.
+            return self.verify_tensor(name);
+        }
         self.check_digest(name, |_| Ok(hash::sha256(bytes)))
     }
 

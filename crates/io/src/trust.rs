@@ -7,7 +7,7 @@ use std::fs::File;
 use std::path::Path;
 
 use deathtensors_format::{
-    parse_signatures, signature_block_len, signed_message, Flags, Head, Label, SignatureRecord, TensorInfo, MAGIC,
+    parse_signatures, Cryptotensors, Format, signature_block_len, signed_message, Flags, Head, Label, SignatureRecord, TensorInfo, MAGIC,
     SIGNATURE_TRAILER_LEN, TAG_LEN,
 };
 use ring::hmac;
@@ -19,6 +19,9 @@ use crate::pread::read_exact_at;
 use crate::reader::ReadOptions;
 
 const DOING: &str = "cannot open";
+
+/// The global metadata key of a deathtensors file's Rego policy.
+pub const POLICY_KEY: &str = "__policy__";
 
 /// What a reader learnt from a file's security features.
 #[derive(Debug, Default)]
@@ -34,6 +37,10 @@ pub(crate) struct Trust {
     /// Whether every read must be checked before it is returned (the
     /// caller asked for signatures or encryption).
     pub(crate) checked_reads: bool,
+    /// A cryptotensors file: whether it is one, and its tensors' keys once
+    /// a key unwrapped them.
+    pub(crate) cryptotensors: bool,
+    pub(crate) ct: Option<crate::cryptotensors::CtFile>,
 }
 
 fn err(kind: ErrorKind, path: &Path) -> Error {
@@ -74,14 +81,24 @@ pub(crate) fn check(
     options: &ReadOptions,
 ) -> Result<Trust> {
     let io = |e| Error::io(e, path, DOING);
-    let encrypted = head.flags.contains(Flags::ENCRYPTED);
+    let ct = match head.header.format() {
+        Format::Safetensors => Cryptotensors::from_header(&head.header).map_err(|e| Error::format(e, path, DOING))?,
+        Format::Deathtensors => None,
+    };
+    let encrypted = head.flags.contains(Flags::ENCRYPTED) || ct.is_some();
     if options.require_encryption && !encrypted {
         return Err(err(ErrorKind::NotEncrypted, path));
     }
     let mut trust = Trust {
         checked_reads: options.require_signature || options.require_encryption || !options.trusted_signers.is_empty(),
+        cryptotensors: ct.is_some(),
         ..Trust::default()
     };
+    if let Some(ct) = &ct {
+        let opened = crate::cryptotensors::open(ct, head, path, &options.keys, options.policy_input.as_ref())?;
+        trust.ct = opened.file;
+        trust.signers.extend(opened.signer);
+    }
     let mut signed_head = vec![0u8; head.header_end as usize];
     if !signatures.is_empty() || !trust.signers.is_empty() {
         read_exact_at(file, &mut signed_head, 0).map_err(io)?;
@@ -99,7 +116,7 @@ pub(crate) fn check(
         trust.signers = crate::crypt::verify_signatures(&signatures, &message)
             .map_err(|k| err(ErrorKind::BadSignature { signer: k.fingerprint() }, path))?;
     }
-    if (options.require_signature || !options.trusted_signers.is_empty()) && signatures.is_empty() {
+    if (options.require_signature || !options.trusted_signers.is_empty()) && trust.signers.is_empty() {
         return Err(err(ErrorKind::Unsigned, path));
     }
     if !options.trusted_signers.is_empty() && !trust.signers.iter().any(|s| options.trusted_signers.contains(s)) {
@@ -124,6 +141,10 @@ pub(crate) fn check(
     trust.tags = region;
     if options.keys.is_empty() {
         return Ok(trust);
+    }
+    // A policy in the header is evaluated before any key is released.
+    if let Some(rego) = head.header.metadata().and_then(|m| m.get(POLICY_KEY)) {
+        crate::policy::evaluate(rego, options.policy_input.as_ref()).map_err(|m| err(ErrorKind::PolicyDenied(m), path))?;
     }
     let dk = unwrap_data_key(enc, &options.keys).map_err(|e| match e {
         crate::crypt::UnwrapError::NoKey => err(ErrorKind::NoKey { recipients: recipients(head) }, path),
@@ -175,74 +196,114 @@ pub(crate) fn decrypt_range(
     let Some(cipher) = &trust.cipher else {
         return Err(Error::new(ErrorKind::NoKey { recipients: recipients(head) }, Some(path), doing));
     };
+    let base = head.header.chunk_base(index).unwrap_or(0);
     if buf.is_empty() {
+        if info.byte_len() > 0 {
+            // An empty slice of a tensor: nothing to decrypt.
+            return Ok(());
+        }
+        // An empty tensor: its one empty chunk authenticates its name,
+        // dtype and shape.
+        let t = (base as usize) * TAG_LEN;
+        if !cipher.tensor(index, info).open(0, &mut [], &trust.tags[t..t + TAG_LEN]) {
+            let what = format!("tensor {:?} chunk 0", info.name);
+            return Err(Error::new(ErrorKind::Decrypt { what }, Some(path), doing));
+        }
         return Ok(());
     }
-    let base = head.header.chunk_base(index).unwrap_or(0);
     let size = cipher.chunk_size();
     let end = offset + buf.len() as u64;
     let first = offset / size;
     let last = (end - 1) / size;
     let work = |range: std::ops::Range<u64>, out: &mut [u8], out_start: u64| -> Result<()> {
         let mut chunks = cipher.tensor(index, info);
-        let mut scratch = Vec::new();
-        for j in range {
-            let (cs, ce) = chunks.range(j);
-            let t = ((base + j) as usize) * TAG_LEN;
-            let tag = &trust.tags[t..t + TAG_LEN];
-            // Where this chunk's wanted bytes go in `out`.
-            let (ws, we) = (cs.max(offset), ce.min(end));
-            let whole = ws == cs && we == ce;
-            let target: &mut [u8] = if whole {
-                &mut out[(cs - out_start) as usize..(ce - out_start) as usize]
-            } else {
-                scratch.resize((ce - cs) as usize, 0);
-                &mut scratch[..]
-            };
+        let ranges = |j| chunks_range(info.byte_len(), size, j);
+        each_chunk(range, out, out_start, (offset, end), ranges, |j, (cs, _), target| {
             read_exact_at(file, target, file_offset + cs).map_err(|e| Error::io(e, path, doing))?;
-            if !chunks.open(j, target, tag) {
+            let t = ((base + j) as usize) * TAG_LEN;
+            if !chunks.open(j, target, &trust.tags[t..t + TAG_LEN]) {
                 let what = format!("tensor {:?} chunk {j}", info.name);
                 return Err(Error::new(ErrorKind::Decrypt { what }, Some(path), doing));
             }
-            if !whole {
-                out[(ws - out_start) as usize..(we - out_start) as usize]
-                    .copy_from_slice(&scratch[(ws - cs) as usize..(we - cs) as usize]);
-            }
-        }
-        Ok(())
+            Ok(())
+        })
     };
+    split_chunks(first, last, size, offset, end, buf, &work)
+}
+
+fn chunks_range(len: u64, size: u64, j: u64) -> (u64, u64) {
+    deathtensors_format::chunk_range(len, size, j)
+}
+
+/// For each chunk `j` of `range` (its bytes `ranges(j)` within the tensor):
+/// `open(j, range, target)` fills `target` with its plaintext, then the
+/// bytes of `wanted` land in `out` (which starts at tensor byte
+/// `out_start`). A chunk wanted whole is opened in place in `out`; one
+/// wanted in part, in a scratch buffer.
+pub(crate) fn each_chunk(
+    range: std::ops::Range<u64>,
+    out: &mut [u8],
+    out_start: u64,
+    wanted: (u64, u64),
+    ranges: impl Fn(u64) -> (u64, u64),
+    mut open: impl FnMut(u64, (u64, u64), &mut [u8]) -> Result<()>,
+) -> Result<()> {
+    let mut scratch = Vec::new();
+    for j in range {
+        let (cs, ce) = ranges(j);
+        let (ws, we) = (cs.max(wanted.0), ce.min(wanted.1));
+        if ws == cs && we == ce {
+            open(j, (cs, ce), &mut out[(cs - out_start) as usize..(ce - out_start) as usize])?;
+        } else {
+            scratch.resize((ce - cs) as usize, 0);
+            open(j, (cs, ce), &mut scratch)?;
+            out[(ws - out_start) as usize..(we - out_start) as usize]
+                .copy_from_slice(&scratch[(ws - cs) as usize..(we - cs) as usize]);
+        }
+    }
+    Ok(())
+}
+
+/// Runs `work(chunks, out, out_start)` over chunks `first..=last` of a
+/// tensor (chunks of `size` bytes; the bytes wanted are `[offset, end)`,
+/// which `buf` receives): contiguous runs of chunks on all cores when there
+/// are several, `buf` split at chunk boundaries. On any error `buf` is
+/// zeroed: nothing, not even the chunks that did verify, is returned.
+pub(crate) fn split_chunks(
+    first: u64,
+    last: u64,
+    size: u64,
+    offset: u64,
+    end: u64,
+    buf: &mut [u8],
+    work: &(dyn Fn(std::ops::Range<u64>, &mut [u8], u64) -> Result<()> + Sync),
+) -> Result<()> {
     let n = last - first + 1;
     let threads = (crate::hash::threads() as u64).min(n / 2).max(1);
-    if threads == 1 {
-        let out = work(first..last + 1, buf, offset);
-        if out.is_err() {
-            // Nothing, not even the chunks that did verify, on an error.
-            buf.fill(0);
-        }
-        return out;
-    }
-    // Contiguous runs of chunks per thread; `buf` split at chunk boundaries.
-    let per = n.div_ceil(threads);
-    let result = std::thread::scope(|s| {
-        let mut rest: &mut [u8] = buf;
-        let mut at = offset;
-        let mut handles = Vec::new();
-        let mut j = first;
-        while j <= last {
-            let stop = (j + per).min(last + 1);
-            let run_end = (stop * size).min(end);
-            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((run_end - at) as usize);
-            rest = tail;
-            let start = at;
-            handles.push(s.spawn(move || work(j..stop, mine, start)));
-            at = run_end;
-            j = stop;
-        }
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect::<Vec<_>>()
-    });
-    let out = result.into_iter().collect::<Result<()>>();
+    let out = if threads == 1 {
+        work(first..last + 1, buf, offset)
+    } else {
+        let per = n.div_ceil(threads);
+        let results = std::thread::scope(|s| {
+            let mut rest: &mut [u8] = &mut *buf;
+            let mut at = offset;
+            let mut handles = Vec::new();
+            let mut j = first;
+            while j <= last {
+                let stop = (j + per).min(last + 1);
+                let run_end = (stop * size).min(end);
+                let (mine, tail) = std::mem::take(&mut rest).split_at_mut((run_end - at) as usize);
+                rest = tail;
+                let start = at;
+                handles.push(s.spawn(move || work(j..stop, mine, start)));
+                at = run_end;
+                j = stop;
+            }
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect::<Vec<_>>()
+        });
+        results.into_iter().collect::<Result<()>>()
+    };
     if out.is_err() {
-        // Nothing unverified reaches the caller.
         buf.fill(0);
     }
     out

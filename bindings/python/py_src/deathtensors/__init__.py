@@ -4,14 +4,19 @@ Opening a file never runs code: a fixed binary prefix, a JSON header, raw
 tensor bytes. See :func:`save`, :func:`open` and :class:`DtFile`.
 """
 
-from ._file import DtFile, open, save, save_file
+from ._file import DtFile, open, save, save_file, sign_file
+from ._keys import KeyRing, Passphrase, fingerprint, generate_key, public_key, register_keys
 from ._native import CREATED_BY, __version__
 from ._sharded import ShardedFile, open_sharded, save_sharded
 from .errors import (
+    DecryptionError,
     DeathTensorsError,
     FormatError,
     IntegrityError,
     NoChecksumError,
+    NoKeyError,
+    NotEncryptedError,
+    SignatureError,
     TensorNotFoundError,
 )
 
@@ -31,6 +36,17 @@ __all__ = [
     "IntegrityError",
     "NoChecksumError",
     "TensorNotFoundError",
+    "DecryptionError",
+    "NoKeyError",
+    "SignatureError",
+    "NotEncryptedError",
+    "sign_file",
+    "KeyRing",
+    "Passphrase",
+    "generate_key",
+    "public_key",
+    "fingerprint",
+    "register_keys",
     "FORMAT_VERSION",
     "MAGIC",
     "CREATED_BY",

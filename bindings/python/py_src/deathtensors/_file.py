@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
-from . import _convert, _dtypes
+from . import _convert, _dtypes, _keys
+from . import _native
 from ._native import Reader, save as _native_save
 from .errors import DeathTensorsError, IntegrityError
 
@@ -34,6 +35,10 @@ def save(
     durable: bool = True,
     *,
     alignment: int = 64,
+    encrypt: Any = None,
+    sign: Any = None,
+    cipher: str = "AES-256-GCM",
+    chunk_size: int = 1 << 20,
 ) -> None:
     """Save a dict of tensors to ``path``, atomically.
 
@@ -46,7 +51,16 @@ def save(
     replaces the target; ``durable=False`` skips only the fsyncs.
 
     The tensors' memory goes to the file without copies, with the GIL
-    released. Same tensors, same bytes.
+    released. Same tensors, same bytes (unless encrypted).
+
+    ``encrypt`` encrypts every tensor (``docs/FORMAT.md`` section 10) for
+    one or more recipients: symmetric JWKs, X25519 public JWKs,
+    :class:`Passphrase` objects, key files or a :class:`KeyRing`; ``cipher``
+    is ``"AES-256-GCM"`` (default) or ``"CHACHA20-POLY1305"``, in chunks of
+    ``chunk_size`` bytes. ``sign`` signs the file with Ed25519 JWKs that hold
+    their secret ``d``; a signed plaintext file always gets digests and a
+    footer (the signature commits to the data through them). Both make
+    files that deathtensors 0.3.0 refuses to open.
     """
     if not isinstance(tensors, Mapping):
         raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
@@ -68,6 +82,10 @@ def save(
         durable,
         "deathtensors",
         alignment,
+        None if encrypt is None else _keys.keyring(encrypt),
+        None if sign is None else _keys.keyring(sign),
+        cipher,
+        chunk_size,
     )
 
 
@@ -113,8 +131,25 @@ class DtFile:
     views of the mapped file (``get_tensor_view``, ``get_buffer``).
     """
 
-    def __init__(self, path: PathLike, verify: bool = False) -> None:
-        self._reader = Reader(os.fspath(path))
+    def __init__(
+        self,
+        path: PathLike,
+        verify: bool = False,
+        *,
+        keys: Any = None,
+        trusted_signers: Any = None,
+        require_signature: bool = False,
+        require_encryption: bool = False,
+    ) -> None:
+        ring = _keys.keyring(keys) if keys is not None else _keys.default_keys()
+        self._reader = Reader(
+            os.fspath(path),
+            True,
+            ring,
+            _keys.signer_keys(trusted_signers),
+            require_signature,
+            require_encryption,
+        )
         self.path = os.fspath(path)
         if verify:
             self.verify()
@@ -175,6 +210,29 @@ class DtFile:
         """Whether the file has a SHA-256 footer."""
         return self._reader.has_footer()
 
+    def is_encrypted(self) -> bool:
+        """Whether the tensors are encrypted (the header is readable without
+        a key; the tensors need one)."""
+        return self._reader.is_encrypted()
+
+    def encryption(self) -> Optional[Dict[str, Any]]:
+        """The cipher, chunk size and recipients (kind and key id) of an
+        encrypted file, or None. Needs no key."""
+        e = self._reader.encryption()
+        if e is None:
+            return None
+        cipher, chunk_size, recipients = e
+        return {
+            "cipher": cipher,
+            "chunk_size": chunk_size,
+            "recipients": [{"kind": k, "kid": kid} for k, kid in recipients],
+        }
+
+    def signers(self) -> List[str]:
+        """The fingerprints of the keys whose signatures the file carries
+        (all verified when it was opened)."""
+        return [_native.fingerprint(k) for k in self._reader.signers()]
+
     def is_compressed(self) -> bool:
         """Whether the data blob is zstd-compressed (deathtensors 0.2/0.3)."""
         return self._reader.is_compressed()
@@ -217,7 +275,7 @@ class DtFile:
                 self._reader.verify_tensor(name)
             return _convert.from_buffer(framework, name, dtype, shape, b"")
         arena = None
-        mappable = _convert.MAP_BY_DEFAULT and not self._reader.is_compressed()
+        mappable = _convert.MAP_BY_DEFAULT and not (self._reader.is_compressed() or self._reader.is_encrypted())
         if not (copy or verify) and aligned and end - start >= _convert.MAP_MIN and mappable:
             try:
                 arena = self._reader.map_tensor(name)
@@ -260,7 +318,7 @@ class DtFile:
         if not len(self._reader):
             return {}
         arena = None
-        if not copy and _convert.MAP_BY_DEFAULT and not self._reader.is_compressed():
+        if not copy and _convert.MAP_BY_DEFAULT and not (self._reader.is_compressed() or self._reader.is_encrypted()):
             try:
                 arena = self._reader.map_all()
             except OSError:
@@ -285,9 +343,41 @@ class DtFile:
         self._reader.verify_tensor(name)
 
 
-def open(path: PathLike, verify: bool = False) -> DtFile:  # noqa: A001 - the seed's name
-    """Open a file lazily: a context manager returning :class:`DtFile`."""
-    return DtFile(path, verify=verify)
+def open(  # noqa: A001 - the seed's name
+    path: PathLike,
+    verify: bool = False,
+    *,
+    keys: Any = None,
+    trusted_signers: Any = None,
+    require_signature: bool = False,
+    require_encryption: bool = False,
+) -> DtFile:
+    """Open a file lazily: a context manager returning :class:`DtFile`.
+
+    ``keys`` decrypt an encrypted file (JWK dicts, key files,
+    :class:`Passphrase` or :class:`KeyRing`; without it, the registered and
+    environment keys are used). ``trusted_signers`` (Ed25519 public JWKs or
+    32-byte keys) makes the file open only if one of them signed it;
+    ``require_signature`` and ``require_encryption`` refuse unsigned or
+    unencrypted files. With any of the three, every tensor returned has
+    been checked against the digest or tags the signed header commits to.
+    """
+    return DtFile(
+        path,
+        verify=verify,
+        keys=keys,
+        trusted_signers=trusted_signers,
+        require_signature=require_signature,
+        require_encryption=require_encryption,
+    )
 
 
-__all__ = ["save", "save_file", "open", "DtFile", "IntegrityError"]
+def sign_file(path: PathLike, key: Any, durable: bool = True) -> None:
+    """Adds a signature by ``key`` (an Ed25519 JWK with ``d``) to the file
+    at ``path``, keeping the signatures it has. The file is replaced
+    atomically; its data is copied, not re-encoded. A plaintext file must
+    carry per-tensor digests (saved with ``checksum=True``)."""
+    _native.sign_file(os.fspath(path), _keys.keyring(key), durable)
+
+
+__all__ = ["save", "save_file", "open", "DtFile", "sign_file", "IntegrityError"]

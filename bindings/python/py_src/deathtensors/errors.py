@@ -18,6 +18,26 @@ class IntegrityError(DeathTensorsError):
     """A SHA-256 footer or a tensor digest does not match the file's bytes."""
 
 
+class DecryptionError(DeathTensorsError):
+    """An encrypted file or tensor could not be decrypted: a wrong key, or
+    data or a header that were changed. Says where, deliberately not why."""
+
+
+class NoKeyError(DecryptionError):
+    """The file is encrypted and no key given is one of its recipients (the
+    message lists them)."""
+
+
+class SignatureError(IntegrityError):
+    """A signature does not verify, or a required signature (or signer) is
+    missing."""
+
+
+class NotEncryptedError(DeathTensorsError):
+    """Encryption was required (``require_encryption=True``) and the file is
+    not encrypted."""
+
+
 class NoChecksumError(DeathTensorsError):
     """A check was asked for but the file carries no checksum of that kind."""
 
@@ -35,4 +55,8 @@ __all__ = [
     "IntegrityError",
     "NoChecksumError",
     "TensorNotFoundError",
+    "DecryptionError",
+    "NoKeyError",
+    "SignatureError",
+    "NotEncryptedError",
 ]

@@ -25,7 +25,7 @@ const LINE_WIDTH: usize = 75;
 const WINDOW: usize = 64 << 10;
 
 pub fn run(args: CatArgs) -> anyhow::Result<ExitCode> {
-    let reader = Reader::open(&args.file)?;
+    let reader = crate::keys::open(&args.file)?;
     let t = reader.tensor(&args.name)?.info.clone();
     let mut out = Out::new();
     if args.raw {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::bail;
 use deathtensors_io::format::{Dtype, Format, TensorInfo, TensorSpec, DEFAULT_ALIGNMENT};
-use deathtensors_io::{Reader, WriteOptions};
+use deathtensors_io::WriteOptions;
 
 use crate::args::{ConvertArgs, FormatArg};
 use crate::copy;
@@ -26,6 +26,13 @@ fn format_of(path: &Path) -> Option<Format> {
 }
 
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
+    run_with(args, false)
+}
+
+/// `convert`, or `decrypt` when `decrypt`: only `decrypt` writes the
+/// plaintext of an encrypted file, so that no conversion drops encryption
+/// by accident.
+pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
     let format = match args.to {
         Some(FormatArg::Deathtensors) => Format::Deathtensors,
         Some(FormatArg::Safetensors) => Format::Safetensors,
@@ -53,7 +60,20 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
         out.finish()?;
         return Ok(ExitCode::Success);
     }
-    let reader = Reader::open(&args.input)?;
+    let reader = crate::keys::open(&args.input)?;
+    if reader.is_encrypted() && !decrypt {
+        bail!(
+            "{} is encrypted: `convert` would write its plaintext; use `deathtensors decrypt` for that, or \
+             `deathtensors encrypt` to re-encrypt it",
+            args.input.display()
+        );
+    }
+    if decrypt && !reader.is_encrypted() {
+        bail!("{} is not encrypted: use `deathtensors convert`", args.input.display());
+    }
+    if !reader.signatures().is_empty() {
+        out::warn("the input's signatures are not carried over: sign the output again (`deathtensors sign`)");
+    }
     let header = reader.header();
     let had_checksum = reader.has_footer() || header.tensors().iter().any(|t| t.sha256.is_some());
     let checksum = match format {

@@ -91,8 +91,8 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
             Compare::Close { atol, rtol }
         }
     };
-    let a = Reader::open(&args.a)?;
-    let b = Reader::open(&args.b)?;
+    let a = crate::keys::open(&args.a)?;
+    let b = crate::keys::open(&args.b)?;
     let (ha, hb) = (a.header(), b.header());
 
     let removed: Vec<&TensorInfo> = ha.tensors().iter().filter(|t| hb.get(&t.name).is_none()).collect();

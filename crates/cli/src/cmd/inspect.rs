@@ -14,7 +14,7 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     if crate::sharded::is_index(&args.file) {
         return crate::sharded::inspect(&args.file, args.json);
     }
-    let reader = Reader::open(&args.file)?;
+    let reader = crate::keys::open(&args.file)?;
     let mut out = Out::new();
     if args.json {
         out.json(&to_json(&reader))?;
@@ -54,7 +54,18 @@ fn to_json(reader: &Reader) -> Value {
     json!({
         "path": reader.path().to_string_lossy(),
         "format": out::format_name(header.format()),
-        "flags": { "checksum": reader.has_footer(), "compressed": reader.is_compressed() },
+        "flags": {
+            "checksum": reader.has_footer(),
+            "compressed": reader.is_compressed(),
+            "encrypted": reader.is_encrypted(),
+            "signed": !reader.signatures().is_empty(),
+        },
+        "encryption": header.encryption().map(|e| json!({
+            "cipher": e.cipher.name(),
+            "chunk_size": e.chunk_size,
+            "recipients": e.recipients.iter().map(|r| json!({"kind": r.kind(), "kid": r.kid()})).collect::<Vec<_>>(),
+        })),
+        "signers": reader.signers().iter().map(|k| k.fingerprint()).collect::<Vec<_>>(),
         "created_by": header.created_by(),
         "alignment": header.alignment(),
         "metadata": header.metadata().map(metadata_json),
@@ -82,7 +93,28 @@ fn to_text(reader: &Reader) -> String {
     if reader.is_compressed() {
         flags.push("compressed (zstd)");
     }
+    if reader.is_encrypted() {
+        flags.push("encrypted");
+    }
+    if !reader.signatures().is_empty() {
+        flags.push("signed");
+    }
     about.push(vec!["flags".into(), if flags.is_empty() { "none".into() } else { flags.join(", ") }]);
+    if let Some(e) = header.encryption() {
+        about.push(vec!["encryption".into(), format!("{}, chunks of {}", e.cipher.name(), out::size(e.chunk_size))]);
+        for (i, r) in e.recipients.iter().enumerate() {
+            let label = if i == 0 { "recipients" } else { "" };
+            let who = match r.kid() {
+                Some(kid) => format!("{} key {kid:?}", r.kind()),
+                None => "a passphrase (Argon2id)".to_string(),
+            };
+            about.push(vec![label.into(), who]);
+        }
+    }
+    for (i, k) in reader.signers().iter().enumerate() {
+        let label = if i == 0 { "signed by" } else { "" };
+        about.push(vec![label.into(), format!("{} (verified)", k.fingerprint())]);
+    }
     about.push(vec!["alignment".into(), header.alignment().to_string()]);
     let data = format!(
         "bytes {}..{} of {} ({})",

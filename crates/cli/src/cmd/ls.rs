@@ -2,14 +2,13 @@
 
 use std::io::Write;
 
-use deathtensors_io::Reader;
 
 use crate::args::LsArgs;
 use crate::exit::ExitCode;
 use crate::out::Out;
 
 pub fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
-    let reader = Reader::open(&args.file)?;
+    let reader = crate::keys::open(&args.file)?;
     let mut out = Out::new();
     let names = reader.header().tensors().iter().map(|t| t.name.as_str());
     if args.json {

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::bail;
 use deathtensors_io::format::{Format, Metadata, TensorInfo, TensorSpec};
-use deathtensors_io::{Reader, WriteOptions};
+use deathtensors_io::WriteOptions;
 use serde_json::Value;
 
 use crate::args::MetaArgs;
@@ -14,7 +14,15 @@ use crate::exit::ExitCode;
 use crate::out::{self, Out};
 
 pub fn run(args: MetaArgs) -> anyhow::Result<ExitCode> {
-    let reader = Reader::open(&args.file)?;
+    let reader = crate::keys::open(&args.file)?;
+    let changing = !args.set.is_empty() || !args.delete.is_empty();
+    if changing && (reader.is_encrypted() || !reader.signatures().is_empty()) {
+        anyhow::bail!(
+            "{}: meta cannot rewrite an encrypted or signed file (the header is authenticated; rewriting it \
+             would drop the encryption or the signatures)",
+            args.file.display()
+        );
+    }
     let header = reader.header();
     let before = header.metadata().cloned();
     let mut after = before.clone().unwrap_or_default();

@@ -97,7 +97,7 @@ enum Outcome {
 const COMPLEX_NOTE: &str = "complex: statistics over real and imaginary parts";
 
 pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
-    let reader = Reader::open(&args.file)?;
+    let reader = crate::keys::open(&args.file)?;
     let tensors: Vec<&TensorInfo> = if args.names.is_empty() {
         reader.header().tensors().iter().collect()
     } else {

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use deathtensors_io::format::hex_digest;
-use deathtensors_io::{ErrorKind, Reader};
+use deathtensors_io::ErrorKind;
 use serde_json::{json, Value};
 
 use crate::args::VerifyArgs;
@@ -49,8 +49,37 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     if crate::sharded::is_index(&args.file) {
         return crate::sharded::verify(&args.file, args.allow_missing, args.json);
     }
-    let reader = Reader::open(&args.file)?;
+    let mut trusted = Vec::new();
+    for f in &args.signer {
+        let mut ring = deathtensors_io::KeyRing::new();
+        ring.add_jwk_file(f)?;
+        if ring.verifying_keys().is_empty() {
+            anyhow::bail!("{} holds no Ed25519 key", f.display());
+        }
+        trusted.extend(ring.verifying_keys().iter().map(|(_, k)| *k));
+    }
+    let options = deathtensors_io::ReadOptions {
+        keys: crate::keys::ring(),
+        trusted_signers: trusted,
+        require_signature: args.require_signature,
+        ..deathtensors_io::ReadOptions::default()
+    };
+    // Signatures and requirements are checked here, at open.
+    let reader = deathtensors_io::Reader::open_with(&args.file, options)?;
     let path = args.file.display();
+    let signers: Vec<String> = reader.signers().iter().map(|k| k.fingerprint()).collect();
+    // A key holder checks every tag of an encrypted file: every chunk decrypts.
+    let tags = if reader.can_decrypt() {
+        let total = reader.header().tensors().iter().map(|t| t.byte_len()).sum();
+        let bar = progress::bar(total, "decrypting");
+        reader.verify_tags(|n| bar.inc(n))?;
+        bar.finish_and_clear();
+        "ok"
+    } else if reader.is_encrypted() {
+        "not checked (no key)"
+    } else {
+        "absent"
+    };
     let header = reader.header();
     let digested: Vec<_> = header.tensors().iter().filter(|t| t.sha256.is_some()).collect();
     let undigested: Vec<&str> =
@@ -58,7 +87,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let footer = reader.head().checksummed();
     let mut out = Out::new();
 
-    if footer.is_none() && digested.is_empty() {
+    if footer.is_none() && digested.is_empty() && tags != "ok" {
         if !args.allow_missing {
             return Err(CheckFailed(format!(
                 "{path}: no checksum to verify: the file has no SHA-256 footer and no tensor digests \
@@ -133,7 +162,9 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             "ok": failures.is_empty(),
             "footer": footer_status,
             "tensors_verified": digested.len(),
-            "unverified": if footer.is_some() { Vec::new() } else { undigested.clone() },
+            "unverified": if footer.is_some() || tags == "ok" { Vec::new() } else { undigested.clone() },
+            "tags": tags,
+            "signers": signers,
             "failures": failures.iter().map(Mismatch::to_json).collect::<Vec<_>>(),
         }))?;
     } else if failures.is_empty() {
@@ -143,6 +174,12 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
         if !digested.is_empty() {
             checked.push(format!("{} of {} tensor digests", digested.len(), header.len()));
+        }
+        if tags == "ok" {
+            checked.push("every encrypted chunk's tag".to_string());
+        }
+        if !signers.is_empty() {
+            checked.push(format!("the signatures of {}", signers.join(", ")));
         }
         writeln!(out, "{path}: ok: {}", checked.join(" and "))?;
     } else {
@@ -158,7 +195,10 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     out.finish()?;
-    if footer.is_none() && !undigested.is_empty() && failures.is_empty() {
+    if reader.is_encrypted() && tags != "ok" && failures.is_empty() {
+        out::note("the file is encrypted and no key was given (--key): its chunks' tags were not checked");
+    }
+    if footer.is_none() && tags != "ok" && !undigested.is_empty() && failures.is_empty() {
         out::note(&format!("{} without a digest, and no footer: not checked", out::count(undigested.len(), "tensor")));
     }
     if failures.is_empty() {

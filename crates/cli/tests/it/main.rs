@@ -4,6 +4,7 @@
 
 mod cat;
 mod convert;
+mod crypt;
 mod diff;
 mod errors;
 mod inspect;

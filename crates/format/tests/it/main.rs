@@ -1,5 +1,6 @@
 //! Integration tests of `deathtensors-format`.
 
+mod crypt;
 mod fixtures;
 mod fuzz_regressions;
 mod invalid;

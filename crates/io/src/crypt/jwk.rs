@@ -48,15 +48,24 @@ fn str_field<'a>(o: &'a Map<String, Value>, field: &str) -> Result<Option<&'a st
 pub(crate) fn decode(v: &Value) -> Result<Jwk, String> {
     let o = v.as_object().ok_or("a JWK must be a JSON object")?;
     let kid = str_field(o, "kid")?.map(str::to_string);
-    let kty = str_field(o, "kty")?.ok_or("the JWK has no \"kty\"")?;
-    match kty {
+    // cryptotensors writes "okp" in lowercase and leaves out "crv" (its
+    // "alg" says the curve): both are accepted.
+    let kty = str_field(o, "kty")?.ok_or("the JWK has no \"kty\"")?.to_ascii_lowercase();
+    let alg = str_field(o, "alg")?.map(|a| a.to_ascii_lowercase().replace('-', ""));
+    match kty.as_str() {
         "oct" => {
             let kid = kid.ok_or("a symmetric JWK needs a \"kid\"")?;
             let k = b64("k", str_field(o, "k")?.ok_or("a symmetric JWK needs \"k\"")?)?;
-            SymmetricKey::new(kid, &k).map(Jwk::Symmetric).map_err(|e| e.to_string())
+            let alg = str_field(o, "alg")?.map(str::to_string);
+            SymmetricKey::new(kid, &k).map(|k| Jwk::Symmetric(k.with_alg(alg))).map_err(|e| e.to_string())
         }
-        "OKP" => {
-            let crv = str_field(o, "crv")?.ok_or("an OKP JWK needs \"crv\"")?;
+        "okp" => {
+            let crv = match (str_field(o, "crv")?, alg.as_deref()) {
+                (Some(c), _) => c,
+                (None, Some("ed25519" | "eddsa")) => "Ed25519",
+                (None, Some("x25519")) => "X25519",
+                _ => return Err("an OKP JWK needs \"crv\"".into()),
+            };
             let x = str_field(o, "x")?.map(|x| array32("x", x)).transpose()?;
             let d = str_field(o, "d")?.map(|d| array32("d", d)).transpose()?;
             match crv {
@@ -112,7 +121,11 @@ fn enc(bytes: &[u8]) -> String {
 
 /// The JWK of a symmetric key (secret).
 pub(crate) fn symmetric(k: &SymmetricKey) -> Value {
-    serde_json::json!({"kty": "oct", "kid": k.kid(), "k": enc(k.secret_bytes())})
+    let mut v = serde_json::json!({"kty": "oct", "kid": k.kid(), "k": enc(k.secret_bytes())});
+    if let Some(alg) = k.alg() {
+        v["alg"] = Value::String(alg.to_string());
+    }
+    v
 }
 
 /// The JWK of an X25519 key: public only, or with its secret.
@@ -122,6 +135,11 @@ pub(crate) fn x25519(k: &X25519SecretKey, secret: bool) -> Value {
         v["d"] = Value::String(enc(&k.secret_bytes()[..]));
     }
     v
+}
+
+/// The JWK of an X25519 public key.
+pub(crate) fn x25519_public(k: &X25519PublicKey) -> Value {
+    serde_json::json!({"kty": "OKP", "crv": "X25519", "kid": k.kid(), "x": enc(k.bytes())})
 }
 
 /// The JWK of an Ed25519 key: public only, or with its secret.

@@ -129,6 +129,10 @@ impl KeyRing {
         self.symmetric.iter().map(|k| &**k)
     }
 
+    pub(crate) fn symmetric_keys(&self) -> impl Iterator<Item = &Arc<SymmetricKey>> {
+        self.symmetric.iter()
+    }
+
     pub(crate) fn x25519(&self) -> impl Iterator<Item = &X25519SecretKey> {
         self.x25519.iter().map(|k| &**k)
     }
@@ -148,6 +152,27 @@ impl KeyRing {
         let mut out: Vec<_> = self.x25519.iter().map(|k| k.public_key()).collect();
         out.extend(self.x25519_public.iter().cloned());
         out
+    }
+
+    /// The recipients a writer encrypts to with these keys: every
+    /// symmetric key, every X25519 key (its public half), and every
+    /// passphrase through Argon2id with `params`.
+    pub fn recipients(&self, params: deathtensors_format::Argon2Params) -> Vec<super::keys::RecipientKey> {
+        use super::keys::RecipientKey;
+        let mut out: Vec<RecipientKey> = self.symmetric.iter().cloned().map(RecipientKey::Symmetric).collect();
+        out.extend(self.x25519_public_keys().into_iter().map(RecipientKey::X25519));
+        out.extend(self.passphrases.iter().cloned().map(|p| RecipientKey::Passphrase(p, params)));
+        out
+    }
+
+    /// Adds every key of `other`.
+    pub fn extend(&mut self, other: &KeyRing) {
+        self.symmetric.extend(other.symmetric.iter().cloned());
+        self.x25519.extend(other.x25519.iter().cloned());
+        self.x25519_public.extend(other.x25519_public.iter().cloned());
+        self.passphrases.extend(other.passphrases.iter().cloned());
+        self.signing.extend(other.signing.iter().cloned());
+        self.verifying.extend(other.verifying.iter().cloned());
     }
 
     /// The signing keys found, with their key ids.

@@ -28,6 +28,7 @@ pub(crate) fn check_kid(kid: &str) -> Result<()> {
 pub struct SymmetricKey {
     kid: String,
     bytes: Zeroizing<Vec<u8>>,
+    alg: Option<String>,
 }
 
 impl SymmetricKey {
@@ -41,7 +42,19 @@ impl SymmetricKey {
         if !(16..=64).contains(&bytes.len()) {
             return Err(bad_key(format!("symmetric key {kid:?} has {} bytes; 16 to 64 are allowed", bytes.len())));
         }
-        Ok(SymmetricKey { kid, bytes: Zeroizing::new(bytes.to_vec()) })
+        Ok(SymmetricKey { kid, bytes: Zeroizing::new(bytes.to_vec()), alg: None })
+    }
+
+    /// The key with the algorithm its JWK names (`alg`), which cryptotensors
+    /// files take over the one their header names.
+    pub fn with_alg(mut self, alg: Option<String>) -> SymmetricKey {
+        self.alg = alg;
+        self
+    }
+
+    /// The algorithm its JWK named, if any.
+    pub fn alg(&self) -> Option<&str> {
+        self.alg.as_deref()
     }
 
     /// A fresh random 32-byte key.
@@ -161,6 +174,11 @@ impl X25519PublicKey {
     /// The key's bytes.
     pub fn bytes(&self) -> &[u8; 32] {
         &self.bytes
+    }
+
+    /// The key as a JWK (`kty` `OKP`, `crv` `X25519`).
+    pub fn to_jwk(&self) -> serde_json::Value {
+        super::jwk::x25519_public(self)
     }
 }
 

@@ -390,3 +390,20 @@ fn unsigned_plain_files_cannot_be_signed_without_digests() {
     let list2: Vec<(TensorSpec, &[u8])> = list.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
     expect_err(save(&st, list2, &o), "InvalidInput");
 }
+
+#[test]
+fn a_policy_is_evaluated_against_the_input_before_keys_are_released() {
+    let dir = scratch("crypt-policy");
+    let path = dir.join("p.dt");
+    let mut options = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm);
+    let rego = "package model\nimport rego.v1\ndefault allow := false\nallow if input.user == \"alice\"\n";
+    options.metadata = Some([("__policy__".to_string(), rego.to_string())].into_iter().collect());
+    write(&path, &tensors(), &options);
+    let with_input = |user: &str| ReadOptions { policy_input: Some(serde_json::json!({"user": user})), ..with_key(key()) };
+    check_contents(&Reader::open_with(&path, with_input("alice")).unwrap(), &tensors());
+    let e = Reader::open_with(&path, with_input("bob")).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::PolicyDenied(m) if m.contains("denies")), "{e}");
+    expect_err(Reader::open_with(&path, with_key(key())), "PolicyDenied");
+    // Without a key nothing is released, so nothing is evaluated: the header opens.
+    Reader::open(&path).unwrap();
+}

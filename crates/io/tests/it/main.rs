@@ -1,10 +1,12 @@
 //! Integration tests of `deathtensors-io`.
 
 mod crypt;
+mod cryptotensors;
 mod fixtures;
 mod roundtrip;
 mod safety;
 mod sharded;
+mod vectors;
 
 use std::path::PathBuf;
 

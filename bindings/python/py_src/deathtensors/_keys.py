@@ -1,0 +1,157 @@
+"""Keys for encrypted and signed files.
+
+Keys are JSON Web Keys (JWK) as dicts, the form cryptotensors and most key
+tools use: ``{"kty": "oct", "kid": ..., "k": ...}`` for symmetric keys,
+``{"kty": "OKP", "crv": "X25519" | "Ed25519", "x": ..., "d": ...}`` for
+X25519 (encryption to a public key) and Ed25519 (signatures). Wherever a
+function takes keys it accepts one key or a list of: JWK dicts (a JWK set
+``{"keys": [...]}`` too), paths of JWK files, :class:`Passphrase` objects
+and :class:`KeyRing` objects. Secrets stay in Rust memory that is wiped when
+freed; Python only ever holds the JWK dicts you give it.
+
+Keys can also be registered once for the process (:func:`register_keys`, as
+cryptotensors' ``register_direct_key_provider``) or put in the environment
+variables ``DEATHTENSORS_KEYS`` or ``CRYPTOTENSOR_KEYS`` as JWK JSON; they are
+used when a file is opened without ``keys=``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable, List, Optional, Union
+
+from . import _native
+from .errors import DeathTensorsError
+
+KeyRing = _native.KeyRing
+
+#: Environment variables read for keys when a file is opened without ``keys=``.
+ENV_VARS = ("DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS")
+
+_registered: List[Any] = []
+
+
+class Passphrase:
+    """A passphrase as a recipient or a key (Argon2id, 64 MiB, 3 passes).
+
+    Its ``repr`` never shows it."""
+
+    __slots__ = ("_secret",)
+
+    def __init__(self, passphrase: str) -> None:
+        if not isinstance(passphrase, str) or not passphrase:
+            raise DeathTensorsError("a passphrase must be a non-empty str")
+        self._secret = passphrase
+
+    def __repr__(self) -> str:
+        return "Passphrase(***)"
+
+
+KeysLike = Union[None, dict, str, "os.PathLike[str]", Passphrase, "KeyRing", Iterable[Any]]
+
+
+def keyring(keys: KeysLike) -> "KeyRing":
+    """A :class:`KeyRing` holding ``keys`` (see the module documentation)."""
+    ring = KeyRing()
+    _add(ring, keys)
+    return ring
+
+
+def _add(ring: "KeyRing", keys: Any) -> None:
+    if keys is None:
+        return
+    if isinstance(keys, KeyRing):
+        ring.extend(keys)
+    elif isinstance(keys, Passphrase):
+        ring.add_passphrase(keys._secret)
+    elif isinstance(keys, dict):
+        ring.add_jwk_json(json.dumps(keys))
+    elif isinstance(keys, (str, os.PathLike)):
+        path = os.fspath(keys)
+        if path.lstrip().startswith("{") or path.lstrip().startswith("["):
+            ring.add_jwk_json(path)
+        else:
+            ring.add_jwk_file(path)
+    elif isinstance(keys, (list, tuple)):
+        for k in keys:
+            _add(ring, k)
+    else:
+        raise DeathTensorsError(
+            f"cannot use {type(keys).__name__} as a key: give JWK dicts, key file paths, "
+            "Passphrase or KeyRing objects"
+        )
+
+
+def default_keys() -> "KeyRing":
+    """The keys registered with :func:`register_keys` and those of the
+    environment variables in :data:`ENV_VARS`."""
+    ring = keyring(_registered)
+    for var in ENV_VARS:
+        ring.add_env(var)
+    return ring
+
+
+def register_keys(keys: KeysLike = None, *, files: Optional[Iterable[Any]] = None) -> None:
+    """Registers keys for the whole process, used by every open without
+    ``keys=`` (and by the safetensors drop-in). Replaces earlier ones, as
+    cryptotensors' ``register_direct_key_provider(keys=..., files=...)``
+    does; ``register_keys()`` clears them."""
+    ring = keyring(keys)
+    _add(ring, list(files or []))
+    _registered[:] = [ring]
+
+
+def generate_key(kind: str = "symmetric", kid: Optional[str] = None) -> dict:
+    """A new key as a JWK dict, secret included: ``"symmetric"`` (32 random
+    bytes, for AES-256-GCM or ChaCha20-Poly1305), ``"x25519"`` (a key pair
+    to encrypt to) or ``"ed25519"`` (a key pair that signs). Keep it secret;
+    :func:`public_key` gives what to share."""
+    return json.loads(_native.generate_key(kind, kid))
+
+
+def public_key(jwk: dict) -> dict:
+    """The public half of an X25519 or Ed25519 JWK: what writers encrypt to,
+    or what readers trust."""
+    return json.loads(_native.public_jwk(json.dumps(jwk)))
+
+
+def _public_bytes(key: Any) -> List[bytes]:
+    if isinstance(key, (bytes, bytearray)) and len(key) == 32:
+        return [bytes(key)]
+    if isinstance(key, KeyRing):
+        return list(key.verifying_keys())
+    found = keyring(key).verifying_keys()
+    if not found:
+        raise DeathTensorsError(f"no Ed25519 public key in {key!r}")
+    return list(found)
+
+
+def signer_keys(trusted: Any) -> List[bytes]:
+    """The 32-byte Ed25519 public keys of ``trusted``: JWK dicts, 32-byte
+    strings, key file paths, KeyRings, or a list of them."""
+    if trusted is None:
+        return []
+    items = trusted if isinstance(trusted, (list, tuple)) else [trusted]
+    out: List[bytes] = []
+    for k in items:
+        out.extend(_public_bytes(k))
+    return out
+
+
+def fingerprint(key: Any) -> str:
+    """How files, errors and ``deathtensors inspect`` name a signer: 16 hex
+    digits of the SHA-256 of its Ed25519 public key (a JWK or 32 bytes)."""
+    return _native.fingerprint(_public_bytes(key)[0])
+
+
+__all__ = [
+    "KeyRing",
+    "Passphrase",
+    "keyring",
+    "register_keys",
+    "generate_key",
+    "public_key",
+    "fingerprint",
+    "ENV_VARS",
+]

@@ -1,0 +1,164 @@
+//! Keys for encrypted and signed files: `KeyRing` (JWK JSON, key files,
+//! environment variables, passphrases) and key generation. Keys cross into
+//! Python only as JWK JSON text, which the Python layer turns into dicts.
+
+use std::sync::Arc;
+
+use deathtensors_io::{KeyRing, Passphrase, SigningKey, SymmetricKey, X25519SecretKey};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use crate::errors::IntoPy;
+
+/// A set of keys: to decrypt (symmetric, X25519, passphrases), to encrypt
+/// to (the same, and X25519 public keys) and to sign or trust (Ed25519).
+#[pyclass(name = "KeyRing", module = "deathtensors._native")]
+#[derive(Clone, Debug, Default)]
+pub struct PyKeyRing {
+    pub(crate) inner: KeyRing,
+}
+
+#[pymethods]
+impl PyKeyRing {
+    #[new]
+    fn new() -> PyKeyRing {
+        PyKeyRing::default()
+    }
+
+    /// Adds keys from JWK JSON: one JWK, a JWK set or an array of JWKs.
+    fn add_jwk_json(&mut self, py: Python<'_>, json: &str) -> PyResult<()> {
+        self.inner.add_jwk_json(json).py(py)
+    }
+
+    /// Adds the keys of a JWK file.
+    fn add_jwk_file(&mut self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        self.inner.add_jwk_file(&path).py(py)
+    }
+
+    /// Adds the keys an environment variable holds as JWK JSON; whether it
+    /// was set.
+    fn add_env(&mut self, py: Python<'_>, var: &str) -> PyResult<bool> {
+        self.inner.add_env(var).py(py)
+    }
+
+    /// Adds a passphrase.
+    fn add_passphrase(&mut self, py: Python<'_>, passphrase: String) -> PyResult<()> {
+        let p = Passphrase::new(passphrase).py(py)?;
+        self.inner.add_passphrase(Arc::new(p));
+        Ok(())
+    }
+
+    /// Adds every key of another ring.
+    fn extend(&mut self, other: &PyKeyRing) {
+        self.inner.extend(&other.inner);
+    }
+
+    /// Whether no key can decrypt.
+    fn can_decrypt(&self) -> bool {
+        !self.inner.is_empty()
+    }
+
+    /// The Ed25519 public keys known (of signing keys too), as 32-byte strings.
+    fn verifying_keys<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, PyBytes>> {
+        self.inner.verifying_keys().iter().map(|(_, k)| PyBytes::new(py, &k.0)).collect()
+    }
+
+    /// How many signing keys the ring holds.
+    fn signing_count(&self) -> usize {
+        self.inner.signing_keys().len()
+    }
+
+    /// How many recipients a writer would encrypt to.
+    fn recipient_count(&self) -> usize {
+        self.inner.recipients(deathtensors_io::format::Argon2Params::DEFAULT).len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("{:?}", self.inner)
+    }
+}
+
+/// A new key as JWK JSON, secret included: `kind` is `symmetric` (32
+/// random bytes), `x25519` or `ed25519`.
+#[pyfunction]
+#[pyo3(signature = (kind, kid = None))]
+pub fn generate_key(py: Python<'_>, kind: &str, kid: Option<String>) -> PyResult<String> {
+    let value = match kind {
+        "symmetric" => SymmetricKey::generate(kid.unwrap_or_else(|| "key".into())).py(py)?.to_jwk(),
+        "x25519" => X25519SecretKey::generate(kid.unwrap_or_else(|| "key".into())).py(py)?.to_jwk(true),
+        "ed25519" => SigningKey::generate().to_jwk(kid.as_deref(), true),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown key kind {other:?}: use 'symmetric', 'x25519' or 'ed25519'"
+            )))
+        }
+    };
+    Ok(value.to_string())
+}
+
+/// The public half of a JWK (X25519 or Ed25519), as JWK JSON; a symmetric
+/// key has none.
+#[pyfunction]
+pub fn public_jwk(py: Python<'_>, json: &str) -> PyResult<String> {
+    let mut ring = KeyRing::new();
+    ring.add_jwk_json(json).py(py)?;
+    if let Some(k) = ring.x25519_public_keys().first() {
+        return Ok(k.to_jwk().to_string());
+    }
+    if let Some((kid, k)) = ring.verifying_keys().first() {
+        return Ok(k.to_jwk(kid.as_deref()).to_string());
+    }
+    Err(PyValueError::new_err("a symmetric key has no public half: share it only with the readers"))
+}
+
+/// The fingerprint of an Ed25519 public key (32 bytes): how files, errors
+/// and `inspect` name a signer.
+#[pyfunction]
+pub fn fingerprint(key: [u8; 32]) -> String {
+    deathtensors_io::VerifyingKey(key).fingerprint()
+}
+
+/// Sets the encryption and signing options of a save from key rings.
+pub(crate) fn apply(
+    py: Python<'_>,
+    options: &mut deathtensors_io::WriteOptions,
+    encrypt: Option<PyKeyRing>,
+    sign: Option<PyKeyRing>,
+    cipher: &str,
+    chunk_size: u64,
+) -> PyResult<()> {
+    use deathtensors_io::format::{Argon2Params, Cipher};
+    if let Some(ring) = encrypt {
+        let cipher = Cipher::from_name(cipher).ok_or_else(|| {
+            crate::errors::error(py, format!("unknown cipher {cipher:?}: use 'AES-256-GCM' or 'CHACHA20-POLY1305'"))
+        })?;
+        let recipients = ring.inner.recipients(Argon2Params::DEFAULT);
+        if recipients.is_empty() {
+            return Err(crate::errors::error(
+                py,
+                "encrypt= holds no key to encrypt to (a symmetric key, an X25519 key or a passphrase)".into(),
+            ));
+        }
+        options.encryption = Some(deathtensors_io::EncryptOptions { cipher, chunk_size, recipients });
+    }
+    if let Some(ring) = sign {
+        if ring.inner.signing_keys().is_empty() {
+            return Err(crate::errors::error(py, "sign= holds no Ed25519 signing key (a JWK with \"d\")".into()));
+        }
+        options.signers = ring.inner.signing_keys().iter().map(|(_, k)| k.clone()).collect();
+    }
+    Ok(())
+}
+
+/// Adds a signature to an existing file (atomically; the data is copied,
+/// not re-encoded).
+#[pyfunction]
+#[pyo3(signature = (path, key, durable = true))]
+pub fn sign_file(py: Python<'_>, path: std::path::PathBuf, key: PyKeyRing, durable: bool) -> PyResult<()> {
+    let keys = key.inner.signing_keys().to_vec();
+    if keys.is_empty() {
+        return Err(crate::errors::error(py, "no Ed25519 signing key (a JWK with \"d\") was given".into()));
+    }
+    py.allow_threads(|| keys.iter().try_for_each(|(_, k)| deathtensors_io::sign_file(&path, k, durable))).py(py)
+}

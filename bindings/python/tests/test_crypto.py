@@ -1,0 +1,187 @@
+"""Encrypted and signed files from Python: every recipient kind and cipher,
+numpy and torch, keys from dicts, files, the registry and the environment,
+requirements that refuse downgrades, and tampering that never returns data."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import deathtensors as dt
+
+
+def sample():
+    rng = np.random.default_rng(7)
+    return {
+        "big": rng.standard_normal((300, 1000)).astype(np.float32),  # 1.2 MB: several chunks
+        "small": np.arange(10, dtype=np.int64),
+        "empty": np.zeros((0, 3), dtype=np.float16),
+        "scalar": np.array(3.5, dtype=np.float64),
+    }
+
+
+def same(got, want):
+    assert set(got) == set(want)
+    for k, v in want.items():
+        g = np.asarray(got[k])
+        assert g.dtype == v.dtype and g.shape == v.shape and g.tobytes() == v.tobytes(), k
+
+
+@pytest.fixture
+def sym():
+    return dt.generate_key("symmetric", kid="team")
+
+
+@pytest.mark.parametrize("cipher", ["AES-256-GCM", "CHACHA20-POLY1305"])
+def test_round_trip_symmetric(tmp_path, sym, cipher):
+    path = tmp_path / "m.dt"
+    dt.save(path, sample(), encrypt=sym, cipher=cipher, chunk_size=1 << 16, checksum=True)
+    with dt.open(path, keys=[sym]) as f:
+        assert f.is_encrypted()
+        assert f.encryption() == {"cipher": cipher, "chunk_size": 1 << 16,
+                                  "recipients": [{"kind": "symmetric", "kid": "team"}]}
+        same(f.get_tensors(framework="numpy"), sample())
+        same({k: f.get_tensor(k, framework="numpy") for k in f.keys()}, sample())
+        same({k: f.get_tensor(k, framework="numpy", verify=True) for k in f.keys()}, sample())
+        assert f.verify() is True
+
+
+def test_torch_round_trip(tmp_path, sym):
+    torch = pytest.importorskip("torch")
+    t = {"w": torch.randn(64, 64), "b": torch.arange(5, dtype=torch.bfloat16)}
+    path = tmp_path / "t.dt"
+    dt.save(path, t, encrypt=sym)
+    with dt.open(path, keys=sym) as f:
+        got = f.get_tensors()
+    for k in t:
+        assert torch.equal(got[k], t[k]), k
+
+
+def test_x25519_and_passphrase_recipients(tmp_path):
+    alice = dt.generate_key("x25519", kid="alice")
+    pub = dt.public_key(alice)
+    assert "d" not in pub and pub["x"] == alice["x"]
+    path = tmp_path / "m.dt"
+    dt.save(path, sample(), encrypt=[pub, dt.Passphrase("open sesame")])
+    with dt.open(path, keys=alice) as f:
+        same(f.get_tensors(framework="numpy"), sample())
+    with dt.open(path, keys=dt.Passphrase("open sesame")) as f:
+        same(f.get_tensors(framework="numpy", copy=True), sample())
+    assert "sesame" not in repr(dt.Passphrase("open sesame"))
+    with pytest.raises(dt.DecryptionError):
+        dt.open(path, keys=dt.Passphrase("wrong"))
+
+
+def test_wrong_and_missing_keys(tmp_path, sym):
+    path = tmp_path / "m.dt"
+    dt.save(path, sample(), encrypt=sym)
+    other = dt.generate_key("symmetric", kid="team")
+    with pytest.raises(dt.DecryptionError) as e:
+        dt.open(path, keys=other)
+    assert not isinstance(e.value, dt.NoKeyError)
+    with pytest.raises(dt.NoKeyError, match='"team"'):
+        dt.open(path, keys=dt.generate_key("symmetric", kid="someone-else"))
+    # No key at all: the header is readable, the data is not.
+    with dt.open(path) as f:
+        assert f.keys() and f.is_encrypted()
+        with pytest.raises(dt.NoKeyError):
+            f.get_tensor("small", framework="numpy")
+        with pytest.raises(dt.DeathTensorsError, match="encrypted"):
+            f.get_tensor_view("small", framework="numpy")
+
+
+def test_keys_from_files_registry_and_environment(tmp_path, sym, monkeypatch):
+    path = tmp_path / "m.dt"
+    dt.save(path, sample(), encrypt=sym)
+    key_file = tmp_path / "keys.jwk"
+    key_file.write_text(json.dumps({"keys": [sym]}))
+    with dt.open(path, keys=str(key_file)) as f:
+        same(f.get_tensors(framework="numpy"), sample())
+    dt.register_keys([sym])
+    try:
+        with dt.open(path) as f:
+            same(f.get_tensors(framework="numpy"), sample())
+    finally:
+        dt.register_keys()
+    monkeypatch.setenv("DEATHTENSORS_KEYS", json.dumps(sym))
+    with dt.open(path) as f:
+        same(f.get_tensors(framework="numpy"), sample())
+    monkeypatch.setenv("DEATHTENSORS_KEYS", "not json")
+    with pytest.raises(dt.DeathTensorsError, match="DEATHTENSORS_KEYS"):
+        dt.open(path)
+
+
+def test_signatures_and_requirements(tmp_path, sym):
+    publisher = dt.generate_key("ed25519", kid="publisher")
+    auditor = dt.generate_key("ed25519", kid="auditor")
+    path = tmp_path / "m.dt"
+    dt.save(path, sample(), sign=publisher)
+    with dt.open(path, trusted_signers=dt.public_key(publisher)) as f:
+        assert f.signers() == [dt.fingerprint(publisher)]
+        same(f.get_tensors(framework="numpy"), sample())
+        assert f.verify() is True
+    with pytest.raises(dt.SignatureError, match="not trusted"):
+        dt.open(path, trusted_signers=dt.public_key(auditor))
+    with pytest.raises(dt.NotEncryptedError):
+        dt.open(path, require_encryption=True)
+    dt.sign_file(path, auditor)
+    with dt.open(path, trusted_signers=[dt.public_key(auditor)]) as f:
+        assert f.signers() == [dt.fingerprint(publisher), dt.fingerprint(auditor)]
+    unsigned = tmp_path / "u.dt"
+    dt.save(unsigned, sample())
+    with pytest.raises(dt.SignatureError, match="not signed"):
+        dt.open(unsigned, require_signature=True)
+    with pytest.raises(dt.DeathTensorsError, match="digests"):
+        dt.sign_file(unsigned, publisher)
+    # Encrypted and signed: both requirements hold.
+    both = tmp_path / "both.dt"
+    dt.save(both, sample(), encrypt=sym, sign=publisher)
+    with dt.open(both, keys=sym, trusted_signers=publisher, require_encryption=True) as f:
+        same(f.get_tensors(framework="numpy"), sample())
+
+
+def test_tampered_data_is_never_returned(tmp_path, sym):
+    publisher = dt.generate_key("ed25519")
+    path = tmp_path / "m.dt"
+    dt.save(path, sample(), encrypt=sym, sign=publisher, checksum=True)
+    raw = bytearray(path.read_bytes())
+    with dt.open(path, keys=sym) as f:
+        data_len = max(f.info(k)["data_offsets"][1] for k in f.keys())
+        big_start = f.info("big")["data_offsets"][0]
+    body_end = len(raw) - 32 - (96 + 16)  # before the footer and one signature
+    blob_start = body_end - data_len
+    raw[blob_start + big_start + 70_000] ^= 1  # inside the first 1 MiB chunk of 'big'
+    bad = tmp_path / "bad.dt"
+    bad.write_bytes(bytes(raw))
+    with dt.open(bad, keys=sym) as f:
+        with pytest.raises(dt.DecryptionError, match='"big" chunk 0'):
+            f.get_tensor("big", framework="numpy")
+        np.testing.assert_array_equal(f.get_tensor("small", framework="numpy"), sample()["small"])
+        with pytest.raises(dt.DecryptionError):
+            f.get_tensors(framework="numpy")
+        with pytest.raises(dt.IntegrityError):
+            f.verify()
+    # Flipping a byte of the signature.
+    raw = bytearray(path.read_bytes())
+    raw[-20] ^= 1
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(dt.SignatureError):
+        dt.open(bad, keys=sym)
+
+
+def test_bad_arguments(tmp_path, sym):
+    path = tmp_path / "m.dt"
+    with pytest.raises(dt.DeathTensorsError):
+        dt.save(path, sample(), encrypt=dt.generate_key("ed25519"))  # a signing key is no recipient
+    with pytest.raises(dt.DeathTensorsError, match="cipher"):
+        dt.save(path, sample(), encrypt=sym, cipher="ROT13")
+    with pytest.raises(dt.DeathTensorsError, match="chunk_size"):
+        dt.save(path, sample(), encrypt=sym, chunk_size=1000)
+    with pytest.raises(dt.DeathTensorsError):
+        dt.save(path, sample(), sign=sym)  # a symmetric key cannot sign
+    with pytest.raises(dt.DeathTensorsError):
+        dt.open(path, keys=12)
+    assert not os.path.exists(path)
+    with pytest.raises(ValueError):
+        dt.generate_key("rsa")

@@ -1,0 +1,50 @@
+//! Keys given on the command line: `--key FILE` (JWK files, repeatable) and
+//! `--passphrase-env VAR` for every command that reads, plus the
+//! `DEATHTENSORS_KEYS` environment variable (JWK JSON). Every command opens
+//! files through [`open`], so encrypted files read wherever plain ones do.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use anyhow::Context;
+use deathtensors_io::{KeyRing, Passphrase, ReadOptions, Reader};
+
+static KEYS: OnceLock<KeyRing> = OnceLock::new();
+
+/// The variable read for keys when no `--key` is given, as JWK JSON.
+pub const ENV: &str = "DEATHTENSORS_KEYS";
+
+/// Loads the keys of `--key` files, the passphrase in `--passphrase-env`'s
+/// variable, and [`ENV`].
+pub fn load(files: &[PathBuf], passphrase_env: Option<&str>) -> anyhow::Result<KeyRing> {
+    let mut ring = KeyRing::new();
+    for f in files {
+        ring.add_jwk_file(f)?;
+    }
+    if let Some(var) = passphrase_env {
+        ring.add_passphrase(Arc::new(passphrase(var)?));
+    }
+    ring.add_env(ENV)?;
+    Ok(ring)
+}
+
+/// The passphrase held by an environment variable.
+pub fn passphrase(var: &str) -> anyhow::Result<Passphrase> {
+    let value = std::env::var(var).with_context(|| format!("environment variable {var} (the passphrase) is not set"))?;
+    Ok(Passphrase::new(value)?)
+}
+
+/// Makes `ring` the keys of this run (the first call wins).
+pub fn set(ring: KeyRing) {
+    let _ = KEYS.set(ring);
+}
+
+/// The keys of this run.
+pub fn ring() -> KeyRing {
+    KEYS.get().cloned().unwrap_or_default()
+}
+
+/// Opens a file with the keys of this run.
+pub fn open(path: &Path) -> deathtensors_io::Result<Reader> {
+    Reader::open_with(path, ReadOptions { keys: ring(), ..ReadOptions::default() })
+}

@@ -1,0 +1,122 @@
+//! `keygen`, `encrypt`, `decrypt`, `sign`, `verify --signer` and what
+//! `inspect` shows of encrypted and signed files, through the real binary.
+
+use std::path::Path;
+
+use crate::{assert_one_error_line, check, json, valid, Scratch};
+
+fn keygen(dir: &Scratch, kind: &str, name: &str, public: bool) {
+    let out = dir.path(&format!("{name}.jwk"));
+    let mut args = vec!["keygen".to_string(), "--type".into(), kind.into(), "--kid".into(), name.into()];
+    args.extend(["--out".into(), out.to_string_lossy().into_owned()]);
+    if public {
+        args.extend(["--public-out".into(), dir.path(&format!("{name}.pub.jwk")).to_string_lossy().into_owned()]);
+    }
+    check(&args, 0);
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn encrypt_inspect_verify_decrypt_round_trip() {
+    let dir = Scratch::new("crypt-roundtrip");
+    keygen(&dir, "symmetric", "team", false);
+    keygen(&dir, "x25519", "alice", true);
+    keygen(&dir, "ed25519", "publisher", true);
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let enc = dir.path("enc.dt");
+    let (team, alice, alice_pub) = (dir.path("team.jwk"), dir.path("alice.jwk"), dir.path("alice.pub.jwk"));
+    let (publisher, publisher_pub) = (dir.path("publisher.jwk"), dir.path("publisher.pub.jwk"));
+    check(
+        ["encrypt", p(&src), p(&enc), "--to", p(&team), "--to", p(&alice_pub), "--sign", p(&publisher), "--checksum"],
+        0,
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&team).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "secret key files are private");
+    }
+
+    // inspect needs no key.
+    let v = json(["inspect", p(&enc)], 0);
+    assert_eq!(v["flags"]["encrypted"], true);
+    assert_eq!(v["flags"]["signed"], true);
+    assert_eq!(v["encryption"]["cipher"], "AES-256-GCM");
+    let kinds: Vec<_> = v["encryption"]["recipients"].as_array().unwrap().iter().map(|r| r["kind"].clone()).collect();
+    assert_eq!(kinds, ["symmetric", "x25519"]);
+    assert_eq!(v["signers"].as_array().unwrap().len(), 1);
+
+    // verify: without a key the digests and signature; with one every tag too.
+    let v = json(["verify", p(&enc), "--signer", p(&publisher_pub)], 0);
+    assert_eq!(v["tags"], "not checked (no key)");
+    let v = json(["verify", p(&enc), "--key", p(&alice), "--signer", p(&publisher_pub)], 0);
+    assert_eq!(v["tags"], "ok");
+    assert_eq!(v["ok"], true);
+    // A signer that did not sign: exit 1.
+    keygen(&dir, "ed25519", "stranger", true);
+    let r = check(["verify", p(&enc), "--signer", p(&dir.path("stranger.pub.jwk"))], 1);
+    assert_one_error_line(&r, &["not trusted"]);
+
+    // Reading commands need the key; with it they read.
+    let r = check(["cat", p(&enc), "u8"], 2);
+    assert_one_error_line(&r, &["no key given matches", "\"team\""]);
+    check(["cat", p(&enc), "u8", "--key", p(&team)], 0);
+    // convert refuses to write plaintext; decrypt does, byte-identical to the source.
+    let r = check(["convert", p(&enc), p(&dir.path("x.dt")), "--key", p(&team)], 2);
+    assert_one_error_line(&r, &["decrypt"]);
+    let out = dir.path("out.safetensors");
+    check(["decrypt", p(&enc), p(&out), "--key", p(&team)], 0);
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&src).unwrap());
+    // meta does not rewrite (and so drop) encryption.
+    let r = check(["meta", p(&enc), "--set", "a=b", "--key", p(&team)], 2);
+    assert_one_error_line(&r, &["encrypted or signed"]);
+}
+
+#[test]
+fn passphrase_and_wrong_keys() {
+    let dir = Scratch::new("crypt-passphrase");
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let enc = dir.path("enc.dt");
+    let run = |args: &[&str], code: i32| {
+        let mut c = crate::command();
+        c.args(args).env("PASS", "correct horse").env("BAD", "wrong horse");
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    run(&["encrypt", p(&src), p(&enc), "--to-passphrase-env", "PASS", "--cipher", "chacha20-poly1305"], 0);
+    run(&["verify", p(&enc), "--passphrase-env", "PASS", "--allow-missing"], 0);
+    let err = run(&["verify", p(&enc), "--passphrase-env", "BAD", "--allow-missing"], 1);
+    assert!(err.contains("cannot decrypt the data key"), "{err}");
+    // A flipped ciphertext byte: exit 1, naming the tensor and chunk.
+    let mut bytes = std::fs::read(&enc).unwrap();
+    let n = bytes.len();
+    bytes[n - 3] ^= 1;
+    std::fs::write(&enc, &bytes).unwrap();
+    let err = run(&["verify", p(&enc), "--passphrase-env", "PASS", "--allow-missing"], 1);
+    assert!(err.contains("chunk 0"), "{err}");
+}
+
+#[test]
+fn sign_adds_signatures_and_needs_digests() {
+    let dir = Scratch::new("crypt-sign");
+    keygen(&dir, "ed25519", "a", true);
+    keygen(&dir, "ed25519", "b", true);
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let plain = dir.path("plain.dt");
+    check(["convert", p(&src), p(&plain)], 0);
+    let r = check(["sign", p(&plain), "--with", p(&dir.path("a.jwk"))], 2);
+    assert_one_error_line(&r, &["digests"]);
+    let sums = dir.path("sums.dt");
+    check(["convert", p(&src), p(&sums), "--checksum"], 0);
+    check(["sign", p(&sums), "--with", p(&dir.path("a.jwk"))], 0);
+    check(["sign", p(&sums), "--with", p(&dir.path("b.jwk"))], 0);
+    let v = json(["verify", p(&sums), "--signer", p(&dir.path("a.pub.jwk"))], 0);
+    assert_eq!(v["signers"].as_array().unwrap().len(), 2);
+    check(["verify", p(&sums), "--signer", p(&dir.path("b.pub.jwk"))], 0);
+    let r = check(["verify", p(&plain), "--require-signature", "--allow-missing"], 1);
+    assert_one_error_line(&r, &["not signed"]);
+}

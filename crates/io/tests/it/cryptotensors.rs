@@ -1,0 +1,128 @@
+//! cryptotensors 0.2.3 files written by its own wheel (`testdata/cryptotensors`):
+//! every layout (v1, chunked v2) and cipher opens with its JWK keys, the
+//! signature is verified, the policy evaluated, and tampering is refused.
+
+use std::path::PathBuf;
+
+use deathtensors_io::{ErrorKind, KeyRing, ReadOptions, Reader};
+use serde_json::Value;
+
+use crate::{scratch, sha256_hex, testdata};
+
+fn dir() -> PathBuf {
+    testdata().join("cryptotensors")
+}
+
+fn keys() -> KeyRing {
+    let mut k = KeyRing::new();
+    k.add_jwk_file(dir().join("keys.json")).unwrap();
+    k
+}
+
+fn expected() -> serde_json::Map<String, Value> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(dir().join("expected.json")).unwrap()).unwrap();
+    v["tensors"].as_object().unwrap().clone()
+}
+
+const SAMPLES: &[&str] = &[
+    "v1_aes128gcm",
+    "v1_aes256gcm",
+    "v1_chacha20poly1305",
+    "v1_jku_aes256gcm",
+    "v2_aes128gcm",
+    "v2_aes256gcm",
+    "v2_chacha20poly1305",
+    "v2_policy_aes256gcm",
+    "v2_partial_meta_chacha20poly1305",
+];
+
+#[test]
+fn every_sample_reads_with_its_keys() {
+    let want = expected();
+    for name in SAMPLES {
+        let path = dir().join(format!("{name}.safetensors"));
+        let r = Reader::open_with(&path, ReadOptions { keys: keys(), ..ReadOptions::default() })
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(r.is_cryptotensors() && r.is_encrypted() && r.can_decrypt(), "{name}");
+        assert_eq!(r.signers().len(), 1, "{name}");
+        for t in r.header().tensors() {
+            let bytes = r.read(&t.name).unwrap_or_else(|e| panic!("{name}/{}: {e}", t.name));
+            assert_eq!(sha256_hex(&bytes), want[&t.name]["sha256"].as_str().unwrap(), "{name}/{}", t.name);
+            // Slices decrypt only what they need (v2) and agree with the whole.
+            let n = bytes.len();
+            if n > 10 {
+                let mut part = vec![0u8; n - 9];
+                r.read_range_into(&t.name, 5, &mut part).unwrap();
+                assert_eq!(&part[..], &bytes[5..n - 4], "{name}/{}", t.name);
+            }
+        }
+        r.verify_tags(|_| {}).unwrap();
+        // Without keys the header opens, the data does not.
+        let bare = Reader::open(&path).unwrap();
+        assert!(bare.is_encrypted() && !bare.can_decrypt());
+        let enc = bare.header().tensors().iter().find(|t| bare.is_tensor_encrypted(&t.name)).unwrap();
+        assert!(matches!(bare.read(&enc.name).unwrap_err().kind(), ErrorKind::NoKey { .. }));
+    }
+}
+
+#[test]
+fn plain_tensors_of_partly_encrypted_files_are_unauthenticated() {
+    let path = dir().join("v2_partial_meta_chacha20poly1305.safetensors");
+    let r = Reader::open_with(&path, ReadOptions { keys: keys(), ..ReadOptions::default() }).unwrap();
+    assert!(r.is_tensor_encrypted("big") && !r.is_tensor_encrypted("i64"));
+    r.read("i64").unwrap();
+    // A reader that requires a signature gets only what the signature covers.
+    let strict = ReadOptions { keys: keys(), require_signature: true, ..ReadOptions::default() };
+    let r = Reader::open_with(&path, strict).unwrap();
+    r.read("big").unwrap();
+    let e = r.read("i64").unwrap_err();
+    assert!(e.to_string().contains("nothing in the file authenticates"), "{e}");
+}
+
+#[test]
+fn policies_are_evaluated_against_the_input() {
+    let path = dir().join("v2_policy_aes256gcm.safetensors");
+    let header = Reader::open(&path).unwrap().header().metadata().unwrap()["__policy__"].clone();
+    let policy: Value = serde_json::from_str(&header).unwrap();
+    let local = policy["local"].as_str().unwrap();
+    // The sample's local policy needs no input (cryptotensors passes none).
+    assert!(local.contains("package model"), "{local}");
+    Reader::open_with(&path, ReadOptions { keys: keys(), ..ReadOptions::default() }).unwrap();
+}
+
+#[test]
+fn tampered_files_are_refused() {
+    let tmp = scratch("ct-tamper");
+    let src = dir().join("v2_aes256gcm.safetensors");
+    let bytes = std::fs::read(&src).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let open = |b: &[u8], name: &str| {
+        let p = tmp.join(name);
+        std::fs::write(&p, b).unwrap();
+        Reader::open_with(&p, ReadOptions { keys: keys(), ..ReadOptions::default() })
+    };
+    // A byte of the signed header: one base64 digit of a wrapped key's nonce.
+    let mut b = bytes.clone();
+    let at = b.windows(11).position(|w| w == b"key_iv\\\":\\\"").expect("an __encryption__ entry") + 11;
+    b[at] = if b[at] == b'A' { b'B' } else { b'A' };
+    let e = open(&b, "header.safetensors").unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::BadSignature { .. }), "{e}");
+    // A byte of the data: the chunk's tag fails, nothing is returned.
+    let mut b = bytes.clone();
+    b[8 + n + 100] ^= 1;
+    let r = open(&b, "data.safetensors").unwrap();
+    let hit = r.header().tensors().iter().find(|t| t.data_offsets.0 <= 100 && 100 < t.data_offsets.1).unwrap();
+    let e = r.read(&hit.name).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Decrypt { .. }), "{e}");
+    // The wrong master key.
+    let mut k = KeyRing::new();
+    let mut jwks: Value = serde_json::from_str(&std::fs::read_to_string(dir().join("keys.json")).unwrap()).unwrap();
+    for key in jwks["keys"].as_array_mut().unwrap() {
+        if key["kty"] == "oct" {
+            key["k"] = Value::String("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=".into());
+        }
+    }
+    k.add_jwk_value(&jwks, None).unwrap();
+    let e = Reader::open_with(&src, ReadOptions { keys: k, ..ReadOptions::default() }).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Decrypt { .. }), "{e}");
+}
