@@ -91,6 +91,13 @@ def kek(file_id, kind, ikm, context):
     return hkdf(file_id, ikm, wrap_info(kind, context))
 
 
+def mac_input(covered):
+    """What the header MAC covers: the bytes given, flag bit 3 (signed) cleared."""
+    b = bytearray(covered)
+    b[12] &= ~SIGNED & 0xFF
+    return bytes(b)
+
+
 def file_keys(file_id, dk):
     """(K_chunks, K_mac) from the data key."""
     return (hkdf(file_id, dk, b"deathtensors v1 chunks"), hkdf(file_id, dk, b"deathtensors v1 header mac"))
@@ -240,7 +247,8 @@ def write(tensors, recipients, *, cipher, data_key, file_id, nonce_salt, chunk_s
     flags = ENCRYPTED | (CHECKSUM if checksum else 0) | (SIGNED if signers else 0)
     head = MAGIC + struct.pack("<IIQ", 1, flags, length) + text.ljust(length, b" ")
     file = head + b"\0" * (roundup(len(head), 8) - len(head)) + table
-    mac = hmac.new(k_mac, file, hashlib.sha256).digest()
+    # The MAC covers the prefix with flag bit 3 (signed) cleared (FORMAT.md 10.6).
+    mac = hmac.new(k_mac, mac_input(file), hashlib.sha256).digest()
     file += mac
     file += b"\0" * (roundup(len(file), max(64, alignment)) - len(file)) + bytes(blob)
     footer = sha256(file[24:]) if checksum else b""
@@ -325,7 +333,7 @@ def read(file, keys, trusted=None):
     if dk is None:
         raise Invalid("no key opens a recipient")
     k_chunks, k_mac = file_keys(enc["file_id"], dk)
-    if not hmac.compare_digest(hmac.new(k_mac, file[:t0 + 16 * n_chunks], hashlib.sha256).digest(), mac):
+    if not hmac.compare_digest(hmac.new(k_mac, mac_input(file[:t0 + 16 * n_chunks]), hashlib.sha256).digest(), mac):
         raise Invalid("header MAC")
     out, tag_at = {}, 0
     for i, (name, t) in enumerate(tensors.items()):

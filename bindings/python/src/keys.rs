@@ -162,3 +162,54 @@ pub fn sign_file(py: Python<'_>, path: std::path::PathBuf, key: PyKeyRing, durab
     }
     py.allow_threads(|| keys.iter().try_for_each(|(_, k)| deathtensors_io::sign_file(&path, k, durable))).py(py)
 }
+
+/// Saves a cryptotensors 0.2.3 file (for readers that use cryptotensors):
+/// `enc` holds the master (symmetric) key, `sign` the Ed25519 key.
+#[pyfunction]
+#[pyo3(signature = (path, tensors, metadata, enc, sign, alg = None, version = 2, chunk_size = 2 << 20, policy = None, only = None, durable = true))]
+#[allow(clippy::too_many_arguments)]
+pub fn save_cryptotensors(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    tensors: Vec<crate::writer::Item<'_>>,
+    metadata: Option<deathtensors_io::format::Metadata>,
+    enc: PyKeyRing,
+    sign: PyKeyRing,
+    alg: Option<String>,
+    version: u8,
+    chunk_size: u64,
+    policy: Option<(String, String)>,
+    only: Option<Vec<String>>,
+    durable: bool,
+) -> PyResult<()> {
+    use deathtensors_io::format::{CtAlg, CtPolicy};
+    let master = enc
+        .inner
+        .symmetric_keys_list()
+        .into_iter()
+        .next()
+        .ok_or_else(|| crate::errors::error(py, "cryptotensors needs a symmetric master key (enc_key)".into()))?;
+    let name = alg.or_else(|| master.alg().map(str::to_string)).unwrap_or_else(|| "aes256gcm".into());
+    let alg = CtAlg::parse(&name)
+        .ok_or_else(|| crate::errors::error(py, format!("unknown cryptotensors algorithm {name:?}")))?;
+    let (sign_kid, signer) = sign
+        .inner
+        .signing_keys()
+        .first()
+        .cloned()
+        .ok_or_else(|| crate::errors::error(py, "cryptotensors signs every encrypted file: give sign_key".into()))?;
+    let options = deathtensors_io::CryptotensorsOptions {
+        master,
+        alg,
+        signer,
+        sign_kid,
+        version,
+        chunk_size,
+        policy: policy.map(|(local, remote)| CtPolicy { local, remote }),
+        tensors: only,
+        durable,
+    };
+    crate::writer::with_tensors(py, tensors, |data| {
+        deathtensors_io::save_cryptotensors(&path, data, metadata, &options).map(|_| ())
+    })
+}

@@ -23,6 +23,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keys::public_jwk, m)?)?;
     m.add_function(wrap_pyfunction!(keys::fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(keys::sign_file, m)?)?;
+    m.add_function(wrap_pyfunction!(keys::save_cryptotensors, m)?)?;
     m.add_function(wrap_pyfunction!(safetensors::encode_safetensors, m)?)?;
     m.add_function(wrap_pyfunction!(safetensors::parse_head, m)?)?;
     m.add_class::<sharded::PyShardedIndex>()?;

@@ -48,7 +48,7 @@ impl PyReader {
     /// public keys), `require_signature` and `require_encryption` refuse
     /// files that do not meet them (see `docs/FORMAT.md` section 11).
     #[new]
-    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false))]
+    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None))]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
@@ -57,8 +57,14 @@ impl PyReader {
         trusted_signers: Vec<[u8; 32]>,
         require_signature: bool,
         require_encryption: bool,
+        policy_input: Option<String>,
     ) -> PyResult<PyReader> {
+        let policy_input = policy_input
+            .map(|text| serde_json::from_str(&text))
+            .transpose()
+            .map_err(|e| crate::errors::error(py, format!("policy_input is not JSON: {e}")))?;
         let options = deathtensors_io::ReadOptions {
+            policy_input,
             keys: keys.map(|k| k.inner).unwrap_or_default(),
             trusted_signers: trusted_signers.into_iter().map(deathtensors_io::VerifyingKey).collect(),
             require_signature,

@@ -26,6 +26,8 @@ pub const CT_CRYPTO_KEYS: &str = "__crypto_keys__";
 pub const CT_POLICY: &str = "__policy__";
 /// The Ed25519 signature.
 pub const CT_SIGNATURE: &str = "__signature__";
+/// The four reserved keys, which writers regenerate.
+pub const CT_RESERVED: &[&str] = &[CT_CRYPTO_KEYS, CT_ENCRYPTION, CT_POLICY, CT_SIGNATURE];
 /// The chunk size of version 2 files that do not say theirs.
 pub const CT_DEFAULT_CHUNK_SIZE: u64 = 2 << 20;
 /// The policy cryptotensors writes when none is given: allow everything.

@@ -148,7 +148,7 @@ impl Head {
             }
             (false, None) => None,
         };
-        if flags.contains(Flags::SIGNED) && tables.is_none() && !header.has_tensor_digests() {
+        if flags.contains(Flags::SIGNED) && !header.has_tensor_digests() {
             return Err(Error::new(ErrorKind::Unsupported {
                 what: "a signed file with a tensor that has no sha256 digest",
             }));

@@ -86,7 +86,7 @@ impl Header {
         };
         let header = Header::build(raw.format, raw.created_by, raw.metadata, alignment, raw.tensors)?;
         match raw.encryption {
-            Some(e) => header.with_encryption(e),
+            Some(e) => header.with_encryption_within(e, limits),
             None => Ok(header),
         }
     }
@@ -195,7 +195,16 @@ impl Header {
     ///   length is not 16 bytes per chunk of these tensors.
     /// - `LimitExceeded` if the tag table is longer than the default header
     ///   limit.
-    pub fn with_encryption(mut self, encryption: Encryption) -> Result<Header> {
+    pub fn with_encryption(self, encryption: Encryption) -> Result<Header> {
+        self.with_encryption_within(encryption, &Limits::DEFAULT)
+    }
+
+    /// [`Header::with_encryption`] with the tag table bounded by
+    /// `limits.max_header_len` (a reader's limits) instead of the default.
+    ///
+    /// # Errors
+    /// As [`Header::with_encryption`].
+    pub fn with_encryption_within(mut self, encryption: Encryption, limits: &Limits) -> Result<Header> {
         if self.format != Format::Deathtensors {
             return Err(Error::new(ErrorKind::Unsupported { what: "encryption in a safetensors file" }));
         }
@@ -203,8 +212,8 @@ impl Header {
         let (bases, total) = crate::crypt::chunk_bases(&self.tensors, encryption.chunk_size)?;
         let table_len =
             total.checked_mul(crate::crypt::TAG_LEN as u64).ok_or_else(|| Error::overflow("tag table length"))?;
-        if table_len > Limits::DEFAULT.max_header_len {
-            return Err(Error::limit("tag table length", table_len, Limits::DEFAULT.max_header_len));
+        if table_len > limits.max_header_len {
+            return Err(Error::limit("tag table length", table_len, limits.max_header_len));
         }
         if encryption.tag_table_len != table_len {
             return Err(Error::new(ErrorKind::InvalidEncryption { what: "tag_table.length" }));

@@ -181,3 +181,204 @@ impl CtFile {
         out
     }
 }
+
+/// How to write a cryptotensors file (for readers that use cryptotensors).
+#[derive(Clone)]
+pub struct CryptotensorsOptions {
+    /// The master key: its id goes in the header; its bytes wrap each
+    /// tensor's key.
+    pub master: Arc<SymmetricKey>,
+    /// The cipher (for the master key and the data).
+    pub alg: CtAlg,
+    /// The signing key (cryptotensors refuses unsigned encrypted files).
+    pub signer: Arc<crate::crypt::SigningKey>,
+    /// The signing key's id, for readers' key lookup.
+    pub sign_kid: Option<String>,
+    /// 1 (whole tensors) or 2 (chunked, the default).
+    pub version: u8,
+    /// Chunk size of version 2 (cryptotensors' default: 2 MiB).
+    pub chunk_size: u64,
+    /// Rego policies (default: allow).
+    pub policy: Option<deathtensors_format::CtPolicy>,
+    /// The tensors to encrypt (default: all).
+    pub tensors: Option<Vec<String>>,
+    /// fsync before the rename.
+    pub durable: bool,
+}
+
+impl std::fmt::Debug for CryptotensorsOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CryptotensorsOptions")
+            .field("master", &self.master.kid())
+            .field("alg", &self.alg)
+            .field("signer", &self.signer.verifying_key().fingerprint())
+            .field("version", &self.version)
+            .field("chunk_size", &self.chunk_size)
+            .finish()
+    }
+}
+
+/// Writes a cryptotensors 0.2.3 file (a safetensors file cryptotensors
+/// opens): each selected tensor under a key of its own, wrapped by the
+/// master key, the header signed. It keeps cryptotensors' weaknesses (see
+/// `docs/SECURITY.md`): empty associated data, a signature over a
+/// re-serialised header, and plaintext tensors that nothing authenticates.
+/// Streaming and atomic, as `save`: ciphertext goes straight to its place
+/// in a temp file (the header's length is known before its tags are).
+///
+/// # Errors
+/// `InvalidInput` for a key of the wrong length for `alg`, a bad version or
+/// chunk size, or buffers that do not match their specs; `Format`; `Io`.
+pub fn save_cryptotensors(
+    path: impl AsRef<Path>,
+    tensors: Vec<(deathtensors_format::TensorSpec, &[u8])>,
+    metadata: Option<deathtensors_format::Metadata>,
+    options: &CryptotensorsOptions,
+) -> Result<deathtensors_format::Header> {
+    use deathtensors_format::{chunk_count, CtKeyRef, CtPolicy, CtTensor, Flags, Header, Limits, CT_DEFAULT_POLICY};
+    let path = path.as_ref();
+    let doing = "cannot write";
+    let input = |m: String| Error::input(m, path, doing);
+    let fmt = |e| Error::format(e, path, doing);
+    let io = |e| Error::io(e, path, doing);
+    if options.master.secret_bytes().len() != options.alg.key_len() {
+        return Err(input(format!(
+            "{} needs a {}-byte key; {:?} has {}",
+            options.alg.name(),
+            options.alg.key_len(),
+            options.master.kid(),
+            options.master.secret_bytes().len()
+        )));
+    }
+    let chunked = match options.version {
+        1 => None,
+        2 if options.chunk_size > 0 => Some(options.chunk_size),
+        _ => return Err(input("cryptotensors versions are 1 and 2, with a chunk size above 0".into())),
+    };
+    let kek = key_of(options.alg, options.master.secret_bytes()).ok_or_else(|| input("bad master key".into()))?;
+    let mut by_name: HashMap<String, &[u8]> = HashMap::with_capacity(tensors.len());
+    let mut specs = Vec::with_capacity(tensors.len());
+    for (spec, bytes) in tensors {
+        if bytes.len() as u64 != spec.byte_len().map_err(fmt)? {
+            return Err(input(format!("tensor {:?}: {} bytes do not match its dtype and shape", spec.name, bytes.len())));
+        }
+        by_name.insert(spec.name.clone(), bytes);
+        specs.push(spec);
+    }
+    let selected = |name: &str| options.tensors.as_ref().is_none_or(|list| list.iter().any(|n| n == name));
+    // Random keys and nonces, as cryptotensors makes them; tags come later.
+    let mut deks: HashMap<String, (Zeroizing<Vec<u8>>, CtTensor)> = HashMap::new();
+    for s in specs.iter().filter(|s| selected(&s.name)) {
+        let dek = Zeroizing::new(crate::crypt::random::<32>()[..options.alg.key_len()].to_vec());
+        let key_iv = crate::crypt::random::<12>();
+        let mut wrapped = dek.to_vec();
+        let tag = kek
+            .seal_in_place_separate_tag(Nonce::assume_unique_for_key(key_iv), Aad::empty(), &mut wrapped)
+            .map_err(|_| input("cannot wrap a key".into()))?;
+        let len = s.byte_len().map_err(fmt)?;
+        let data = match chunked {
+            None => CtData::Whole((len > 0).then(|| (crate::crypt::random::<12>(), [0u8; 16]))),
+            Some(c) => {
+                // A base nonce whose counter cannot overflow (cryptotensors refuses to wrap).
+                let mut base_iv = crate::crypt::random::<12>();
+                base_iv[8] &= 0x7f;
+                CtData::Chunked { base_iv, tags: vec![0; 16 * chunk_count(len, c) as usize] }
+            }
+        };
+        let mut key_tag = [0u8; 16];
+        key_tag.copy_from_slice(tag.as_ref());
+        deks.insert(s.name.clone(), (dek, CtTensor { wrapped_key: wrapped, key_iv, key_tag, data }));
+    }
+    let mut ct = Cryptotensors {
+        version: options.version,
+        chunk_size: chunked,
+        enc: CtKeyRef { alg: options.alg.name().into(), kid: Some(options.master.kid().into()), jku: None },
+        sign: CtKeyRef { alg: "ed25519".into(), kid: options.sign_kid.clone(), jku: None },
+        tensors: deks.iter().map(|(k, (_, t))| (k.clone(), t.clone())).collect(),
+        policy: options.policy.clone().unwrap_or(CtPolicy { local: CT_DEFAULT_POLICY.into(), remote: CT_DEFAULT_POLICY.into() }),
+        signature: [0; 64],
+    };
+    let mut meta = metadata.unwrap_or_default();
+    for k in deathtensors_format::CT_RESERVED {
+        meta.remove(*k);
+    }
+    let build = |ct: &Cryptotensors, meta: &deathtensors_format::Metadata| -> Result<(Header, Vec<u8>)> {
+        let mut m = meta.clone();
+        m.extend(ct.metadata_entries());
+        let header = Header::new_safetensors(specs.clone(), Some(m), &Limits::DEFAULT).map_err(fmt)?;
+        let head = Head::encode(&header, Flags::EMPTY).map_err(fmt)?;
+        Ok((header, head))
+    };
+    let (header, head) = build(&ct, &meta)?;
+    let temp = crate::atomic::TempFile::create(path, options.durable).map_err(io)?;
+    temp.file().set_len(head.len() as u64 + header.data_len()).map_err(io)?;
+    // Each tensor encrypted into its place, tensors spread over all cores.
+    let tasks: Vec<_> = header.tensors().iter().filter(|t| deks.contains_key(&t.name) || t.byte_len() > 0).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::io::Result<Vec<(String, CtData)>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..crate::hash::threads())
+            .map(|_| {
+                s.spawn(|| -> std::io::Result<Vec<(String, CtData)>> {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(t) = tasks.get(i) else { return Ok(done) };
+                        let plain = by_name[&t.name];
+                        let at = head.len() as u64 + t.data_offsets.0;
+                        let Some((dek, entry)) = deks.get(&t.name) else {
+                            crate::pread::write_all_at(temp.file(), plain, at)?;
+                            continue;
+                        };
+                        let key = key_of(options.alg, dek).expect("a key of the cipher's length");
+                        let mut data = entry.data.clone();
+                        match &mut data {
+                            CtData::Whole(None) => {}
+                            CtData::Whole(Some((iv, tag))) => {
+                                let mut buf = plain.to_vec();
+                                let t = key.seal_in_place_separate_tag(Nonce::assume_unique_for_key(*iv), Aad::empty(), &mut buf).expect("within limits");
+                                tag.copy_from_slice(t.as_ref());
+                                crate::pread::write_all_at(temp.file(), &buf, at)?;
+                            }
+                            CtData::Chunked { base_iv, tags } => {
+                                let c = chunked.unwrap_or(deathtensors_format::CT_DEFAULT_CHUNK_SIZE);
+                                let len = plain.len() as u64;
+                                let mut buf = Vec::new();
+                                for j in 0..chunk_count(len, c) {
+                                    let (cs, ce) = deathtensors_format::chunk_range(len, c, j);
+                                    buf.clear();
+                                    buf.extend_from_slice(&plain[cs as usize..ce as usize]);
+                                    // An empty tensor's one chunk uses the base nonce itself.
+                                    let nonce = if len == 0 { *base_iv } else { ct_chunk_nonce(base_iv, j).expect("counter checked") };
+                                    let t = key.seal_in_place_separate_tag(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut buf).expect("within limits");
+                                    tags[16 * j as usize..16 * (j as usize + 1)].copy_from_slice(t.as_ref());
+                                    crate::pread::write_all_at(temp.file(), &buf, at + cs)?;
+                                }
+                            }
+                        }
+                        done.push((t.name.clone(), data));
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    for r in results {
+        for (name, data) in r.map_err(io)? {
+            if let Some(t) = ct.tensors.get_mut(&name) {
+                t.data = data;
+            }
+        }
+    }
+    // Sign the re-serialised header without its signature, as cryptotensors does.
+    let (unsigned, _) = build(&ct, &meta)?;
+    let mut all = meta.clone();
+    all.extend(ct.metadata_entries());
+    ct.signature = options.signer.sign(&ct_signed_message(&unsigned, &all));
+    let (header, final_head) = build(&ct, &meta)?;
+    if final_head.len() != head.len() {
+        return Err(input("internal error: the header changed length".into()));
+    }
+    crate::pread::write_all_at(temp.file(), &final_head, 0).map_err(io)?;
+    temp.persist().map_err(io)?;
+    Ok(header)
+}

@@ -43,6 +43,7 @@ pub use crate::{
         EncryptOptions, KeyRing, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey,
         X25519SecretKey,
     },
+    cryptotensors::{save_cryptotensors, CryptotensorsOptions},
     error::{Error, ErrorKind, Result},
     mmap::PrivateMap,
     reader::{ReadOptions, Reader, TensorRef},

@@ -136,7 +136,11 @@ pub(crate) fn save_encrypted(
         recipients: keys.recipients.clone(),
     };
     let mut flags = Flags::ENCRYPTED;
-    if options.checksum {
+    // A signed file carries the digests of its ciphertext: AEAD tags do not
+    // bind a holder of the data key, who could forge a chunk under the same
+    // tag; the signed digests do (and the footer covers every byte).
+    let checksum = options.checksum || !options.signers.is_empty();
+    if checksum {
         flags = flags | Flags::CHECKSUM;
     }
     if !options.signers.is_empty() {
@@ -144,7 +148,7 @@ pub(crate) fn save_encrypted(
     }
     // Placeholders of the final length: digests are fixed-length hex.
     let mut placeholder_specs: Vec<TensorSpec> = plain.tensors().iter().map(|t| t.to_spec()).collect();
-    if options.checksum {
+    if checksum {
         for s in &mut placeholder_specs {
             s.sha256 = Some([0; 32]);
         }
@@ -171,7 +175,7 @@ pub(crate) fn save_encrypted(
     temp.file().set_len(data_end).map_err(io)?;
     let tags = encrypt_blob(&temp, &header, data, &cipher, tables.data_start).map_err(io)?;
     section.tag_table_sha256 = crate::hash::sha256(&tags);
-    if options.checksum {
+    if checksum {
         // The digests of the ciphertext, read back from the page cache on all cores.
         let inputs: Vec<_> = header
             .tensors()
@@ -192,7 +196,10 @@ pub(crate) fn save_encrypted(
     debug_assert_eq!(head.len() as u64, head_len);
     let mac_key = hmac::Key::new(hmac::HMAC_SHA256, &dk.derive(&file_id, Label::HeaderMac)[..]);
     let mut mac = hmac::Context::with_key(&mac_key);
-    mac.update(&head);
+    let mut prefix = [0u8; 24];
+    prefix.copy_from_slice(&head[..24]);
+    mac.update(&deathtensors_format::mac_prefix(&prefix));
+    mac.update(&head[24..]);
     mac.update(&tags);
     write_all_at(temp.file(), &head, 0).map_err(io)?;
     write_all_at(temp.file(), &tags, tables.tags.0).map_err(io)?;

@@ -88,9 +88,10 @@ pub fn sign_file(path: impl AsRef<Path>, key: &SigningKey, durable: bool) -> Res
     if head.header.format() != deathtensors_format::Format::Deathtensors {
         return Err(Error::input("only deathtensors files can be signed: convert the file first", path, DOING));
     }
-    if !reader.is_encrypted() && !head.header.has_tensor_digests() {
+    if !head.header.has_tensor_digests() {
         return Err(Error::input(
-            "a signature commits to the data through per-tensor sha256 digests, and this file has none: re-save or convert it with a checksum first",
+            "a signature commits to the data through per-tensor sha256 digests (of the ciphertext, for an \
+             encrypted file), and this file has none: re-save or convert it with a checksum first",
             path,
             DOING,
         ));

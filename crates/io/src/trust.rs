@@ -153,6 +153,10 @@ pub(crate) fn check(
     // The MAC covers everything before it: prefix, header, padding, tags.
     let mut covered = vec![0u8; tables.tags.0 as usize];
     read_exact_at(file, &mut covered, 0).map_err(io)?;
+    // Bit 3 (signed) is not covered: signing does not need the data key.
+    let mut prefix = [0u8; 24];
+    prefix.copy_from_slice(&covered[..24]);
+    covered[..24].copy_from_slice(&deathtensors_format::mac_prefix(&prefix));
     let key = hmac::Key::new(hmac::HMAC_SHA256, &dk.derive(&enc.file_id, Label::HeaderMac)[..]);
     let mut ctx = hmac::Context::with_key(&key);
     ctx.update(&covered);
@@ -211,6 +215,56 @@ pub(crate) fn decrypt_range(
         }
         return Ok(());
     }
+    let len = info.byte_len();
+    // A reader with requirements checks the ciphertext's signed digest, on
+    // the very bytes it then decrypts: the tags alone do not bind a holder
+    // of the data key (AEADs are not key-committing).
+    if let (true, Some(expected)) = (trust.checked_reads, info.sha256) {
+        let whole = offset == 0 && buf.len() as u64 == len;
+        let mut own = Vec::new();
+        let target: &mut [u8] = if whole {
+            buf
+        } else {
+            own.resize(len as usize, 0);
+            &mut own
+        };
+        read_exact_at(file, target, file_offset).map_err(|e| Error::io(e, path, doing))?;
+        let actual = crate::hash::sha256(target);
+        let opened = if actual != expected {
+            target.fill(0);
+            let kind = ErrorKind::TensorDigestMismatch { tensor: info.name.clone(), expected, actual };
+            Err(Error::new(kind, Some(path), doing))
+        } else {
+            open_chunks(cipher, trust, path, index, info, base, None, 0, target)
+        };
+        if !whole {
+            match &opened {
+                Ok(()) => buf.copy_from_slice(&own[offset as usize..offset as usize + buf.len()]),
+                // Nothing of a tensor that failed its check.
+                Err(_) => buf.fill(0),
+            }
+        }
+        return opened;
+    }
+    open_chunks(cipher, trust, path, index, info, base, Some((file, file_offset)), offset, buf)
+}
+
+/// Decrypts the chunks of tensor `index` that `buf` (its bytes from
+/// `offset`) covers: read from `source` (the file and the tensor's offset),
+/// or, without one, already in `buf` as ciphertext (whole tensor).
+#[allow(clippy::too_many_arguments)]
+fn open_chunks(
+    cipher: &ChunkCipher,
+    trust: &Trust,
+    path: &Path,
+    index: usize,
+    info: &TensorInfo,
+    base: u64,
+    source: Option<(&File, u64)>,
+    offset: u64,
+    buf: &mut [u8],
+) -> Result<()> {
+    let doing = "cannot read";
     let size = cipher.chunk_size();
     let end = offset + buf.len() as u64;
     let first = offset / size;
@@ -219,7 +273,9 @@ pub(crate) fn decrypt_range(
         let mut chunks = cipher.tensor(index, info);
         let ranges = |j| chunks_range(info.byte_len(), size, j);
         each_chunk(range, out, out_start, (offset, end), ranges, |j, (cs, _), target| {
-            read_exact_at(file, target, file_offset + cs).map_err(|e| Error::io(e, path, doing))?;
+            if let Some((file, file_offset)) = source {
+                read_exact_at(file, target, file_offset + cs).map_err(|e| Error::io(e, path, doing))?;
+            }
             let t = ((base + j) as usize) * TAG_LEN;
             if !chunks.open(j, target, &trust.tags[t..t + TAG_LEN]) {
                 let what = format!("tensor {:?} chunk {j}", info.name);

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
@@ -140,6 +141,7 @@ class DtFile:
         trusted_signers: Any = None,
         require_signature: bool = False,
         require_encryption: bool = False,
+        policy_input: Any = None,
     ) -> None:
         ring = _keys.keyring(keys) if keys is not None else _keys.default_keys()
         self._reader = Reader(
@@ -149,6 +151,7 @@ class DtFile:
             _keys.signer_keys(trusted_signers),
             require_signature,
             require_encryption,
+            None if policy_input is None else json.dumps(policy_input),
         )
         self.path = os.fspath(path)
         if verify:
@@ -351,6 +354,7 @@ def open(  # noqa: A001 - the seed's name
     trusted_signers: Any = None,
     require_signature: bool = False,
     require_encryption: bool = False,
+    policy_input: Any = None,
 ) -> DtFile:
     """Open a file lazily: a context manager returning :class:`DtFile`.
 
@@ -361,6 +365,9 @@ def open(  # noqa: A001 - the seed's name
     ``require_signature`` and ``require_encryption`` refuse unsigned or
     unencrypted files. With any of the three, every tensor returned has
     been checked against the digest or tags the signed header commits to.
+    ``policy_input`` (any JSON value) is the ``input`` of the file's Rego
+    policy, evaluated before keys are released (see ``docs/SECURITY.md``
+    for what a policy can and cannot enforce).
     """
     return DtFile(
         path,
@@ -369,6 +376,7 @@ def open(  # noqa: A001 - the seed's name
         trusted_signers=trusted_signers,
         require_signature=require_signature,
         require_encryption=require_encryption,
+        policy_input=policy_input,
     )
 
 

@@ -135,3 +135,12 @@ pub(crate) fn chunk_bases(tensors: &[TensorInfo], chunk_size: u64) -> Result<(Ve
     }
     Ok((bases, total))
 }
+
+/// The prefix as the header MAC covers it: with flag bit 3 (`SIGNED`)
+/// cleared, so that adding the first signature to an encrypted file (which
+/// sets the bit) leaves its MAC valid. Every other bit is covered.
+pub fn mac_prefix(prefix: &[u8; 24]) -> [u8; 24] {
+    let mut p = *prefix;
+    p[12] &= !(crate::Flags::SIGNED.bits() as u8);
+    p
+}

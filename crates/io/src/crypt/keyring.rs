@@ -141,6 +141,11 @@ impl KeyRing {
         self.passphrases.iter().map(|k| &**k)
     }
 
+    /// The symmetric keys, in the order they were added.
+    pub fn symmetric_keys_list(&self) -> Vec<Arc<SymmetricKey>> {
+        self.symmetric.clone()
+    }
+
     /// The symmetric key with this id.
     pub fn symmetric_key(&self, kid: &str) -> Option<Arc<SymmetricKey>> {
         self.symmetric.iter().find(|k| k.kid() == kid).cloned()

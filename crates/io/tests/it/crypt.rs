@@ -407,3 +407,47 @@ fn a_policy_is_evaluated_against_the_input_before_keys_are_released() {
     // Without a key nothing is released, so nothing is evaluated: the header opens.
     Reader::open(&path).unwrap();
 }
+
+/// A file forged by a holder of the data key (`testdata/crypto`, made by
+/// the reference implementation): tensor `weight`'s first chunk changed
+/// so that its AES-GCM tag still verifies (GHASH is linear once the key is
+/// known). The publisher's signature covers the ciphertext's digest, which
+/// a reader that requires the signature checks on the bytes it decrypts.
+#[test]
+fn a_co_recipient_cannot_forge_a_signed_file() {
+    let dir = crate::testdata().join("crypto");
+    let mut keys = KeyRing::new();
+    keys.add_jwk_file(dir.join("keys.json")).unwrap();
+    let publisher = keys.verifying_keys()[0].1;
+    let path = dir.join("forged-by-co-recipient.dt");
+    let options = ReadOptions { keys: keys.clone(), trusted_signers: vec![publisher], ..ReadOptions::default() };
+    let r = Reader::open_with(&path, options).unwrap();
+    // The other tensors are intact and read.
+    r.read("scalar").unwrap();
+    let e = r.read("weight").unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::TensorDigestMismatch { tensor, .. } if tensor == "weight"), "{e}");
+    let mut part = vec![7u8; 8];
+    expect_err(r.read_range_into("weight", 4, &mut part), "TensorDigestMismatch");
+    assert_eq!(part, vec![0u8; 8]);
+    // The tag alone does not see it: that is why the digest is required.
+    let lax = Reader::open_with(&path, ReadOptions { keys, ..ReadOptions::default() }).unwrap();
+    assert!(lax.read("weight").is_ok());
+    expect_err(lax.verify(), "TensorDigestMismatch");
+}
+
+#[test]
+fn signing_an_encrypted_file_keeps_it_readable() {
+    let dir = scratch("crypt-sign-encrypted");
+    let path = dir.join("e.dt");
+    let mut options = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm);
+    options.checksum = true;
+    write(&path, &tensors(), &options);
+    let signer = SigningKey::generate();
+    sign_file(&path, &signer, false).unwrap();
+    let trusted = ReadOptions { trusted_signers: vec![signer.verifying_key()], ..with_key(key()) };
+    check_contents(&Reader::open_with(&path, trusted).unwrap(), &tensors());
+    // Encrypted without digests: the signature could not bind a co-recipient.
+    let bare = dir.join("bare.dt");
+    write(&bare, &tensors(), &encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm));
+    expect_err(sign_file(&bare, &signer, false), "InvalidInput");
+}

@@ -23,7 +23,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, Union
 
-from .. import _dtypes, _native
+from .. import _dtypes, _keys, _native
 from .._convert import MAP_BY_DEFAULT, MAP_MIN
 from ..errors import DeathTensorsError, TensorNotFoundError
 from . import _slicing
@@ -94,10 +94,16 @@ def _backend(name: Any) -> str:
     return name
 
 
+_CRYPTO_FIELDS = ("__crypto_keys__", "__encryption__", "__policy__", "__signature__")
+
+
 def open_reader(path: str, mmap: bool) -> Any:
     """Opens a file with the deathtensors core, with safetensors' errors."""
     try:
-        return _native.Reader(path, mmap=mmap)
+        # Keys registered with deathtensors.register_keys (or in the
+        # environment) open cryptotensors files, as cryptotensors'
+        # compatibility package does.
+        return _native.Reader(path, mmap=mmap, keys=_keys.default_keys())
     except FileNotFoundError:
         raise FileNotFoundError(f"No such file or directory: {path}") from None
     except DeathTensorsError as e:
@@ -288,7 +294,12 @@ class safe_open:
         self._reader = open_reader(path, mmap=self._backend == "mmap")
         self._keys: Optional[list[str]] = None
         # Whether tensors are copy-on-write mappings rather than copies.
-        self._mapping_ok = MAP_BY_DEFAULT and self._backend == "mmap" and not self._reader.is_compressed()
+        self._mapping_ok = (
+            MAP_BY_DEFAULT
+            and self._backend == "mmap"
+            and not self._reader.is_compressed()
+            and not self._reader.is_encrypted()
+        )
 
     def _open(self) -> Any:
         reader = self._reader
@@ -305,8 +316,13 @@ class safe_open:
         self._reader = None
 
     def metadata(self) -> Optional[dict[str, str]]:
-        """The header's ``__metadata__``, or None when it has none."""
-        return self._open().metadata()
+        """The header's ``__metadata__``, or None when it has none (without
+        the crypto fields of a cryptotensors file, as cryptotensors hides them)."""
+        reader = self._open()
+        meta = reader.metadata()
+        if meta is not None and reader.is_encrypted():
+            meta = {k: v for k, v in meta.items() if k not in _CRYPTO_FIELDS}
+        return meta
 
     def keys(self) -> list[str]:
         """The tensors' names, sorted."""

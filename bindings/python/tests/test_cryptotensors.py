@@ -1,0 +1,186 @@
+"""Interop with the real cryptotensors 0.2.3 (its PyPI wheel, in a separate
+venv this test creates): files it writes (v1 and chunked v2, its three
+ciphers, policies, partly encrypted) read here with its JWK keys as they
+are, files written here open in it, and conversions both ways keep every
+value."""
+
+import base64
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import deathtensors as dt
+from deathtensors import cryptotensors as ct
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+CT_VENV = pathlib.Path(os.environ.get("DT_CRYPTOTENSORS_VENV", ROOT / ".venv-ct023"))
+CT_PY = CT_VENV / "bin" / "python"
+
+
+def b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode()
+
+
+def keys(alg="aes256gcm"):
+    """cryptotensors' JWK dialect: standard base64, lowercase kty, alg."""
+    from hashlib import sha256
+
+    n = 16 if alg == "aes128gcm" else 32
+    enc = {"kty": "oct", "alg": alg, "kid": f"enc-{alg}", "k": b64(sha256(alg.encode()).digest()[:n])}
+    jwk = dt.generate_key("ed25519")
+    pad = lambda s: s + "=" * (-len(s) % 4)  # noqa: E731
+    d = base64.urlsafe_b64decode(pad(jwk["d"]))
+    x = base64.urlsafe_b64decode(pad(jwk["x"]))
+    sign = {"kty": "okp", "alg": "ed25519", "kid": "sign", "x": b64(x), "d": b64(d)}
+    return enc, sign
+
+
+def tensors():
+    rng = np.random.default_rng(3)
+    return {
+        "w": rng.standard_normal((70, 100)).astype(np.float32),  # 28000 B: 7 chunks of 4 KiB
+        "b": np.arange(7, dtype=np.int64),
+        "h": rng.standard_normal(5).astype(np.float16),
+        "m": np.array([[True, False], [False, True]]),
+        "empty": np.zeros((0, 3), dtype=np.float32),
+    }
+
+
+WRITE = r"""
+import json, sys
+import numpy as np
+from cryptotensors.numpy import save_file
+spec = json.loads(sys.argv[1])
+t = {k: np.frombuffer(bytes.fromhex(v["hex"]), dtype=v["dtype"]).reshape(v["shape"]) for k, v in spec["tensors"].items()}
+save_file(t, spec["path"], metadata=spec.get("metadata"), config=spec["config"])
+"""
+
+READ = r"""
+import hashlib, json, sys
+from cryptotensors import register_direct_key_provider, safe_open
+register_direct_key_provider(keys=json.loads(sys.argv[2]))
+out = {}
+with safe_open(sys.argv[1], framework="np") as f:
+    for k in f.keys():
+        out[k] = f.get_tensor(k).tobytes().hex()
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="session")
+def crypto():
+    """A runner for scripts under cryptotensors 0.2.3."""
+    if not CT_PY.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(CT_VENV)], check=True)
+        subprocess.run([str(CT_PY), "-m", "pip", "install", "-q", "cryptotensors==0.2.3", "numpy"], check=True)
+
+    def run(script, *args):
+        r = subprocess.run([str(CT_PY), "-c", script, *map(str, args)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise AssertionError(f"cryptotensors 0.2.3 failed:\n{r.stderr}")
+        return r.stdout
+
+    return run
+
+
+def spec(path, config, metadata=None):
+    return json.dumps({
+        "path": str(path),
+        "config": config,
+        "metadata": metadata,
+        "tensors": {k: {"hex": v.tobytes().hex(), "dtype": v.dtype.str, "shape": list(v.shape)} for k, v in tensors().items()},
+    })
+
+
+def same(got):
+    want = tensors()
+    assert set(got) == set(want)
+    for k, v in want.items():
+        g = np.asarray(got[k])
+        assert g.dtype == v.dtype and g.shape == v.shape and g.tobytes() == v.tobytes(), k
+
+
+CASES = [(alg, version) for alg in ("aes128gcm", "aes256gcm", "chacha20poly1305") for version in ("1", "2")]
+
+
+@pytest.mark.parametrize("alg,version", CASES)
+def test_read_files_cryptotensors_writes(tmp_path, crypto, alg, version):
+    enc, sign = keys(alg)
+    path = tmp_path / "ct.safetensors"
+    crypto(WRITE, spec(path, {"enc_key": enc, "sign_key": sign, "version": version, "chunk_size": 4096}, {"format": "np"}))
+    with dt.open(path, keys=[enc, sign]) as f:
+        assert f.is_encrypted()
+        same(f.get_tensors(framework="numpy"))
+        assert f.signers() == [dt.fingerprint(sign)]
+    # The signature is checked with the caller's trusted signer, too.
+    with dt.open(path, keys=[enc, sign], trusted_signers=sign) as f:
+        same({k: f.get_tensor(k, framework="numpy") for k in f.keys()})
+    other = dict(sign, x=b64(os.urandom(32)))
+    other.pop("d")
+    with pytest.raises(dt.SignatureError):
+        dt.open(path, keys=[enc, other])
+    # cryptotensors' own API, as a drop-in, and the safetensors drop-in with registered keys.
+    same(ct.load_file(path, keys=[enc, sign]))
+    ct.register_direct_key_provider(keys=[enc, sign])
+    try:
+        same(ct.load_file(path))
+        from deathtensors.safetensors.numpy import load_file
+
+        same(load_file(path))
+        with ct.safe_open(path, framework="np") as f:
+            assert f.metadata() == {"format": "np"}
+    finally:
+        dt.register_keys()
+
+
+@pytest.mark.parametrize("alg,version", CASES)
+def test_cryptotensors_reads_files_written_here(tmp_path, crypto, alg, version):
+    enc, sign = keys(alg)
+    path = tmp_path / "ours.safetensors"
+    ct.save_file(tensors(), path, metadata={"format": "np"}, config={"enc_key": enc, "sign_key": sign, "version": version, "chunk_size": 4096})
+    got = json.loads(crypto(READ, path, json.dumps([enc, sign])))
+    same({k: np.frombuffer(bytes.fromhex(v), dtype=tensors()[k].dtype).reshape(tensors()[k].shape) for k, v in got.items()})
+    same(ct.load_file(path, keys=[enc, sign]))
+
+
+def test_partial_encryption_and_policies(tmp_path, crypto):
+    enc, sign = keys()
+    path = tmp_path / "p.safetensors"
+    policy = {"local": 'package model\nimport rego.v1\ndefault allow := false\nallow if input.user == "alice"\n',
+              "remote": "package model\nallow = true"}
+    ct.save_file(tensors(), path, config={"enc_key": enc, "sign_key": sign, "tensors": ["w", "b"], "policy": policy})
+    with dt.open(path, keys=[enc, sign], policy_input={"user": "alice"}) as f:
+        same(f.get_tensors(framework="numpy"))
+    with pytest.raises(dt.DeathTensorsError, match="policy"):
+        dt.open(path, keys=[enc, sign], policy_input={"user": "bob"})
+    # Plaintext tensors of a partly encrypted file: nothing authenticates them.
+    with dt.open(path, keys=[enc, sign], policy_input={"user": "alice"}, require_signature=True) as f:
+        f.get_tensor("w", framework="numpy")
+        with pytest.raises(dt.DeathTensorsError, match="authenticates"):
+            f.get_tensor("h", framework="numpy")
+
+
+def test_convert_both_ways(tmp_path, crypto):
+    enc, sign = keys("chacha20poly1305")
+    src = tmp_path / "ct.safetensors"
+    crypto(WRITE, spec(src, {"enc_key": enc, "sign_key": sign}))
+    # cryptotensors -> deathtensors, encrypted for a new recipient and signed.
+    team = dt.generate_key("symmetric", kid="team")
+    publisher = dt.generate_key("ed25519")
+    with dt.open(src, keys=[enc, sign]) as f:
+        plain = f.get_tensors(framework="numpy")
+    ours = tmp_path / "ours.dt"
+    dt.save(ours, plain, encrypt=team, sign=publisher)
+    with dt.open(ours, keys=team, trusted_signers=publisher) as f:
+        same(f.get_tensors(framework="numpy"))
+    # ... and back, for cryptotensors' users.
+    back = tmp_path / "back.safetensors"
+    with dt.open(ours, keys=team) as f:
+        ct.save_file(f.get_tensors(framework="numpy"), back, config={"enc_key": enc, "sign_key": sign})
+    got = json.loads(crypto(READ, back, json.dumps([enc, sign])))
+    assert set(got) == set(tensors())
