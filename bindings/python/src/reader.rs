@@ -48,6 +48,7 @@ impl PyReader {
     /// public keys), `require_signature` and `require_encryption` refuse
     /// files that do not meet them (see `docs/FORMAT.md` section 11).
     #[new]
+    #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None))]
     fn new(
         py: Python<'_>,

@@ -185,3 +185,23 @@ def test_bad_arguments(tmp_path, sym):
     assert not os.path.exists(path)
     with pytest.raises(ValueError):
         dt.generate_key("rsa")
+
+
+def test_sharded_checkpoints_encrypt_and_sign_every_shard(tmp_path, sym):
+    publisher = dt.generate_key("ed25519")
+    t = sample()
+    shards = dt.save_sharded(tmp_path / "model", t, max_shard_bytes=600_000, encrypt=sym, sign=publisher)
+    assert len(shards) >= 2
+    for s in shards:
+        with dt.open(s, keys=sym, trusted_signers=publisher) as f:
+            assert f.is_encrypted() and f.signers() == [dt.fingerprint(publisher)]
+    index = tmp_path / "model.deathtensors.index.json"
+    with dt.open_sharded(index, keys=sym, trusted_signers=publisher) as f:
+        same(f.get_tensors(framework="numpy"), t)
+        same({k: f.get_tensor(k, framework="numpy") for k in f.keys()}, t)
+    with dt.open_sharded(index) as f:
+        with pytest.raises(dt.NoKeyError):
+            f.get_tensor("small", framework="numpy")
+    with dt.open_sharded(index, keys=sym, trusted_signers=dt.generate_key("ed25519")) as f:
+        with pytest.raises(dt.SignatureError):
+            f.get_tensor("small", framework="numpy")

@@ -223,15 +223,32 @@ pub struct EncryptArgs {
     /// The cipher.
     #[arg(long, value_enum, default_value = "aes-256-gcm")]
     pub cipher: CipherArg,
-    /// Plaintext bytes per chunk (a power of two, 4096 to 67108864).
-    #[arg(long, default_value_t = 1 << 20)]
-    pub chunk_size: u64,
+    /// Plaintext bytes per chunk [default: 1 MiB; 2 MiB for cryptotensors]
+    /// (deathtensors: a power of two, 4096 to 67108864).
+    #[arg(long)]
+    pub chunk_size: Option<u64>,
+    /// The output format: deathtensors, or a cryptotensors 0.2.3 file (for
+    /// readers that use cryptotensors; one --to symmetric key, one --sign key).
+    #[arg(long, value_enum, default_value = "deathtensors")]
+    pub format: EncryptFormat,
+    /// The cryptotensors layout version (2: chunked, 1: whole tensors).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub ct_version: u8,
     /// Sign with this Ed25519 JWK file (repeatable).
     #[arg(long, value_name = "FILE")]
     pub sign: Vec<PathBuf>,
     /// Record per-tensor SHA-256 digests (of the ciphertext) and a footer.
     #[arg(long)]
     pub checksum: bool,
+}
+
+/// What `encrypt` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EncryptFormat {
+    /// deathtensors v1 with encryption (flag bit 2).
+    Deathtensors,
+    /// A cryptotensors 0.2.3 file (safetensors with its crypto fields).
+    Cryptotensors,
 }
 
 /// Options of `sign`.

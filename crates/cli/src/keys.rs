@@ -30,7 +30,8 @@ pub fn load(files: &[PathBuf], passphrase_env: Option<&str>) -> anyhow::Result<K
 
 /// The passphrase held by an environment variable.
 pub fn passphrase(var: &str) -> anyhow::Result<Passphrase> {
-    let value = std::env::var(var).with_context(|| format!("environment variable {var} (the passphrase) is not set"))?;
+    let value =
+        std::env::var(var).with_context(|| format!("environment variable {var} (the passphrase) is not set"))?;
     Ok(Passphrase::new(value)?)
 }
 

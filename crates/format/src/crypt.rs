@@ -8,7 +8,9 @@ mod chunks;
 mod labels;
 mod section;
 
-pub use self::chunks::{chunk_count, chunk_nonce, chunk_range, mac_prefix, ChunkAad, TableLayout, HEADER_MAC_LEN, TAG_LEN};
+pub use self::chunks::{
+    chunk_count, chunk_nonce, chunk_range, mac_prefix, ChunkAad, TableLayout, HEADER_MAC_LEN, TAG_LEN,
+};
 pub use self::labels::{wrap_info, Label, WRAP_AAD};
 pub use self::section::{
     Argon2Params, Cipher, Encryption, Recipient, DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MAX_KID_LEN, MAX_RECIPIENTS,

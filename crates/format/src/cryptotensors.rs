@@ -242,7 +242,8 @@ impl Cryptotensors {
         let chunk = out.chunked();
         let entries = crate::de::tree(enc_json.as_bytes(), CT_ENCRYPTION)?;
         for (name, entry) in object(&entries, "__encryption__")? {
-            let info = header.get(name).ok_or_else(|| invalid("__encryption__ entry for a tensor the file does not have"))?;
+            let info =
+                header.get(name).ok_or_else(|| invalid("__encryption__ entry for a tensor the file does not have"))?;
             let f = object(entry, "__encryption__ entry")?;
             let text = |k: &'static str| string(f, k, k);
             let wrapped_key = b64(text("wrapped_key")?.ok_or_else(|| invalid("wrapped_key"))?, "wrapped_key")?;

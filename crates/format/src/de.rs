@@ -569,7 +569,9 @@ pub(crate) fn tree(json: &[u8], within: &'static str) -> Result<Tree> {
     match (result, slot.take()) {
         (_, Some(err)) => Err(err),
         (Ok(tree), None) => Ok(tree),
-        (Err(e), None) => Err(Error::new(ErrorKind::InvalidJson { message: alloc::format!("in {within}: {e}").into() })),
+        (Err(e), None) => {
+            Err(Error::new(ErrorKind::InvalidJson { message: alloc::format!("in {within}: {e}").into() }))
+        }
     }
 }
 

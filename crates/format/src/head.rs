@@ -193,7 +193,8 @@ impl Head {
     /// # Errors
     /// - `Unsupported` if `flags` are given for a safetensors header, or if
     ///   `ENCRYPTED` is set for a header without an `encryption` section (or
-    ///   the reverse), or with `ZSTD`.
+    ///   the reverse), or with `ZSTD`, or if `SIGNED` is set and a tensor has
+    ///   no `sha256` digest.
     ///
     /// For an encrypted header the result ends where the tag table starts
     /// ([`Head::tables_for`] tells where the blob starts).
@@ -210,6 +211,12 @@ impl Head {
                 }
                 if flags.contains(Flags::ENCRYPTED) && flags.contains(Flags::ZSTD) {
                     return Err(Error::new(ErrorKind::Unsupported { what: "zstd with encryption" }));
+                }
+                // What the parser refuses, the encoder does not write.
+                if flags.contains(Flags::SIGNED) && !header.has_tensor_digests() {
+                    return Err(Error::new(ErrorKind::Unsupported {
+                        what: "a signed file with a tensor that has no sha256 digest",
+                    }));
                 }
                 let align = DATA_START_ALIGN.max(header.alignment());
                 let unpadded = Prefix::LEN as u64 + json.len() as u64;

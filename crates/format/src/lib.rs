@@ -65,13 +65,13 @@ mod tree;
 
 pub use crate::{
     crypt::{
-        chunk_count, chunk_nonce, chunk_range, mac_prefix, wrap_info, Argon2Params, ChunkAad, Cipher, Encryption, Label, Recipient,
-        TableLayout, DEFAULT_CHUNK_SIZE, HEADER_MAC_LEN, MAX_CHUNK_SIZE, MAX_KID_LEN, MAX_RECIPIENTS, MIN_CHUNK_SIZE,
-        TAG_LEN, WRAPPED_KEY_LEN, WRAP_AAD,
+        chunk_count, chunk_nonce, chunk_range, mac_prefix, wrap_info, Argon2Params, ChunkAad, Cipher, Encryption,
+        Label, Recipient, TableLayout, DEFAULT_CHUNK_SIZE, HEADER_MAC_LEN, MAX_CHUNK_SIZE, MAX_KID_LEN, MAX_RECIPIENTS,
+        MIN_CHUNK_SIZE, TAG_LEN, WRAPPED_KEY_LEN, WRAP_AAD,
     },
     cryptotensors::{
-        ct_chunk_nonce, ct_signed_message, CtAlg, CtData, CtKeyRef, CtPolicy, CtTensor, Cryptotensors,
-        CT_CRYPTO_KEYS, CT_DEFAULT_CHUNK_SIZE, CT_DEFAULT_POLICY, CT_ENCRYPTION, CT_POLICY, CT_RESERVED, CT_SIGNATURE,
+        ct_chunk_nonce, ct_signed_message, Cryptotensors, CtAlg, CtData, CtKeyRef, CtPolicy, CtTensor, CT_CRYPTO_KEYS,
+        CT_DEFAULT_CHUNK_SIZE, CT_DEFAULT_POLICY, CT_ENCRYPTION, CT_POLICY, CT_RESERVED, CT_SIGNATURE,
     },
     dtype::Dtype,
     error::{Error, ErrorKind, Result},

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use deathtensors_format::{ct_chunk_nonce, ct_signed_message, CtAlg, CtData, Cryptotensors, Head, TensorInfo};
+use deathtensors_format::{ct_chunk_nonce, ct_signed_message, Cryptotensors, CtAlg, CtData, Head, TensorInfo};
 use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305};
 use ring::signature::{UnparsedPublicKey, ED25519};
 use zeroize::Zeroizing;
@@ -67,7 +67,8 @@ pub(crate) fn open(
 ) -> Result<Opened> {
     let verifying: Vec<(Option<&str>, VerifyingKey)> =
         keys.verifying_keys().iter().map(|(kid, k)| (kid.as_deref(), *k)).collect();
-    let master: Option<Arc<SymmetricKey>> = by_kid(keys.symmetric_keys().map(|k| (Some(k.kid()), k.clone())), ct.enc.kid.as_deref());
+    let master: Option<Arc<SymmetricKey>> =
+        by_kid(keys.symmetric_keys().map(|k| (Some(k.kid()), k.clone())), ct.enc.kid.as_deref());
     let verify_key = by_kid(verifying.into_iter(), ct.sign.kid.as_deref());
     let (Some(verify_key), Some(master)) = (verify_key, master) else {
         if keys.is_empty() && keys.verifying_keys().is_empty() {
@@ -84,12 +85,12 @@ pub(crate) fn open(
     if UnparsedPublicKey::new(&ED25519, &verify_key.0).verify(&message, &ct.signature).is_err() {
         return Err(err(ErrorKind::BadSignature { signer: verify_key.fingerprint() }, path));
     }
-    crate::policy::evaluate(&ct.policy.local, policy_input)
-        .map_err(|m| err(ErrorKind::PolicyDenied(m), path))?;
+    crate::policy::evaluate(&ct.policy.local, policy_input).map_err(|m| err(ErrorKind::PolicyDenied(m), path))?;
     // The key's own alg wins over the header's, as in cryptotensors.
-    let alg = master.alg().and_then(CtAlg::parse).or_else(|| ct.alg()).ok_or_else(|| {
-        err(ErrorKind::InvalidKey(format!("unknown cryptotensors algorithm {:?}", ct.enc.alg)), path)
-    })?;
+    let alg =
+        master.alg().and_then(CtAlg::parse).or_else(|| ct.alg()).ok_or_else(|| {
+            err(ErrorKind::InvalidKey(format!("unknown cryptotensors algorithm {:?}", ct.enc.alg)), path)
+        })?;
     let kek = key_of(alg, master.secret_bytes()).ok_or_else(|| {
         err(
             ErrorKind::InvalidKey(format!(
@@ -110,7 +111,8 @@ pub(crate) fn open(
         if kek.open_in_place_separate_tag(nonce, Aad::empty(), tag, &mut dek[..], 0..).is_err() {
             return Err(err(ErrorKind::Decrypt { what: format!("the key of tensor {name:?}") }, path));
         }
-        let key = key_of(alg, &dek).ok_or_else(|| err(ErrorKind::Decrypt { what: format!("the key of tensor {name:?}") }, path))?;
+        let key = key_of(alg, &dek)
+            .ok_or_else(|| err(ErrorKind::Decrypt { what: format!("the key of tensor {name:?}") }, path))?;
         tensors.insert(name.clone(), (key, t.data.clone()));
     }
     Ok(Opened { file: Some(CtFile { chunked: ct.chunked(), tensors }), signer: Some(verify_key) })
@@ -126,7 +128,15 @@ impl CtFile {
     /// the ciphertext at `file_offset`. Chunked tensors read and decrypt
     /// only the chunks the range touches, on all cores; version 1 tensors
     /// are one AEAD message, decrypted whole.
-    pub(crate) fn decrypt(&self, file: &File, path: &Path, info: &TensorInfo, file_offset: u64, offset: u64, buf: &mut [u8]) -> Result<()> {
+    pub(crate) fn decrypt(
+        &self,
+        file: &File,
+        path: &Path,
+        info: &TensorInfo,
+        file_offset: u64,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
         let doing = "cannot read";
         let fail = |what: String| Error::new(ErrorKind::Decrypt { what }, Some(path), doing);
         let io = |e| Error::io(e, path, doing);
@@ -150,8 +160,14 @@ impl CtFile {
                 if len == 0 {
                     // One tag over the empty string, with the base nonce itself.
                     let tag: [u8; 16] = tags[..16].try_into().unwrap_or([0; 16]);
-                    key.open_in_place_separate_tag(Nonce::assume_unique_for_key(*base_iv), Aad::empty(), Tag::from(tag), &mut [], 0..)
-                        .map_err(|_| fail(format!("tensor {:?} chunk 0", info.name)))?;
+                    key.open_in_place_separate_tag(
+                        Nonce::assume_unique_for_key(*base_iv),
+                        Aad::empty(),
+                        Tag::from(tag),
+                        &mut [],
+                        0..,
+                    )
+                    .map_err(|_| fail(format!("tensor {:?} chunk 0", info.name)))?;
                     return Ok(());
                 }
                 if buf.is_empty() {
@@ -167,8 +183,14 @@ impl CtFile {
                         let nonce = ct_chunk_nonce(base_iv, i).ok_or_else(chunk)?;
                         let t = (i as usize) * 16;
                         let tag: [u8; 16] = tags[t..t + 16].try_into().map_err(|_| chunk())?;
-                        key.open_in_place_separate_tag(Nonce::assume_unique_for_key(nonce), Aad::empty(), Tag::from(tag), target, 0..)
-                            .map_err(|_| chunk())?;
+                        key.open_in_place_separate_tag(
+                            Nonce::assume_unique_for_key(nonce),
+                            Aad::empty(),
+                            Tag::from(tag),
+                            target,
+                            0..,
+                        )
+                        .map_err(|_| chunk())?;
                         Ok(())
                     })
                 };
@@ -260,7 +282,11 @@ pub fn save_cryptotensors(
     let mut specs = Vec::with_capacity(tensors.len());
     for (spec, bytes) in tensors {
         if bytes.len() as u64 != spec.byte_len().map_err(fmt)? {
-            return Err(input(format!("tensor {:?}: {} bytes do not match its dtype and shape", spec.name, bytes.len())));
+            return Err(input(format!(
+                "tensor {:?}: {} bytes do not match its dtype and shape",
+                spec.name,
+                bytes.len()
+            )));
         }
         by_name.insert(spec.name.clone(), bytes);
         specs.push(spec);
@@ -295,7 +321,10 @@ pub fn save_cryptotensors(
         enc: CtKeyRef { alg: options.alg.name().into(), kid: Some(options.master.kid().into()), jku: None },
         sign: CtKeyRef { alg: "ed25519".into(), kid: options.sign_kid.clone(), jku: None },
         tensors: deks.iter().map(|(k, (_, t))| (k.clone(), t.clone())).collect(),
-        policy: options.policy.clone().unwrap_or(CtPolicy { local: CT_DEFAULT_POLICY.into(), remote: CT_DEFAULT_POLICY.into() }),
+        policy: options
+            .policy
+            .clone()
+            .unwrap_or(CtPolicy { local: CT_DEFAULT_POLICY.into(), remote: CT_DEFAULT_POLICY.into() }),
         signature: [0; 64],
     };
     let mut meta = metadata.unwrap_or_default();
@@ -335,7 +364,13 @@ pub fn save_cryptotensors(
                             CtData::Whole(None) => {}
                             CtData::Whole(Some((iv, tag))) => {
                                 let mut buf = plain.to_vec();
-                                let t = key.seal_in_place_separate_tag(Nonce::assume_unique_for_key(*iv), Aad::empty(), &mut buf).expect("within limits");
+                                let t = key
+                                    .seal_in_place_separate_tag(
+                                        Nonce::assume_unique_for_key(*iv),
+                                        Aad::empty(),
+                                        &mut buf,
+                                    )
+                                    .expect("within limits");
                                 tag.copy_from_slice(t.as_ref());
                                 crate::pread::write_all_at(temp.file(), &buf, at)?;
                             }
@@ -348,8 +383,18 @@ pub fn save_cryptotensors(
                                     buf.clear();
                                     buf.extend_from_slice(&plain[cs as usize..ce as usize]);
                                     // An empty tensor's one chunk uses the base nonce itself.
-                                    let nonce = if len == 0 { *base_iv } else { ct_chunk_nonce(base_iv, j).expect("counter checked") };
-                                    let t = key.seal_in_place_separate_tag(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut buf).expect("within limits");
+                                    let nonce = if len == 0 {
+                                        *base_iv
+                                    } else {
+                                        ct_chunk_nonce(base_iv, j).expect("counter checked")
+                                    };
+                                    let t = key
+                                        .seal_in_place_separate_tag(
+                                            Nonce::assume_unique_for_key(nonce),
+                                            Aad::empty(),
+                                            &mut buf,
+                                        )
+                                        .expect("within limits");
                                     tags[16 * j as usize..16 * (j as usize + 1)].copy_from_slice(t.as_ref());
                                     crate::pread::write_all_at(temp.file(), &buf, at + cs)?;
                                 }

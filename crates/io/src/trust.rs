@@ -7,8 +7,8 @@ use std::fs::File;
 use std::path::Path;
 
 use deathtensors_format::{
-    parse_signatures, Cryptotensors, Format, signature_block_len, signed_message, Flags, Head, Label, SignatureRecord, TensorInfo, MAGIC,
-    SIGNATURE_TRAILER_LEN, TAG_LEN,
+    parse_signatures, signature_block_len, signed_message, Cryptotensors, Flags, Format, Head, Label, SignatureRecord,
+    TensorInfo, MAGIC, SIGNATURE_TRAILER_LEN, TAG_LEN,
 };
 use ring::hmac;
 use subtle::ConstantTimeEq;
@@ -144,7 +144,8 @@ pub(crate) fn check(
     }
     // A policy in the header is evaluated before any key is released.
     if let Some(rego) = head.header.metadata().and_then(|m| m.get(POLICY_KEY)) {
-        crate::policy::evaluate(rego, options.policy_input.as_ref()).map_err(|m| err(ErrorKind::PolicyDenied(m), path))?;
+        crate::policy::evaluate(rego, options.policy_input.as_ref())
+            .map_err(|m| err(ErrorKind::PolicyDenied(m), path))?;
     }
     let dk = unwrap_data_key(enc, &options.keys).map_err(|e| match e {
         crate::crypt::UnwrapError::NoKey => err(ErrorKind::NoKey { recipients: recipients(head) }, path),
@@ -320,6 +321,10 @@ pub(crate) fn each_chunk(
     Ok(())
 }
 
+/// Decrypts a run of chunks into `out`, whose first byte is tensor byte
+/// `out_start`.
+pub(crate) type ChunkWork<'a> = dyn Fn(std::ops::Range<u64>, &mut [u8], u64) -> Result<()> + Sync + 'a;
+
 /// Runs `work(chunks, out, out_start)` over chunks `first..=last` of a
 /// tensor (chunks of `size` bytes; the bytes wanted are `[offset, end)`,
 /// which `buf` receives): contiguous runs of chunks on all cores when there
@@ -332,7 +337,7 @@ pub(crate) fn split_chunks(
     offset: u64,
     end: u64,
     buf: &mut [u8],
-    work: &(dyn Fn(std::ops::Range<u64>, &mut [u8], u64) -> Result<()> + Sync),
+    work: &ChunkWork<'_>,
 ) -> Result<()> {
     let n = last - first + 1;
     let threads = (crate::hash::threads() as u64).min(n / 2).max(1);

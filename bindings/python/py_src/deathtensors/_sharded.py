@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
-from . import _convert
+from . import _convert, _keys
 from ._file import DtFile, PathLike, _check_metadata
 from ._native import ShardedIndex, save_sharded as _native_save_sharded
 from .errors import DeathTensorsError
@@ -29,6 +29,10 @@ def save_sharded(
     durable: bool = True,
     *,
     format: str = "deathtensors",
+    encrypt: Any = None,
+    sign: Any = None,
+    cipher: str = "AES-256-GCM",
+    chunk_size: int = 1 << 20,
 ) -> List[str]:
     """Save tensors over shards of at most ``max_shard_bytes`` of tensor data
     (a larger tensor gets a shard of its own) and an index.
@@ -39,6 +43,10 @@ def save_sharded(
     Hugging Face checkpoint (``.safetensors`` shards, byte-identical to
     safetensors). Returns the shard paths, as deathtensors 0.3.0 does; the
     index is written last, so it never names a missing shard.
+
+    ``encrypt``, ``sign``, ``cipher`` and ``chunk_size`` are :func:`save`'s:
+    every shard is encrypted (with a data key of its own) and signed. The
+    index itself is plain JSON.
     """
     if not isinstance(tensors, Mapping):
         raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
@@ -50,6 +58,10 @@ def save_sharded(
     _index, shards = _native_save_sharded(
         os.fspath(path), items, int(max_shard_bytes), _check_metadata("global_metadata", global_metadata),
         checksum and format == "deathtensors", durable, format, 64,
+        None if encrypt is None else _keys.keyring(encrypt),
+        None if sign is None else _keys.keyring(sign),
+        cipher,
+        chunk_size,
     )
     return [os.fspath(p) for p in shards]
 
@@ -58,10 +70,15 @@ class ShardedFile:
     """A sharded checkpoint opened lazily: the same reading API as
     :class:`DtFile`, over all shards."""
 
-    def __init__(self, path: PathLike, verify: bool = False) -> None:
+    def __init__(self, path: PathLike, verify: bool = False, **trust: Any) -> None:
         self.path = os.fspath(path)
         self._index = ShardedIndex(self.path)
         self._files: Dict[str, DtFile] = {}
+        # keys=, trusted_signers=, require_signature=, require_encryption=,
+        # policy_input=: applied to every shard (see deathtensors.open).
+        if "keys" in trust and trust["keys"] is not None:
+            trust["keys"] = _keys.keyring(trust["keys"])
+        self._trust = trust
         if verify:
             self.verify()
 
@@ -69,7 +86,7 @@ class ShardedFile:
         shard = os.fspath(self._index.shard_of(name))
         f = self._files.get(shard)
         if f is None:
-            f = self._files[shard] = DtFile(shard)
+            f = self._files[shard] = DtFile(shard, **self._trust)
         return f
 
     def keys(self) -> List[str]:
@@ -148,10 +165,29 @@ class ShardedFile:
         return True
 
 
-def open_sharded(path: PathLike, verify: bool = False) -> ShardedFile:
+def open_sharded(
+    path: PathLike,
+    verify: bool = False,
+    *,
+    keys: Any = None,
+    trusted_signers: Any = None,
+    require_signature: bool = False,
+    require_encryption: bool = False,
+    policy_input: Any = None,
+) -> ShardedFile:
     """Open a sharded checkpoint from its index (ours, Hugging Face's, or
-    deathtensors 0.3.0's tensor-less index file), or a single file."""
-    return ShardedFile(path, verify=verify)
+    deathtensors 0.3.0's tensor-less index file), or a single file. The key
+    and trust arguments are :func:`deathtensors.open`'s, applied to every
+    shard as it is opened."""
+    return ShardedFile(
+        path,
+        verify=verify,
+        keys=keys,
+        trusted_signers=trusted_signers,
+        require_signature=require_signature,
+        require_encryption=require_encryption,
+        policy_input=policy_input,
+    )
 
 
 __all__ = ["save_sharded", "open_sharded", "ShardedFile"]

@@ -107,12 +107,20 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
         }
         Format::Deathtensors => args.checksum || (had_checksum && !args.no_checksum),
     };
-    let metadata = match (format, header.metadata()) {
+    let mut metadata = match (format, header.metadata()) {
         // An empty global_metadata becomes no __metadata__ at all, as
         // safetensors writes a file saved without metadata.
         (Format::Safetensors, Some(m)) if m.is_empty() => None,
         (_, m) => m.cloned(),
     };
+    if reader.is_cryptotensors() {
+        // Its crypto fields describe the encryption this copy removes.
+        if let Some(m) = &mut metadata {
+            for k in deathtensors_io::format::CT_RESERVED {
+                m.remove(*k);
+            }
+        }
+    }
     let specs: Vec<TensorSpec> = header.tensors().iter().map(TensorInfo::to_spec).collect();
     let options = WriteOptions {
         format,

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use deathtensors_io::format::{Argon2Params, Cipher, TensorInfo, TensorSpec, DEFAULT_ALIGNMENT};
 use deathtensors_io::{EncryptOptions, KeyRing, RecipientKey, SigningKey, SymmetricKey, WriteOptions, X25519SecretKey};
 
-use crate::args::{CipherArg, EncryptArgs, KeyKind, KeygenArgs, SignArgs};
+use crate::args::{CipherArg, EncryptArgs, EncryptFormat, KeyKind, KeygenArgs, SignArgs};
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
 
@@ -20,8 +20,11 @@ fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
     options.write(true).create_new(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options.open(path).with_context(|| format!("cannot create {} (it must not exist yet)", path.display()))?;
-    f.write_all(text.as_bytes()).and_then(|()| f.write_all(b"\n")).with_context(|| format!("cannot write {}", path.display()))
+    let mut f =
+        options.open(path).with_context(|| format!("cannot create {} (it must not exist yet)", path.display()))?;
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.write_all(b"\n"))
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
@@ -77,6 +80,9 @@ fn signers(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<Arc<SigningKey>>>
 }
 
 pub fn encrypt(args: EncryptArgs) -> anyhow::Result<ExitCode> {
+    if args.format == EncryptFormat::Cryptotensors {
+        return encrypt_cryptotensors(&args);
+    }
     let mut recipients = KeyRing::new();
     for f in &args.to {
         recipients.add_jwk_file(f)?;
@@ -98,27 +104,16 @@ pub fn encrypt(args: EncryptArgs) -> anyhow::Result<ExitCode> {
     let options = WriteOptions {
         alignment: header.alignment().max(DEFAULT_ALIGNMENT),
         checksum: args.checksum,
-        metadata: header.metadata().cloned(),
-        encryption: Some(EncryptOptions { cipher, chunk_size: args.chunk_size, recipients }),
+        metadata: plain_metadata(&reader),
+        encryption: Some(EncryptOptions {
+            cipher,
+            chunk_size: args.chunk_size.unwrap_or(deathtensors_io::format::DEFAULT_CHUNK_SIZE),
+            recipients,
+        }),
         signers: signers(&args.sign)?,
         ..WriteOptions::default()
     };
-    // A plain, uncompressed input is mapped (copy-on-write, never written):
-    // the tensors go from the page cache to the cipher with no copy. Others
-    // (compressed, or encrypted for someone else) are read into memory.
-    let owned: Vec<Vec<u8>>;
-    let map;
-    let data: Vec<&[u8]> = if !reader.is_encrypted() && !reader.is_compressed() {
-        // SAFETY: the mapping is private and only read; the input must not be
-        // truncated while this command runs, as for every reader of a file.
-        map = unsafe { reader.map_private() }?;
-        let blob = map.as_slice();
-        header.tensors().iter().map(|t| &blob[t.data_offsets.0 as usize..t.data_offsets.1 as usize]).collect()
-    } else {
-        owned = header.tensors().iter().map(|t| reader.read(&t.name)).collect::<Result<_, _>>()?;
-        owned.iter().map(Vec::as_slice).collect()
-    };
-    deathtensors_io::save(&args.output, specs.into_iter().zip(data).collect(), &options)?;
+    with_data(&reader, |data| deathtensors_io::save(&args.output, specs.into_iter().zip(data).collect(), &options))?;
     let mut out = Out::new();
     let n = header.len();
     let bytes: u64 = header.tensors().iter().map(|t| t.byte_len()).sum();
@@ -132,6 +127,100 @@ pub fn encrypt(args: EncryptArgs) -> anyhow::Result<ExitCode> {
         out::size(bytes),
         cipher.name(),
         out::count(options.encryption.as_ref().map_or(0, |e| e.recipients.len()), "recipient"),
+    )?;
+    out.finish()?;
+    Ok(ExitCode::Success)
+}
+
+/// Runs `f` on every tensor's plaintext, in header order. A plain,
+/// uncompressed input is mapped (copy-on-write, never written): the tensors
+/// go from the page cache to the cipher with no copy. Others (compressed,
+/// or encrypted for the holder of --key) are read into memory.
+fn with_data<T>(
+    reader: &deathtensors_io::Reader,
+    f: impl FnOnce(Vec<&[u8]>) -> deathtensors_io::Result<T>,
+) -> anyhow::Result<T> {
+    let header = reader.header();
+    if !reader.is_encrypted() && !reader.is_compressed() {
+        // SAFETY: the mapping is private and only read; the input must not be
+        // truncated while this command runs, as for every reader of a file.
+        let map = unsafe { reader.map_private() }?;
+        let blob = map.as_slice();
+        let data =
+            header.tensors().iter().map(|t| &blob[t.data_offsets.0 as usize..t.data_offsets.1 as usize]).collect();
+        return Ok(f(data)?);
+    }
+    let owned: Vec<Vec<u8>> = header.tensors().iter().map(|t| reader.read(&t.name)).collect::<Result<_, _>>()?;
+    Ok(f(owned.iter().map(Vec::as_slice).collect())?)
+}
+
+/// The input's global metadata, without the crypto fields of a
+/// cryptotensors input (they describe an encryption being replaced).
+fn plain_metadata(reader: &deathtensors_io::Reader) -> Option<deathtensors_io::format::Metadata> {
+    let mut m = reader.header().metadata().cloned();
+    if let (Some(m), true) = (&mut m, reader.is_cryptotensors()) {
+        for k in deathtensors_io::format::CT_RESERVED {
+            m.remove(*k);
+        }
+    }
+    m
+}
+
+/// `encrypt --format cryptotensors`.
+fn encrypt_cryptotensors(args: &EncryptArgs) -> anyhow::Result<ExitCode> {
+    use deathtensors_io::format::CtAlg;
+    let mut ring = KeyRing::new();
+    for f in &args.to {
+        ring.add_jwk_file(f)?;
+    }
+    let masters = ring.symmetric_keys_list();
+    let [master] = &masters[..] else {
+        bail!("cryptotensors files have one master key: give exactly one --to with a symmetric JWK file");
+    };
+    if args.to_passphrase_env.is_some() {
+        bail!("cryptotensors files have no passphrase recipients");
+    }
+    let [sign_file] = &args.sign[..] else {
+        bail!("cryptotensors signs every encrypted file: give exactly one --sign with an Ed25519 JWK file");
+    };
+    let mut signing = KeyRing::new();
+    signing.add_jwk_file(sign_file)?;
+    let Some((sign_kid, signer)) = signing.signing_keys().first().cloned() else {
+        bail!("{} holds no Ed25519 signing key (a JWK with \"d\")", sign_file.display());
+    };
+    let alg = match (master.alg().and_then(CtAlg::parse), args.cipher) {
+        (Some(alg), _) => alg,
+        (None, CipherArg::Aes256Gcm) => CtAlg::Aes256Gcm,
+        (None, CipherArg::ChaCha20Poly1305) => CtAlg::ChaCha20Poly1305,
+    };
+    let options = deathtensors_io::CryptotensorsOptions {
+        master: master.clone(),
+        alg,
+        signer,
+        sign_kid,
+        version: args.ct_version,
+        chunk_size: args.chunk_size.unwrap_or(deathtensors_io::format::CT_DEFAULT_CHUNK_SIZE),
+        policy: None,
+        tensors: None,
+        durable: true,
+    };
+    let reader = crate::keys::open(&args.input)?;
+    let header = reader.header();
+    let specs: Vec<TensorSpec> = header.tensors().iter().map(TensorInfo::to_spec).collect();
+    let metadata = plain_metadata(&reader);
+    with_data(&reader, |data| {
+        deathtensors_io::save_cryptotensors(&args.output, specs.into_iter().zip(data).collect(), metadata, &options)
+    })?;
+    let mut out = Out::new();
+    writeln!(
+        out,
+        "{} -> {}: cryptotensors v{} ({}), {}, for key {:?}, signed",
+        args.input.display(),
+        args.output.display(),
+        args.ct_version,
+        alg.name(),
+        out::count(header.len(), "tensor"),
+        master.kid()
     )?;
     out.finish()?;
     Ok(ExitCode::Success)

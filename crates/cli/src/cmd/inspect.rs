@@ -58,6 +58,7 @@ fn to_json(reader: &Reader) -> Value {
             "checksum": reader.has_footer(),
             "compressed": reader.is_compressed(),
             "encrypted": reader.is_encrypted(),
+            "cryptotensors": reader.is_cryptotensors(),
             "signed": !reader.signatures().is_empty(),
         },
         "encryption": header.encryption().map(|e| json!({
@@ -93,7 +94,9 @@ fn to_text(reader: &Reader) -> String {
     if reader.is_compressed() {
         flags.push("compressed (zstd)");
     }
-    if reader.is_encrypted() {
+    if reader.is_cryptotensors() {
+        flags.push("encrypted (cryptotensors)");
+    } else if reader.is_encrypted() {
         flags.push("encrypted");
     }
     if !reader.signatures().is_empty() {

@@ -2,7 +2,6 @@
 
 use std::io::Write;
 
-
 use crate::args::LsArgs;
 use crate::exit::ExitCode;
 use crate::out::Out;

@@ -69,7 +69,7 @@ fn encrypt_inspect_verify_decrypt_round_trip() {
     assert_one_error_line(&r, &["decrypt"]);
     let out = dir.path("out.safetensors");
     check(["decrypt", p(&enc), p(&out), "--key", p(&team)], 0);
-    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&src).unwrap());
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(&src).unwrap(), "decrypted file differs from its source");
     // meta does not rewrite (and so drop) encryption.
     let r = check(["meta", p(&enc), "--set", "a=b", "--key", p(&team)], 2);
     assert_one_error_line(&r, &["encrypted or signed"]);
@@ -119,4 +119,43 @@ fn sign_adds_signatures_and_needs_digests() {
     check(["verify", p(&sums), "--signer", p(&dir.path("b.pub.jwk"))], 0);
     let r = check(["verify", p(&plain), "--require-signature", "--allow-missing"], 1);
     assert_one_error_line(&r, &["not signed"]);
+}
+
+#[test]
+fn cryptotensors_output_round_trips() {
+    let dir = Scratch::new("crypt-ct");
+    keygen(&dir, "symmetric", "master", false);
+    keygen(&dir, "ed25519", "signer", true);
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let (master, signer) = (dir.path("master.jwk"), dir.path("signer.jwk"));
+    for version in ["1", "2"] {
+        let ct = dir.path(&format!("ct{version}.safetensors"));
+        let args = [
+            "encrypt",
+            p(&src),
+            p(&ct),
+            "--format",
+            "cryptotensors",
+            "--ct-version",
+            version,
+            "--to",
+            p(&master),
+            "--sign",
+            p(&signer),
+        ];
+        check(args, 0);
+        let v = json(["inspect", p(&ct)], 0);
+        assert_eq!(v["format"], "safetensors");
+        assert_eq!(v["flags"]["cryptotensors"], true);
+        let both = ["--key", p(&master), "--key", p(&signer)];
+        let v = json(["verify", p(&ct), "--allow-missing", both[0], both[1], both[2], both[3]], 0);
+        assert_eq!(v["tags"], "ok");
+        let out = dir.path(&format!("plain{version}.safetensors"));
+        check(["decrypt", p(&ct), p(&out), both[0], both[1], both[2], both[3]], 0);
+        assert!(std::fs::read(&out).unwrap() == std::fs::read(&src).unwrap(), "decrypted file differs from its source");
+    }
+    // One master key, one signer: cryptotensors' model.
+    let r =
+        check(["encrypt", p(&src), p(&dir.path("x.safetensors")), "--format", "cryptotensors", "--to", p(&master)], 2);
+    assert_one_error_line(&r, &["--sign"]);
 }

@@ -15,11 +15,14 @@ pub const HEADER_MAC_LEN: usize = 32;
 
 /// How many chunks a tensor of `byte_len` bytes has: at least one, so that
 /// an empty tensor is authenticated too.
+/// A `chunk_size` of 0 (never valid in a header) counts as 1, so that this
+/// never divides by zero.
 pub const fn chunk_count(byte_len: u64, chunk_size: u64) -> u64 {
+    let size = if chunk_size == 0 { 1 } else { chunk_size };
     if byte_len == 0 {
         1
     } else {
-        byte_len.div_ceil(chunk_size)
+        byte_len.div_ceil(size)
     }
 }
 

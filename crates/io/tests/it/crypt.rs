@@ -399,7 +399,8 @@ fn a_policy_is_evaluated_against_the_input_before_keys_are_released() {
     let rego = "package model\nimport rego.v1\ndefault allow := false\nallow if input.user == \"alice\"\n";
     options.metadata = Some([("__policy__".to_string(), rego.to_string())].into_iter().collect());
     write(&path, &tensors(), &options);
-    let with_input = |user: &str| ReadOptions { policy_input: Some(serde_json::json!({"user": user})), ..with_key(key()) };
+    let with_input =
+        |user: &str| ReadOptions { policy_input: Some(serde_json::json!({"user": user})), ..with_key(key()) };
     check_contents(&Reader::open_with(&path, with_input("alice")).unwrap(), &tensors());
     let e = Reader::open_with(&path, with_input("bob")).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::PolicyDenied(m) if m.contains("denies")), "{e}");
