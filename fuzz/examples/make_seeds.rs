@@ -73,6 +73,7 @@ fn header(specs: Vec<TensorSpec>, alignment: u64, encryption: Option<(Cipher, Ve
         tag_table_len: chunks * TAG_LEN as u64,
         tag_table_sha256: [0x66; 32],
         recipients,
+        sealed_header: None,
     };
     header.with_encryption(section).unwrap()
 }

@@ -21,6 +21,7 @@ FLAG_ZSTD = 1 << 0
 FLAG_CHECKSUM = 1 << 1
 FLAG_ENCRYPTED = 1 << 2
 FLAG_SIGNED = 1 << 3
+FLAG_SEALED = 1 << 4
 FOOTER_LEN = 32
 # Limits::DEFAULT of deathtensors-format.
 MAX_HEADER_LEN = 100 * 1024 * 1024
@@ -211,7 +212,7 @@ def build():
     add("dt-version-0.deathtensors", dt(version=0), "UnsupportedVersion", "Prefix version 0 does not exist.")
     add("dt-version-2.deathtensors", dt(version=2), "UnsupportedVersion", "Prefix version 2 is from the future.")
     add("dt-version-u32-max.deathtensors", dt(version=2**32 - 1), "UnsupportedVersion", "Prefix version 0xffffffff.")
-    add("dt-unknown-flag-bit4.deathtensors", dt(flags=1 << 4), "UnknownFlags", "Flag bit 4 is not defined, so an old reader must refuse the file.")
+    add("dt-unknown-flag-bit5.deathtensors", dt(flags=1 << 5), "UnknownFlags", "Flag bit 5 is not defined, so an old reader must refuse the file.")
     add("dt-unknown-flag-bit31.deathtensors", dt(flags=1 << 31), "UnknownFlags", "Flag bit 31 is not defined.")
     add("dt-unknown-flags-all.deathtensors", dt(flags=2**32 - 1), "UnknownFlags", "Every flag bit is set, undefined ones included.")
     add("dt-encrypted-flag.deathtensors", dt(flags=FLAG_ENCRYPTED), "MissingField", "Flag bit 2 (encryption) is set but the header has no encryption section.")
@@ -285,6 +286,16 @@ def build():
     add("dt-encryption-section-without-flag.deathtensors", encrypted(section(), flags=0), "Unsupported", "An encryption section in a file whose flag bit 2 is clear: the flag and the section must agree.")
     add("dt-encryption-duplicate-section.deathtensors", dt(Obj(list(dt_top().items()) + [("encryption", section()), ("encryption", section())]), data=bytes(16 + 32 + 64) + ONES, flags=FLAG_ENCRYPTED), "DuplicateKey", "The header has two encryption sections.")
     add("dt-encryption-truncated-tag-table.deathtensors", dt(dt_top(encryption=section()), data=bytes(8), flags=FLAG_ENCRYPTED), "Truncated", "The file ends inside the tag table.")
+    # ---- sealed headers (FORMAT.md 10.8)
+    outer = dt_top({}, created_by=OMIT, alignment=64)
+    add("dt-sealed-without-encryption-flag.deathtensors", dt(dt_top(), flags=FLAG_SEALED), "Unsupported", "Flag bit 4 (sealed) needs flag bit 2 (encrypted).")
+    add("dt-sealed-flag-without-field.deathtensors", encrypted(section(), flags=FLAG_ENCRYPTED | FLAG_SEALED), "MissingField", "A sealed file's encryption section must say how long the sealed header is.")
+    add("dt-sealed-field-without-flag.deathtensors", dt(dict(outer, encryption=section(sealed_header={"length": 100})), data=bytes(256), flags=FLAG_ENCRYPTED), "Unsupported", "A sealed_header field in a file whose flag bit 4 is clear.")
+    add("dt-sealed-length-zero.deathtensors", dt(dict(outer, encryption=section(sealed_header={"length": 0})), data=bytes(256), flags=FLAG_ENCRYPTED | FLAG_SEALED), "InvalidEncryption", "A sealed header of 0 bytes.")
+    add("dt-sealed-length-over-limit.deathtensors", dt(dict(outer, encryption=section(sealed_header={"length": MAX_HEADER_LEN + 1})), data=bytes(256), flags=FLAG_ENCRYPTED | FLAG_SEALED), "LimitExceeded", "A sealed header longer than the header limit.")
+    add("dt-sealed-outer-lists-tensors.deathtensors", dt(dt_top(created_by=OMIT, alignment=64, encryption=section(sealed_header={"length": 100})), data=bytes(256), flags=FLAG_ENCRYPTED | FLAG_SEALED), "InvalidEncryption", "The outer header of a sealed file lists a tensor: it would leak what sealing hides.")
+    add("dt-sealed-outer-has-metadata.deathtensors", dt(dict(outer, global_metadata={"arch": "x"}, encryption=section(sealed_header={"length": 100})), data=bytes(256), flags=FLAG_ENCRYPTED | FLAG_SEALED), "InvalidEncryption", "The outer header of a sealed file has global metadata.")
+    add("dt-sealed-truncated.deathtensors", dt(dict(outer, encryption=section(sealed_header={"length": 100000})), data=bytes(256), flags=FLAG_ENCRYPTED | FLAG_SEALED), "Truncated", "The file ends inside the sealed header.")
     add("dt-signed-plain-tensor-without-digest.deathtensors", dt(flags=FLAG_SIGNED), "Unsupported", "A signed file must give every unencrypted tensor a sha256 digest (the signature commits to the data through them).")
 
     # ---- header length

@@ -127,7 +127,14 @@ pub(crate) fn apply(
     sign: Option<PyKeyRing>,
     cipher: &str,
     chunk_size: u64,
+    seal_header: bool,
 ) -> PyResult<()> {
+    if seal_header && encrypt.is_none() {
+        return Err(crate::errors::error(
+            py,
+            "seal_header=True needs encrypt= (the header is sealed for its recipients)".into(),
+        ));
+    }
     use deathtensors_io::format::{Argon2Params, Cipher};
     if let Some(ring) = encrypt {
         let cipher = Cipher::from_name(cipher).ok_or_else(|| {
@@ -140,7 +147,7 @@ pub(crate) fn apply(
                 "encrypt= holds no key to encrypt to (a symmetric key, an X25519 key or a passphrase)".into(),
             ));
         }
-        options.encryption = Some(deathtensors_io::EncryptOptions { cipher, chunk_size, recipients });
+        options.encryption = Some(deathtensors_io::EncryptOptions { cipher, chunk_size, recipients, seal_header });
     }
     if let Some(ring) = sign {
         if ring.inner.signing_keys().is_empty() {

@@ -214,6 +214,10 @@ impl PyReader {
         Ok(self.get()?.is_encrypted())
     }
 
+    fn is_sealed(&self) -> PyResult<bool> {
+        Ok(self.get()?.is_sealed())
+    }
+
     /// Whether a key unwrapped the data key.
     fn can_decrypt(&self) -> PyResult<bool> {
         Ok(self.get()?.can_decrypt())

@@ -66,7 +66,7 @@ pub(crate) fn parse_format(format: &str) -> PyResult<Format> {
 /// Saves tensors atomically. The buffers' memory goes to the file without a
 /// copy, with the GIL released; they must not be modified meanwhile.
 #[pyfunction]
-#[pyo3(signature = (path, tensors, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20))]
+#[pyo3(signature = (path, tensors, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn save(
     py: Python<'_>,
@@ -81,11 +81,12 @@ pub fn save(
     sign: Option<crate::keys::PyKeyRing>,
     cipher: &str,
     chunk_size: u64,
+    seal_header: bool,
 ) -> PyResult<()> {
     let format = parse_format(format)?;
     let mut options =
         WriteOptions { format, checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
-    crate::keys::apply(py, &mut options, encrypt, sign, cipher, chunk_size)?;
+    crate::keys::apply(py, &mut options, encrypt, sign, cipher, chunk_size, seal_header)?;
     with_tensors(py, tensors, |data| io_save(&path, data, &options).map(|_| ()))?;
     Ok(())
 }

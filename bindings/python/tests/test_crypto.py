@@ -205,3 +205,19 @@ def test_sharded_checkpoints_encrypt_and_sign_every_shard(tmp_path, sym):
     with dt.open_sharded(index, keys=sym, trusted_signers=dt.generate_key("ed25519")) as f:
         with pytest.raises(dt.SignatureError):
             f.get_tensor("small", framework="numpy")
+
+
+def test_sealed_header_hides_names_shapes_and_metadata(tmp_path, sym):
+    path = tmp_path / "sealed.dt"
+    dt.save(path, sample(), global_metadata={"arch": "secret-moe"}, encrypt=sym, seal_header=True)
+    raw = path.read_bytes()
+    assert b"secret-moe" not in raw and b"scalar" not in raw
+    with dt.open(path) as f:
+        assert f.is_sealed() and f.keys() == [] and f.metadata() == {}
+        assert f.encryption()["recipients"] == [{"kind": "symmetric", "kid": "team"}]
+    with dt.open(path, keys=sym) as f:
+        assert f.is_sealed() and sorted(f.keys()) == sorted(sample())
+        assert f.metadata() == {"arch": "secret-moe"}
+        same(f.get_tensors(framework="numpy"), sample())
+    with pytest.raises(dt.DeathTensorsError, match="encrypt"):
+        dt.save(tmp_path / "x.dt", sample(), seal_header=True)

@@ -240,6 +240,10 @@ pub struct EncryptArgs {
     /// Record per-tensor SHA-256 digests (of the ciphertext) and a footer.
     #[arg(long)]
     pub checksum: bool,
+    /// Encrypt the header too: tensor names, shapes and metadata are hidden
+    /// from whoever has no key (deathtensors format only).
+    #[arg(long)]
+    pub seal_header: bool,
 }
 
 /// What `encrypt` writes.

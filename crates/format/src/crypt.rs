@@ -11,7 +11,7 @@ mod section;
 pub use self::chunks::{
     chunk_count, chunk_nonce, chunk_range, mac_prefix, ChunkAad, TableLayout, HEADER_MAC_LEN, TAG_LEN,
 };
-pub use self::labels::{wrap_info, Label, WRAP_AAD};
+pub use self::labels::{sealed_aad, sealed_nonce, wrap_info, Label, WRAP_AAD};
 pub use self::section::{
     Argon2Params, Cipher, Encryption, Recipient, DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MAX_KID_LEN, MAX_RECIPIENTS,
     MIN_CHUNK_SIZE, WRAPPED_KEY_LEN,

@@ -47,6 +47,10 @@ pub struct Head {
     pub header_end: u64,
     /// Where the tag table and header MAC are, for an encrypted file.
     pub tables: Option<TableLayout>,
+    /// For a sealed file: the file range of the sealed header (ciphertext
+    /// and tag). Until [`Head::unseal`], `header` is the outer header, with
+    /// no tensor.
+    pub sealed: Option<(u64, u64)>,
 }
 
 impl Head {
@@ -134,21 +138,52 @@ impl Head {
         if flags.contains(Flags::ENCRYPTED) && flags.contains(Flags::ZSTD) {
             return Err(Error::at(ErrorKind::Unsupported { what: "zstd with encryption" }, 12));
         }
+        if flags.contains(Flags::SEALED) && !flags.contains(Flags::ENCRYPTED) {
+            return Err(Error::at(
+                ErrorKind::Unsupported { what: "a sealed header without encryption (flag bit 2)" },
+                12,
+            ));
+        }
         let json_end = Prefix::LEN + prefix.header_len as usize;
         let json = &head[Prefix::LEN..json_end];
         if let Some(i) = head[json_end..].iter().position(|&b| b != 0) {
             return Err(Error::at(ErrorKind::NonZeroPadding, (json_end + i) as u64));
         }
         let header = Header::parse_deathtensors(json, limits).map_err(|e| shift(e, Prefix::LEN as u64))?;
+        let sealed_len = header.encryption().and_then(|e| e.sealed_header);
+        let sealed = match (flags.contains(Flags::SEALED), sealed_len) {
+            (true, Some(n)) => {
+                let outer_ok = header.is_empty()
+                    && header.metadata().is_none_or(|m| m.is_empty())
+                    && header.created_by().is_none();
+                if !outer_ok {
+                    return Err(Error::new(ErrorKind::InvalidEncryption {
+                        what: "outer header of a sealed file (it must list no tensor, metadata or created_by)",
+                    }));
+                }
+                let start = head.len() as u64;
+                let end = start
+                    .checked_add(n)
+                    .and_then(|e| e.checked_add(crate::crypt::TAG_LEN as u64))
+                    .ok_or_else(|| Error::overflow("sealed header end"))?;
+                Some((start, end))
+            }
+            (true, None) => return Err(Error::new(ErrorKind::MissingField { field: "sealed_header" })),
+            (false, Some(_)) => {
+                return Err(Error::new(ErrorKind::Unsupported { what: "a sealed_header field without flag bit 4" }))
+            }
+            (false, None) => None,
+        };
+        let table_start = sealed.map_or(head.len() as u64, |(_, end)| end);
         let tables = match (flags.contains(Flags::ENCRYPTED), header.encryption()) {
-            (true, Some(e)) => Some(TableLayout::new(head.len() as u64, e.tag_table_len, header.alignment())?),
+            (true, Some(e)) => Some(TableLayout::new(table_start, e.tag_table_len, header.alignment())?),
             (true, None) => return Err(Error::new(ErrorKind::MissingField { field: "encryption" })),
             (false, Some(_)) => {
                 return Err(Error::new(ErrorKind::Unsupported { what: "an encryption section without flag bit 2" }))
             }
             (false, None) => None,
         };
-        if flags.contains(Flags::SIGNED) && !header.has_tensor_digests() {
+        if flags.contains(Flags::SIGNED) && sealed.is_none() && !header.has_tensor_digests() {
             return Err(Error::new(ErrorKind::Unsupported {
                 what: "a signed file with a tensor that has no sha256 digest",
             }));
@@ -161,10 +196,77 @@ impl Head {
             return Err(Error::truncated(what, min_len, file_len));
         }
         let data_end = file_len - footer;
-        if !flags.contains(Flags::ZSTD) {
+        // A sealed file's blob is checked against its inner header (`unseal`).
+        if !flags.contains(Flags::ZSTD) && sealed.is_none() {
             check_blob(header.tensors(), header.data_len(), data_end - data_start)?;
         }
-        Ok(Head { header, flags, data_start, data_end, header_end: json_end as u64, tables })
+        let header_end = sealed.map_or(json_end as u64, |(_, end)| end);
+        Ok(Head { header, flags, data_start, data_end, header_end, tables, sealed })
+    }
+
+    /// The head of a sealed file with its inner header, decrypted by the
+    /// caller from [`Head::sealed`]: the head as if the file were not
+    /// sealed (its tensors, and the outer `encryption` section).
+    ///
+    /// # Errors
+    /// - `Unsupported` if the file is not sealed.
+    /// - Every error of [`Header::parse_deathtensors`] for the inner header,
+    ///   which must not have an `encryption` section of its own
+    ///   (`InvalidEncryption`) and must have the outer `alignment`.
+    /// - `InvalidEncryption` if the tag table does not match its tensors;
+    ///   `UnownedBytes` or `OffsetOutOfBounds` if the blob does not.
+    pub fn unseal(&self, inner_json: &[u8], limits: &Limits) -> Result<Head> {
+        let Some(enc) = self.header.encryption().filter(|_| self.sealed.is_some()) else {
+            return Err(Error::new(ErrorKind::Unsupported { what: "unsealing a file that is not sealed" }));
+        };
+        let inner = Header::parse_deathtensors(inner_json, limits)?;
+        if inner.encryption().is_some() || inner.alignment() != self.header.alignment() {
+            return Err(Error::new(ErrorKind::InvalidEncryption { what: "inner header of a sealed file" }));
+        }
+        let header = inner.with_encryption_within(enc.clone(), limits)?;
+        if header.encryption().and_then(|e| e.sealed_header) != Some(inner_json.len() as u64) {
+            return Err(Error::new(ErrorKind::InvalidEncryption { what: "sealed_header.length" }));
+        }
+        check_blob(header.tensors(), header.data_len(), self.data_end - self.data_start)?;
+        if self.flags.contains(Flags::SIGNED) && !header.has_tensor_digests() {
+            return Err(Error::new(ErrorKind::Unsupported {
+                what: "a signed file with a tensor that has no sha256 digest",
+            }));
+        }
+        Ok(Head { header, ..self.clone() })
+    }
+
+    /// Encodes a sealed file's head: the prefix and outer header (as
+    /// [`Head::encode`] encodes heads), then the inner header's JSON, to be
+    /// encrypted into the sealed header that follows. `header` is the full
+    /// header, whose `encryption` section has `sealed_header` set to the
+    /// inner JSON's length.
+    ///
+    /// # Errors
+    /// As [`Head::encode`]; `Unsupported` if `flags` lack `SEALED` or
+    /// `ENCRYPTED`, or `sealed_header` is not the inner JSON's length.
+    pub fn encode_sealed(header: &Header, flags: Flags) -> Result<(Vec<u8>, Vec<u8>)> {
+        if !(flags.contains(Flags::SEALED) && flags.contains(Flags::ENCRYPTED)) {
+            return Err(Error::new(ErrorKind::Unsupported { what: "a sealed head without flag bits 2 and 4" }));
+        }
+        let inner = crate::enc::json(&header.without_encryption());
+        if header.encryption().and_then(|e| e.sealed_header) != Some(inner.len() as u64) {
+            return Err(Error::new(ErrorKind::Unsupported {
+                what: "a sealed_header length other than the inner header's",
+            }));
+        }
+        if flags.contains(Flags::SIGNED) && !header.has_tensor_digests() {
+            return Err(Error::new(ErrorKind::Unsupported {
+                what: "a signed file with a tensor that has no sha256 digest",
+            }));
+        }
+        let outer = Head::encode(&header.sealed_outer(), flags)?;
+        Ok((outer, inner))
+    }
+
+    /// The inner JSON length [`Head::encode_sealed`] gives for `header`.
+    pub fn sealed_json_len(header: &Header) -> usize {
+        crate::enc::json(&header.without_encryption()).len()
     }
 
     fn parse_safetensors(head: &[u8], file_len: u64, limits: &Limits) -> Result<Head> {
@@ -182,6 +284,7 @@ impl Head {
             data_end: file_len,
             header_end: head.len() as u64,
             tables: None,
+            sealed: None,
         })
     }
 
@@ -213,7 +316,7 @@ impl Head {
                     return Err(Error::new(ErrorKind::Unsupported { what: "zstd with encryption" }));
                 }
                 // What the parser refuses, the encoder does not write.
-                if flags.contains(Flags::SIGNED) && !header.has_tensor_digests() {
+                if flags.contains(Flags::SIGNED) && !flags.contains(Flags::SEALED) && !header.has_tensor_digests() {
                     return Err(Error::new(ErrorKind::Unsupported {
                         what: "a signed file with a tensor that has no sha256 digest",
                     }));
@@ -252,7 +355,15 @@ impl Head {
     /// # Errors
     /// `Overflow` if an offset does not fit in a `u64`.
     pub fn tables_for(header: &Header, head_len: u64) -> Result<Option<TableLayout>> {
-        header.encryption().map(|e| TableLayout::new(head_len, e.tag_table_len, header.alignment())).transpose()
+        header
+            .encryption()
+            .map(|e| {
+                // A sealed header sits between the head and the tag table.
+                let sealed = e.sealed_header.map_or(0, |n| n + crate::crypt::TAG_LEN as u64);
+                let start = head_len.checked_add(sealed).ok_or_else(|| Error::overflow("tag table start"))?;
+                TableLayout::new(start, e.tag_table_len, header.alignment())
+            })
+            .transpose()
     }
 
     /// The byte range of the SHA-256 footer, if the file has one.

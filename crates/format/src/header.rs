@@ -209,6 +209,17 @@ impl Header {
             return Err(Error::new(ErrorKind::Unsupported { what: "encryption in a safetensors file" }));
         }
         encryption.check()?;
+        if let Some(n) = encryption.sealed_header {
+            if n > limits.max_header_len {
+                return Err(Error::limit("sealed header length", n, limits.max_header_len));
+            }
+            // The outer header of a sealed file lists no tensor: its tag
+            // table is checked against the inner header, once unsealed.
+            if self.tensors.is_empty() && self.metadata.as_ref().is_none_or(|m| m.is_empty()) {
+                self.encryption = Some(encryption);
+                return Ok(self);
+            }
+        }
         let (bases, total) = crate::crypt::chunk_bases(&self.tensors, encryption.chunk_size)?;
         let table_len =
             total.checked_mul(crate::crypt::TAG_LEN as u64).ok_or_else(|| Error::overflow("tag table length"))?;
@@ -221,6 +232,26 @@ impl Header {
         self.encryption = Some(encryption);
         self.chunk_bases = bases;
         Ok(self)
+    }
+
+    /// The same header without its `encryption` section: the inner header of
+    /// a sealed file.
+    pub(crate) fn without_encryption(&self) -> Header {
+        Header { encryption: None, chunk_bases: Vec::new(), ..self.clone() }
+    }
+
+    /// The outer header of a sealed file: no tensor, no metadata, the same
+    /// alignment and `encryption` section.
+    pub(crate) fn sealed_outer(&self) -> Header {
+        Header {
+            created_by: None,
+            metadata: Some(Metadata::new()),
+            tensors: Vec::new(),
+            index: HashTable::new(),
+            data_len: 0,
+            chunk_bases: Vec::new(),
+            ..self.clone()
+        }
     }
 
     /// The `encryption` section, if the tensors are encrypted.

@@ -65,9 +65,9 @@ mod tree;
 
 pub use crate::{
     crypt::{
-        chunk_count, chunk_nonce, chunk_range, mac_prefix, wrap_info, Argon2Params, ChunkAad, Cipher, Encryption,
-        Label, Recipient, TableLayout, DEFAULT_CHUNK_SIZE, HEADER_MAC_LEN, MAX_CHUNK_SIZE, MAX_KID_LEN, MAX_RECIPIENTS,
-        MIN_CHUNK_SIZE, TAG_LEN, WRAPPED_KEY_LEN, WRAP_AAD,
+        chunk_count, chunk_nonce, chunk_range, mac_prefix, sealed_aad, sealed_nonce, wrap_info, Argon2Params, ChunkAad,
+        Cipher, Encryption, Label, Recipient, TableLayout, DEFAULT_CHUNK_SIZE, HEADER_MAC_LEN, MAX_CHUNK_SIZE,
+        MAX_KID_LEN, MAX_RECIPIENTS, MIN_CHUNK_SIZE, TAG_LEN, WRAPPED_KEY_LEN, WRAP_AAD,
     },
     cryptotensors::{
         ct_chunk_nonce, ct_signed_message, Cryptotensors, CtAlg, CtData, CtKeyRef, CtPolicy, CtTensor, CT_CRYPTO_KEYS,

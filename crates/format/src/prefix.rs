@@ -26,12 +26,14 @@ impl Flags {
     pub const ENCRYPTED: Flags = Flags(1 << 2);
     /// Bit 3: a block of Ed25519 signatures ends the file (section 11).
     pub const SIGNED: Flags = Flags(1 << 3);
-    const KNOWN: u32 = 0b1111;
+    /// Bit 4: the header is encrypted too (section 10.8); only with bit 2.
+    pub const SEALED: Flags = Flags(1 << 4);
+    const KNOWN: u32 = 0b1_1111;
 
     /// Flags from the raw field.
     ///
     /// # Errors
-    /// `UnknownFlags` if a bit other than bits 0 to 3 is set: an old reader
+    /// `UnknownFlags` if a bit other than bits 0 to 4 is set: an old reader
     /// must refuse a feature it does not know rather than misread the file.
     pub fn from_bits(bits: u32) -> Result<Flags> {
         if bits & !Flags::KNOWN != 0 {

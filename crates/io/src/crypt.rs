@@ -19,7 +19,7 @@ pub use self::wrap::EncryptOptions;
 
 pub(crate) use self::aead::ChunkCipher;
 pub(crate) use self::sign::{sign_message, verify_signatures};
-pub(crate) use self::wrap::{new_file_keys, unwrap_data_key, UnwrapError};
+pub(crate) use self::wrap::{aead_key, new_file_keys, unwrap_data_key, UnwrapError};
 
 /// Fills `out` from the operating system's generator.
 pub(crate) fn random<const N: usize>() -> [u8; N] {

@@ -162,7 +162,8 @@ impl Reader {
         // A signed file is parsed as if its signature block were absent.
         let (body_len, signatures) = trust::split_signatures(&file, file_len, &probe, path)?;
         let head = read_head(&file, body_len, path, &options.limits)?;
-        let trust = trust::check(&file, path, &head, signatures, &options)?;
+        let (trust, unsealed) = trust::check(&file, path, &head, signatures, &options)?;
+        let head = unsealed.unwrap_or(head);
         let checked = if trust.checked_reads {
             head.header.tensors().iter().map(|_| AtomicBool::new(false)).collect()
         } else {
@@ -267,6 +268,12 @@ impl Reader {
         self.head.header.encryption().is_some() || self.trust.cryptotensors
     }
 
+    /// Whether the header is sealed (`docs/FORMAT.md` 10.8). Without a key
+    /// the reader sees no tensor; with one, the file as if it were not sealed.
+    pub fn is_sealed(&self) -> bool {
+        self.head.sealed.is_some()
+    }
+
     /// Whether this is a cryptotensors file (safetensors with encrypted
     /// tensors, `docs/FORMAT.md` section 12).
     pub fn is_cryptotensors(&self) -> bool {
@@ -367,6 +374,10 @@ impl Reader {
     /// # Errors
     /// `TensorNotFound` if there is none.
     pub fn tensor(&self, name: &str) -> Result<TensorRef<'_>> {
+        if self.is_sealed() && self.trust.cipher.is_none() {
+            let recipients = trust::recipients(&self.head);
+            return Err(Error::new(ErrorKind::NoKey { recipients }, Some(&self.path), "cannot read"));
+        }
         let info =
             self.head.header.get(name).ok_or_else(|| {
                 Error::new(ErrorKind::TensorNotFound(name.to_string()), Some(&self.path), "cannot read")

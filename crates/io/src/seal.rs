@@ -134,6 +134,7 @@ pub(crate) fn save_encrypted(
         tag_table_len: total * TAG_LEN as u64,
         tag_table_sha256: [0; 32],
         recipients: keys.recipients.clone(),
+        sealed_header: None,
     };
     let mut flags = Flags::ENCRYPTED;
     // A signed file carries the digests of its ciphertext: AEAD tags do not
@@ -145,6 +146,9 @@ pub(crate) fn save_encrypted(
     }
     if !options.signers.is_empty() {
         flags = flags | Flags::SIGNED;
+    }
+    if enc.seal_header {
+        flags = flags | Flags::SEALED;
     }
     // Placeholders of the final length: digests are fixed-length hex.
     let mut placeholder_specs: Vec<TensorSpec> = plain.tensors().iter().map(|t| t.to_spec()).collect();
@@ -164,8 +168,21 @@ pub(crate) fn save_encrypted(
         .and_then(|h| h.with_encryption(section))
         .map_err(fmt)
     };
+    if enc.seal_header {
+        // The inner header's length does not depend on the section, and
+        // placeholder digests have the length of real ones.
+        let probe = rebuild(placeholder_specs.clone(), section.clone())?;
+        section.sealed_header = Some(Head::sealed_json_len(&probe) as u64);
+    }
+    let encode = |header: &Header| -> Result<(Vec<u8>, Vec<u8>)> {
+        if enc.seal_header {
+            Head::encode_sealed(header, flags).map_err(fmt)
+        } else {
+            Ok((Head::encode(header, flags).map_err(fmt)?, Vec::new()))
+        }
+    };
     let header = rebuild(placeholder_specs.clone(), section.clone())?;
-    let head_len = Head::encode(&header, flags).map_err(fmt)?.len() as u64;
+    let head_len = encode(&header)?.0.len() as u64;
     let tables = Head::tables_for(&header, head_len).map_err(fmt)?.expect("the header is encrypted");
     let cipher = ChunkCipher::new(&section, dk);
 
@@ -192,8 +209,23 @@ pub(crate) fn save_encrypted(
         }
     }
     let header = rebuild(placeholder_specs, section.clone())?;
-    let head = Head::encode(&header, flags).map_err(fmt)?;
-    debug_assert_eq!(head.len() as u64, head_len);
+    let (mut head, inner) = encode(&header)?;
+    if head.len() as u64 != head_len || inner.len() as u64 != section.sealed_header.unwrap_or(0) {
+        return Err(Error::input("internal error: the header changed length", path, DOING));
+    }
+    if enc.seal_header {
+        // The sealed header follows the outer one: one AEAD message.
+        let key = crate::crypt::aead_key(enc.cipher, &dk.derive(&file_id, Label::SealedHeader));
+        let nonce = ring::aead::Nonce::assume_unique_for_key(deathtensors_format::sealed_nonce(&keys.nonce_salt));
+        let aad = deathtensors_format::sealed_aad(&file_id, inner.len() as u64);
+        let mut sealed = inner;
+        let tag = key
+            .seal_in_place_separate_tag(nonce, ring::aead::Aad::from(&aad[..]), &mut sealed)
+            .map_err(|_| Error::input("the header is too long to seal", path, DOING))?;
+        sealed.extend_from_slice(tag.as_ref());
+        // From here on `head` is everything before the tag table.
+        head.extend_from_slice(&sealed);
+    }
     let mac_key = hmac::Key::new(hmac::HMAC_SHA256, &dk.derive(&file_id, Label::HeaderMac)[..]);
     let mut mac = hmac::Context::with_key(&mac_key);
     let mut prefix = [0u8; 24];

@@ -88,7 +88,11 @@ pub fn sign_file(path: impl AsRef<Path>, key: &SigningKey, durable: bool) -> Res
     if head.header.format() != deathtensors_format::Format::Deathtensors {
         return Err(Error::input("only deathtensors files can be signed: convert the file first", path, DOING));
     }
-    if !head.header.has_tensor_digests() {
+    // A sealed file's digests are in its sealed header: its checksum flag
+    // says our writer recorded them.
+    let digests =
+        if head.sealed.is_some() { head.flags.contains(Flags::CHECKSUM) } else { head.header.has_tensor_digests() };
+    if !digests {
         return Err(Error::input(
             "a signature commits to the data through per-tensor sha256 digests (of the ciphertext, for an \
              encrypted file), and this file has none: re-save or convert it with a checksum first",

@@ -72,14 +72,15 @@ pub(crate) fn split_signatures(
 }
 
 /// Checks signatures, requirements, the tag table and, given a key, the
-/// header MAC; returns what reads need.
+/// header MAC; returns what reads need, and for a sealed file opened with a
+/// key, its head with the inner header.
 pub(crate) fn check(
     file: &File,
     path: &Path,
     head: &Head,
     signatures: Vec<SignatureRecord>,
     options: &ReadOptions,
-) -> Result<Trust> {
+) -> Result<(Trust, Option<Head>)> {
     let io = |e| Error::io(e, path, DOING);
     let ct = match head.header.format() {
         Format::Safetensors => Cryptotensors::from_header(&head.header).map_err(|e| Error::format(e, path, DOING))?,
@@ -125,7 +126,7 @@ pub(crate) fn check(
     }
     trust.signatures = signatures;
     let (Some(tables), Some(enc)) = (head.tables, head.header.encryption()) else {
-        return Ok(trust);
+        return Ok((trust, None));
     };
     // The tag table, the header MAC and the zero padding up to the blob.
     let mut region = vec![0u8; (head.data_start - tables.tags.0) as usize];
@@ -140,7 +141,7 @@ pub(crate) fn check(
     region.truncate(table_len);
     trust.tags = region;
     if options.keys.is_empty() {
-        return Ok(trust);
+        return Ok((trust, None));
     }
     // A policy in the header is evaluated before any key is released.
     if let Some(rego) = head.header.metadata().and_then(|m| m.get(POLICY_KEY)) {
@@ -166,7 +167,23 @@ pub(crate) fn check(
         return Err(err(ErrorKind::Decrypt { what: "the header".into() }, path));
     }
     trust.cipher = Some(ChunkCipher::new(enc, &dk));
-    Ok(trust)
+    let Some((start, end)) = head.sealed else {
+        return Ok((trust, None));
+    };
+    // The sealed header: inside the MAC's bytes (`covered`), so already
+    // authenticated; its own tag binds it to the file and its length.
+    let mut inner = covered[start as usize..end as usize].to_vec();
+    let n = inner.len() - TAG_LEN;
+    let key = crate::crypt::aead_key(enc.cipher, &dk.derive(&enc.file_id, Label::SealedHeader));
+    let nonce = ring::aead::Nonce::assume_unique_for_key(deathtensors_format::sealed_nonce(&enc.nonce_salt));
+    let aad = deathtensors_format::sealed_aad(&enc.file_id, n as u64);
+    let tag = ring::aead::Tag::from(<[u8; TAG_LEN]>::try_from(&inner[n..]).unwrap_or([0; TAG_LEN]));
+    let opened = key.open_in_place_separate_tag(nonce, ring::aead::Aad::from(&aad[..]), tag, &mut inner[..n], 0..);
+    if opened.is_err() {
+        return Err(err(ErrorKind::Decrypt { what: "the sealed header".into() }, path));
+    }
+    let unsealed = head.unseal(&inner[..n], &options.limits).map_err(|e| Error::format(e, path, DOING))?;
+    Ok((trust, Some(unsealed)))
 }
 
 /// How the recipients of an encrypted file are named in errors.

@@ -43,6 +43,7 @@ def save(
     sign: Any = None,
     cipher: str = "AES-256-GCM",
     chunk_size: int = 1 << 20,
+    seal_header: bool = False,
 ) -> None:
     """Save a dict of tensors to ``path``, atomically.
 
@@ -63,7 +64,9 @@ def save(
     is ``"AES-256-GCM"`` (default) or ``"CHACHA20-POLY1305"``, in chunks of
     ``chunk_size`` bytes. ``sign`` signs the file with Ed25519 JWKs that hold
     their secret ``d``; a signed plaintext file always gets digests and a
-    footer (the signature commits to the data through them). Both make
+    footer (the signature commits to the data through them).
+    ``seal_header=True`` (with ``encrypt``) encrypts the header too: without
+    a key, the file shows no tensor names, shapes or metadata. These make
     files that deathtensors 0.3.0 refuses to open.
     """
     if not isinstance(tensors, Mapping):
@@ -90,6 +93,7 @@ def save(
         None if sign is None else _keys.keyring(sign),
         cipher,
         chunk_size,
+        seal_header,
     )
 
 
@@ -237,6 +241,11 @@ class DtFile:
             "chunk_size": chunk_size,
             "recipients": [{"kind": k, "kid": kid} for k, kid in recipients],
         }
+
+    def is_sealed(self) -> bool:
+        """Whether the header is sealed (encrypted). Without a key the file
+        then shows no tensor; with one, it reads as if it were not sealed."""
+        return self._reader.is_sealed()
 
     def signers(self) -> List[str]:
         """The fingerprints of the keys whose signatures the file carries

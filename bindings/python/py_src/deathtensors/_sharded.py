@@ -33,6 +33,7 @@ def save_sharded(
     sign: Any = None,
     cipher: str = "AES-256-GCM",
     chunk_size: int = 1 << 20,
+    seal_header: bool = False,
 ) -> List[str]:
     """Save tensors over shards of at most ``max_shard_bytes`` of tensor data
     (a larger tensor gets a shard of its own) and an index.
@@ -44,7 +45,7 @@ def save_sharded(
     safetensors). Returns the shard paths, as deathtensors 0.3.0 does; the
     index is written last, so it never names a missing shard.
 
-    ``encrypt``, ``sign``, ``cipher`` and ``chunk_size`` are :func:`save`'s:
+    ``encrypt``, ``sign``, ``cipher``, ``chunk_size`` and ``seal_header`` are :func:`save`'s:
     every shard is encrypted (with a data key of its own) and signed. The
     index itself is plain JSON.
     """
@@ -62,6 +63,7 @@ def save_sharded(
         None if sign is None else _keys.keyring(sign),
         cipher,
         chunk_size,
+        seal_header,
     )
     return [os.fspath(p) for p in shards]
 

@@ -109,6 +109,7 @@ pub fn encrypt(args: EncryptArgs) -> anyhow::Result<ExitCode> {
             cipher,
             chunk_size: args.chunk_size.unwrap_or(deathtensors_io::format::DEFAULT_CHUNK_SIZE),
             recipients,
+            seal_header: args.seal_header,
         }),
         signers: signers(&args.sign)?,
         ..WriteOptions::default()
@@ -179,6 +180,9 @@ fn encrypt_cryptotensors(args: &EncryptArgs) -> anyhow::Result<ExitCode> {
     };
     if args.to_passphrase_env.is_some() {
         bail!("cryptotensors files have no passphrase recipients");
+    }
+    if args.seal_header {
+        bail!("cryptotensors files cannot seal their header");
     }
     let [sign_file] = &args.sign[..] else {
         bail!("cryptotensors signs every encrypted file: give exactly one --sign with an Ed25519 JWK file");

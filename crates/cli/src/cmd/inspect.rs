@@ -59,6 +59,7 @@ fn to_json(reader: &Reader) -> Value {
             "compressed": reader.is_compressed(),
             "encrypted": reader.is_encrypted(),
             "cryptotensors": reader.is_cryptotensors(),
+            "sealed": reader.is_sealed(),
             "signed": !reader.signatures().is_empty(),
         },
         "encryption": header.encryption().map(|e| json!({
@@ -94,7 +95,13 @@ fn to_text(reader: &Reader) -> String {
     if reader.is_compressed() {
         flags.push("compressed (zstd)");
     }
-    if reader.is_cryptotensors() {
+    if reader.is_sealed() {
+        flags.push(if reader.can_decrypt() {
+            "encrypted, sealed header (unsealed with the key)"
+        } else {
+            "encrypted, sealed header"
+        });
+    } else if reader.is_cryptotensors() {
         flags.push("encrypted (cryptotensors)");
     } else if reader.is_encrypted() {
         flags.push("encrypted");

@@ -159,3 +159,21 @@ fn cryptotensors_output_round_trips() {
         check(["encrypt", p(&src), p(&dir.path("x.safetensors")), "--format", "cryptotensors", "--to", p(&master)], 2);
     assert_one_error_line(&r, &["--sign"]);
 }
+
+#[test]
+fn sealed_headers_from_the_command_line() {
+    let dir = Scratch::new("crypt-sealed");
+    keygen(&dir, "symmetric", "team", false);
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let enc = dir.path("sealed.dt");
+    let team = dir.path("team.jwk");
+    check(["encrypt", p(&src), p(&enc), "--to", p(&team), "--seal-header"], 0);
+    let v = json(["inspect", p(&enc)], 0);
+    assert_eq!(v["flags"]["sealed"], true);
+    assert_eq!(v["tensors"].as_array().unwrap().len(), 0);
+    let v = json(["inspect", p(&enc), "--key", p(&team)], 0);
+    assert_eq!(v["tensors"].as_array().unwrap().len(), 18);
+    let out = dir.path("out.safetensors");
+    check(["decrypt", p(&enc), p(&out), "--key", p(&team)], 0);
+    assert!(std::fs::read(&out).unwrap() == std::fs::read(&src).unwrap(), "decrypted file differs from its source");
+}

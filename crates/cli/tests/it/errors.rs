@@ -9,12 +9,13 @@ use deathtensors_io::WriteOptions;
 
 use crate::{assert_one_error_line, check, command, run, testdata, valid, write, Scratch};
 
-const SUBCOMMANDS: [&str; 8] = ["inspect", "ls", "verify", "convert", "diff", "stats", "cat", "meta"];
+const SUBCOMMANDS: [&str; 12] =
+    ["inspect", "ls", "verify", "convert", "diff", "stats", "cat", "meta", "keygen", "encrypt", "decrypt", "sign"];
 
 #[test]
 fn usage_errors_exit_2() {
     let r = check(Vec::<&str>::new(), 2);
-    assert!(r.stderr.contains("Usage: deathtensors <COMMAND>"), "{}", r.stderr);
+    assert!(r.stderr.contains("Usage: deathtensors [OPTIONS] <COMMAND>"), "{}", r.stderr);
     check(["frobnicate"], 2);
     check(["inspect"], 2);
     check(["inspect", "--nope", "x"], 2);

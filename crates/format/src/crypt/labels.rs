@@ -13,6 +13,8 @@ pub enum Label {
     Chunks,
     /// The key of the header MAC.
     HeaderMac,
+    /// The key of a sealed header.
+    SealedHeader,
 }
 
 impl Label {
@@ -21,6 +23,7 @@ impl Label {
         match self {
             Label::Chunks => b"deathtensors v1 chunks",
             Label::HeaderMac => b"deathtensors v1 header mac",
+            Label::SealedHeader => b"deathtensors v1 sealed header",
         }
     }
 }
@@ -36,4 +39,20 @@ pub fn wrap_info(kind: &str, context: &[u8]) -> Vec<u8> {
     info.push(0);
     info.extend_from_slice(context);
     info
+}
+
+/// The nonce of a sealed header: `nonce_salt XOR (u32_le(0xFFFFFFFF) ||
+/// u64_le(0))`; no tensor has index 0xFFFFFFFF.
+pub fn sealed_nonce(nonce_salt: &[u8; 12]) -> [u8; 12] {
+    crate::crypt::chunk_nonce(nonce_salt, u32::MAX, 0)
+}
+
+/// The associated data of a sealed header of `len` bytes.
+pub fn sealed_aad(file_id: &[u8; 16], len: u64) -> Vec<u8> {
+    let label = Label::SealedHeader.info();
+    let mut out = Vec::with_capacity(label.len() + 24);
+    out.extend_from_slice(label);
+    out.extend_from_slice(file_id);
+    out.extend_from_slice(&len.to_le_bytes());
+    out
 }

@@ -180,6 +180,9 @@ pub struct Encryption {
     pub tag_table_sha256: [u8; 32],
     /// Who can unwrap the data key (1 to [`MAX_RECIPIENTS`]).
     pub recipients: Vec<Recipient>,
+    /// For a sealed header (flag bit 4): the length of the inner header,
+    /// which follows the outer one encrypted (`docs/FORMAT.md` 10.8).
+    pub sealed_header: Option<u64>,
 }
 
 impl Encryption {
@@ -194,6 +197,9 @@ impl Encryption {
         }
         if self.recipients.is_empty() || self.recipients.len() > MAX_RECIPIENTS {
             return Err(invalid("recipients"));
+        }
+        if self.sealed_header == Some(0) {
+            return Err(invalid("sealed_header.length"));
         }
         if !self.tag_table_len.is_multiple_of(crate::crypt::TAG_LEN as u64) {
             return Err(invalid("tag_table.length"));
@@ -259,7 +265,7 @@ pub(crate) fn decode(tree: &Tree) -> Result<Encryption> {
     let f = Fields::of(
         tree,
         "field \"encryption\"",
-        &["cipher", "chunk_size", "file_id", "nonce_salt", "tag_table", "recipients"],
+        &["cipher", "chunk_size", "file_id", "nonce_salt", "tag_table", "recipients", "sealed_header"],
     )?;
     let cipher = Cipher::from_name(f.str("cipher")?).ok_or_else(|| invalid("cipher"))?;
     let table = Fields::of(f.get("tag_table")?, "field \"tag_table\"", &["length", "sha256"])?;
@@ -278,6 +284,13 @@ pub(crate) fn decode(tree: &Tree) -> Result<Encryption> {
         tag_table_len: table.uint("length").map_err(|_| invalid("tag_table.length"))?,
         tag_table_sha256: table.hex("sha256").map_err(|_| invalid("tag_table.sha256"))?,
         recipients,
+        sealed_header: match f.get("sealed_header") {
+            Ok(tree) => {
+                let sealed = Fields::of(tree, "field \"sealed_header\"", &["length"])?;
+                Some(sealed.uint("length").map_err(|_| invalid("sealed_header.length"))?)
+            }
+            Err(_) => None,
+        },
     };
     enc.check()?;
     Ok(enc)
@@ -396,5 +409,11 @@ pub(crate) fn encode(out: &mut Vec<u8>, e: &Encryption) {
         out.push(b'}');
     }
     out.push(b']');
+    if let Some(n) = e.sealed_header {
+        field(out, "sealed_header", false);
+        out.extend_from_slice(b"{\"length\":");
+        uint(out, n);
+        out.push(b'}');
+    }
     out.push(b'}');
 }

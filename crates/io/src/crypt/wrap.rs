@@ -21,12 +21,15 @@ pub struct EncryptOptions {
     pub chunk_size: u64,
     /// Who can decrypt (at least one).
     pub recipients: Vec<RecipientKey>,
+    /// Encrypt the header too (names, shapes, metadata; `docs/FORMAT.md`
+    /// 10.8). Default off.
+    pub seal_header: bool,
 }
 
 impl EncryptOptions {
     /// AES-256-GCM in 1 MiB chunks for these recipients.
     pub fn new(recipients: Vec<RecipientKey>) -> EncryptOptions {
-        EncryptOptions { cipher: Cipher::Aes256Gcm, chunk_size: DEFAULT_CHUNK_SIZE, recipients }
+        EncryptOptions { cipher: Cipher::Aes256Gcm, chunk_size: DEFAULT_CHUNK_SIZE, recipients, seal_header: false }
     }
 }
 

@@ -40,7 +40,7 @@ fn write(path: &Path, data: &[(TensorSpec, Vec<u8>)], options: &WriteOptions) {
 
 fn encrypted_options(recipients: Vec<RecipientKey>, cipher: Cipher) -> WriteOptions {
     WriteOptions {
-        encryption: Some(EncryptOptions { cipher, chunk_size: CHUNK, recipients }),
+        encryption: Some(EncryptOptions { cipher, chunk_size: CHUNK, recipients, seal_header: false }),
         ..WriteOptions::default()
     }
 }
@@ -451,4 +451,65 @@ fn signing_an_encrypted_file_keeps_it_readable() {
     let bare = dir.join("bare.dt");
     write(&bare, &tensors(), &encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm));
     expect_err(sign_file(&bare, &signer, false), "InvalidInput");
+}
+
+#[test]
+fn sealed_headers_hide_names_and_open_with_a_key() {
+    let dir = scratch("crypt-sealed");
+    let data = tensors();
+    let signer = Arc::new(SigningKey::generate());
+    let mut options = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::ChaCha20Poly1305);
+    options.encryption.as_mut().unwrap().seal_header = true;
+    options.metadata = Some([("architecture".to_string(), "secret-moe-v3".to_string())].into_iter().collect());
+    options.signers = vec![signer.clone()];
+    let path = dir.join("sealed.dt");
+    write(&path, &data, &options);
+    // Nothing of the header is in the file in the clear.
+    let raw = std::fs::read(&path).unwrap();
+    for needle in [&b"secret-moe-v3"[..], b"\"t5\"", b"\"shape\""] {
+        assert!(
+            !raw.windows(needle.len()).any(|w| w == needle),
+            "{:?} is in the clear",
+            String::from_utf8_lossy(needle)
+        );
+    }
+    // Without a key: a sealed file of no tensors, its recipients and signer.
+    let bare = Reader::open(&path).unwrap();
+    assert!(bare.is_sealed() && bare.is_encrypted() && bare.header().is_empty());
+    assert_eq!(bare.signers(), &[signer.verifying_key()]);
+    expect_err(bare.read("t1"), "NoKey");
+    bare.verify().unwrap();
+    // With the key: the file as if it were not sealed, signature checked.
+    let trusted = ReadOptions { trusted_signers: vec![signer.verifying_key()], ..with_key(key()) };
+    let r = Reader::open_with(&path, trusted).unwrap();
+    assert!(r.is_sealed() && r.header().len() == data.len());
+    assert_eq!(r.header().metadata().unwrap()["architecture"], "secret-moe-v3");
+    check_contents(&r, &data);
+    r.verify_tags(|_| {}).unwrap();
+    let sealed = r.head().sealed.unwrap();
+    drop(r);
+    // A byte of the sealed header: the MAC (and the signature) catch it.
+    let p = flipped(&path, &dir, "sealed-flip.dt", sealed.0 + 7);
+    expect_err(Reader::open_with(&p, with_key(key())), "BadSignature");
+    // The sealed header of another file under the same recipient key.
+    let other = dir.join("other.dt");
+    write(&other, &data, &options);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let theirs = std::fs::read(&other).unwrap();
+    bytes[sealed.0 as usize..sealed.1 as usize].copy_from_slice(&theirs[sealed.0 as usize..sealed.1 as usize]);
+    let len = bytes.len() - (96 + 16);
+    bytes.truncate(len);
+    bytes[12] &= !(Flags::SIGNED.bits() as u8);
+    let p = dir.join("swapped.dt");
+    std::fs::write(&p, &bytes).unwrap();
+    expect_err(Reader::open_with(&p, with_key(key())), "Decrypt");
+    // Signed later: the sealed file must carry its digests (checksum).
+    let later = dir.join("later.dt");
+    let mut o = options.clone();
+    o.signers = Vec::new();
+    o.checksum = true;
+    write(&later, &data, &o);
+    sign_file(&later, &signer, false).unwrap();
+    let trusted = ReadOptions { trusted_signers: vec![signer.verifying_key()], ..with_key(key()) };
+    check_contents(&Reader::open_with(&later, trusted).unwrap(), &data);
 }
