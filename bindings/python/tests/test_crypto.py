@@ -221,3 +221,26 @@ def test_sealed_header_hides_names_shapes_and_metadata(tmp_path, sym):
         same(f.get_tensors(framework="numpy"), sample())
     with pytest.raises(dt.DeathTensorsError, match="encrypt"):
         dt.save(tmp_path / "x.dt", sample(), seal_header=True)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+DTYPES = [np.bool_, np.uint8, np.int8, np.uint16, np.int16, np.float16, np.int32, np.uint32,
+          np.float32, np.int64, np.uint64, np.float64, np.complex64, np.complex128]
+arrays = hnp.arrays(dtype=st.sampled_from(DTYPES), shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=40))
+names = st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1, max_size=12)
+KEY = dt.generate_key("symmetric", kid="k")
+
+
+@settings(max_examples=40, deadline=None)
+@given(tensors=st.dictionaries(names, arrays, max_size=5), cipher=st.sampled_from(["AES-256-GCM", "CHACHA20-POLY1305"]),
+       seal=st.booleans(), checksum=st.booleans())
+def test_encrypted_round_trips(tmp_path_factory, tensors, cipher, seal, checksum):
+    path = tmp_path_factory.mktemp("prop") / "m.dt"
+    dt.save(path, tensors, encrypt=KEY, cipher=cipher, chunk_size=4096, seal_header=seal, checksum=checksum)
+    with dt.open(path, keys=KEY) as f:
+        got = f.get_tensors(framework="numpy")
+    assert set(got) == set(tensors)
+    for k, v in tensors.items():
+        assert got[k].dtype == v.dtype and got[k].shape == v.shape and got[k].tobytes() == np.ascontiguousarray(v).tobytes(), k

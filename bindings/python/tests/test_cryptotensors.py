@@ -115,6 +115,7 @@ def test_read_files_cryptotensors_writes(tmp_path, crypto, alg, version):
     crypto(WRITE, spec(path, {"enc_key": enc, "sign_key": sign, "version": version, "chunk_size": 4096}, {"format": "np"}))
     with dt.open(path, keys=[enc, sign]) as f:
         assert f.is_encrypted()
+        assert f.metadata() == {"format": "np"}  # the crypto fields describe the file, not the model
         same(f.get_tensors(framework="numpy"))
         assert f.signers() == [dt.fingerprint(sign)]
     # The signature is checked with the caller's trusted signer, too.

@@ -197,7 +197,7 @@ class DtFile:
         """The file's global metadata (without the crypto fields of a
         cryptotensors file, which describe its encryption, not the model)."""
         meta = self._reader.metadata() or {}
-        if self._reader.is_encrypted() and self._reader.format() == "safetensors":
+        if self._reader.is_encrypted() and self._reader.format == "safetensors":
             meta = {k: v for k, v in meta.items() if k not in _CT_FIELDS}
         return meta
 
