@@ -1,10 +1,19 @@
 """End-to-end Python benchmark: ours against safetensors 0.8 (numpy and
 torch) and deathtensors 0.3.0 (from its own venv), in one run on the same
-data. Every measurement runs in a fresh process with a warm page cache; each
-is the median of several runs. Reports time and the peak RSS the operation
-adds, then the goals as ratios.
+data; encrypted and signed files against cryptotensors 0.2.3 (from its own
+venv). Every measurement runs in a fresh process with a warm page cache;
+each is the median of several runs. Reports time and the peak RSS the
+operation adds, then the goals as ratios.
 
     python bench.py [--runs N] [--mib 1024] [--out DIR] [--legacy-python PATH]
+                    [--ct-python PATH] [--ops save,open,load-all,load-one,enc-save,enc-load-all,enc-load-one]
+
+The `enc-*` operations (1 GiB model only) save with AES-256-GCM and an
+Ed25519 signature and load with the key: ours (`dt.save(encrypt=, sign=)`,
+`dt.open(keys=)`) and cryptotensors' `save_file`/`load_file` (its default
+format, v2 in 2 MB chunks, aes256gcm), plus ours reading cryptotensors' own
+file (`deathtensors.cryptotensors.load_file`). Keys are made once, in
+cryptotensors' JWK dialect, into `OUT/keys.json`.
 
 Run by `cargo xtask bench`.
 """
@@ -119,13 +128,24 @@ def worker(impl, op, dataset, path, mib):
 
     if framework == "torch":
         import torch  # noqa: F401
-    data = make(spec, framework) if op.startswith("save") or op == "fsync-write" else None
+    data = make(spec, framework) if op in ("save", "enc-save", "fsync-write") else None
     if impl.startswith("ours") or impl == "dt030":
         import deathtensors as dt
+        import deathtensors.cryptotensors as dtct
     if impl.startswith("st"):
         import safetensors.numpy as stn
         import safetensors.torch as stt
         from safetensors import safe_open
+    if op.startswith("enc-"):
+        keys = json.loads((pathlib.Path(path).parent / "keys.json").read_text())
+        enc, sign = keys["enc"], keys["sign"]
+        ct_config = {"enc_key": enc, "sign_key": sign}
+    if impl == "ct":
+        import cryptotensors
+        import cryptotensors.numpy as ctn
+
+        if op != "enc-save":
+            cryptotensors.register_direct_key_provider(keys=[enc, sign])
     one = spec[len(spec) // 2][0]
     before = rss_peak()
     t0 = time.perf_counter()
@@ -163,6 +183,41 @@ def worker(impl, op, dataset, path, mib):
         elif impl == "dt030":
             values = dt.open(path).get_tensors(framework="numpy").values()
         touch(values)
+    elif op == "enc-save":
+        if impl == "ours-enc" or impl == "ours-enc-durable":
+            dt.save(path, data, encrypt=enc, sign=sign, durable=impl.endswith("durable"))
+        elif impl == "ours-ck" or impl == "ours-ck-durable":
+            dt.save(path, data, checksum=True, durable=impl.endswith("durable"))
+        elif impl == "ct":
+            ctn.save_file(data, path, config=ct_config)
+        elif impl == "ours-ct":
+            dtct.save_file(data, path, config=ct_config)
+    elif op == "enc-load-all":
+        if impl == "ours-enc":
+            with dt.open(path, keys=enc) as f:
+                values = f.get_tensors(framework="numpy").values()
+        elif impl == "ours-enc-trusted":
+            with dt.open(path, keys=enc, trusted_signers=sign) as f:
+                values = f.get_tensors(framework="numpy").values()
+        elif impl == "ours-copy":
+            with dt.open(path) as f:
+                values = f.get_tensors(framework="numpy", copy=True).values()
+        elif impl == "ct":
+            values = ctn.load_file(path).values()
+        elif impl == "ours-ct-file":
+            values = dtct.load_file(path, keys=[enc, sign]).values()
+        touch(values)
+    elif op == "enc-load-one":
+        if impl == "ours-enc":
+            with dt.open(path, keys=enc) as f:
+                v = f.get_tensor(one, framework="numpy")
+        elif impl == "ours-ct-file":
+            with dt.open(path, keys=[enc, sign]) as f:
+                v = f.get_tensor(one, framework="numpy")
+        elif impl == "ct":
+            with cryptotensors.safe_open(path, framework="np") as f:
+                v = f.get_tensor(one)
+        touch([v])
     elif op == "load-one":
         if impl.startswith("ours") or impl == "dt030":
             v = dt.open(path).get_tensor(one, framework=framework)
@@ -174,6 +229,22 @@ def worker(impl, op, dataset, path, mib):
     print(json.dumps({"seconds": elapsed, "rss_added": max(0, rss_peak() - before)}))
 
 
+def bench_keys():
+    """A symmetric key and an Ed25519 key in cryptotensors' JWK dialect
+    (standard base64 with padding, "oct"/"okp", "alg"), which ours reads too."""
+    import base64
+
+    import deathtensors as dt
+
+    b64 = lambda raw: base64.b64encode(raw).decode()  # noqa: E731
+    raw = lambda s: base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))  # noqa: E731
+    jwk = dt.generate_key("ed25519")
+    return {
+        "enc": {"kty": "oct", "alg": "aes256gcm", "kid": "bench", "k": b64(os.urandom(32))},
+        "sign": {"kty": "okp", "alg": "ed25519", "kid": "bench-sign", "x": b64(raw(jwk["x"])), "d": b64(raw(jwk["d"]))},
+    }
+
+
 # ---------------------------------------------------------------- driver
 def main():
     ap = argparse.ArgumentParser()
@@ -181,8 +252,9 @@ def main():
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--out", default=str(HERE.parents[3] / "target" / "bench-py"))
     ap.add_argument("--legacy-python", default=str(HERE.parents[3] / ".venv-dt030" / "bin" / "python"))
+    ap.add_argument("--ct-python", default=str(HERE.parents[3] / ".venv-ct023" / "bin" / "python"))
     ap.add_argument("--worker", nargs=4)
-    ap.add_argument("--ops", default="save,open,load-all,load-one",
+    ap.add_argument("--ops", default="save,open,load-all,load-one,enc-save,enc-load-all,enc-load-one",
                     help="the operations to measure (loads reuse the files of an earlier run's saves)")
     args = ap.parse_args()
     if args.worker:
@@ -196,6 +268,16 @@ def main():
         venv = legacy.parent.parent
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(legacy), "-m", "pip", "install", "-q", "deathtensors==0.3.0", "numpy"], check=True)
+    ops = args.ops.split(",")
+    ct_python = pathlib.Path(args.ct_python)
+    if any(op.startswith("enc-") for op in ops):
+        if not ct_python.exists():
+            venv = ct_python.parent.parent
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+            subprocess.run([str(ct_python), "-m", "pip", "install", "-q", "cryptotensors==0.2.3", "numpy"], check=True)
+        keys_file = out / "keys.json"
+        if not keys_file.exists():
+            keys_file.write_text(json.dumps(bench_keys()))
 
     def warm(path):
         """Puts the file in the page cache ("warm cache"), afresh: its pages
@@ -211,8 +293,8 @@ def main():
                 pass
 
     def once(impl, op, dataset, path):
-        py = str(legacy) if impl == "dt030" else sys.executable
-        if op in ("save", "fsync-write"):
+        py = str(legacy) if impl == "dt030" else str(ct_python) if impl == "ct" else sys.executable
+        if op in ("save", "enc-save", "fsync-write"):
             os.sync()  # every save starts with no dirty pages of earlier runs
         else:
             warm(path)
@@ -238,8 +320,22 @@ def main():
                   flush=True)
         results.update({(dataset, op, impl): res for impl, res in out.items()})
 
+    def crypto(files):
+        """Encrypted and signed: ours and cryptotensors 0.2.3, on the model."""
+        enc = {i: out / f"model-{i}.dt" for i in ("ours-enc", "ours-enc-durable", "ours-ck", "ours-ck-durable")}
+        enc["ct"] = out / "model-ct.safetensors"
+        enc["ours-ct"] = out / "model-ours-ct.safetensors"
+        if "enc-save" in ops:
+            run("enc-save", "model", list(enc.items()))
+        if "enc-load-all" in ops:
+            run("enc-load-all", "model", [("ours-enc", enc["ours-enc"]), ("ours-enc-trusted", enc["ours-enc"]),
+                                          ("ours-copy", enc["ours-ck"]), ("ct", enc["ct"]),
+                                          ("ours-ct-file", enc["ct"])])
+        if "enc-load-one" in ops:
+            run("enc-load-one", "model", [("ours-enc", enc["ours-enc"]), ("ct", enc["ct"]),
+                                          ("ours-ct-file", enc["ct"])])
+
     results = {}
-    ops = args.ops.split(",")
     impls = ["ours-numpy", "ours-torch", "st-numpy", "st-torch", "dt030"]
     for dataset in ("model", "tiny"):
         size = sum(_nbytes(k, s) for _, k, s in (model_spec(args.mib) if dataset == "model" else tiny_spec()))
@@ -261,9 +357,12 @@ def main():
                 # on the very same bytes.
                 jobs.append(("ours-torch-st-file", files["st-torch"]))
             run(op, dataset, jobs)
+        if dataset == "model":
+            crypto(files)
         results[(dataset, "size", "")] = {"seconds": 0, "rss_added": size}
 
     r = lambda d, op, i: results.get((d, op, i), {"seconds": float("nan")})["seconds"]
+    rss = lambda d, op, i: results.get((d, op, i), {"rss_added": float("nan")})["rss_added"]
     size = results[("model", "size", "")]["rss_added"]
     goals = [
         ("save (durable=False) vs safetensors.numpy.save_file", r("model", "save", "ours-numpy") / r("model", "save", "st-numpy"), "<= 1"),
@@ -274,6 +373,15 @@ def main():
         ("load all numpy vs safetensors.numpy.load_file", r("model", "load-all", "ours-numpy") / r("model", "load-all", "st-numpy"), "<= 0.5"),
         ("open 20k tensors vs safetensors", r("tiny", "open", "ours-numpy") / r("tiny", "open", "st-numpy"), "<= 0.33"),
         ("load one tiny tensor vs safetensors", r("tiny", "load-one", "ours-numpy") / r("tiny", "load-one", "st-numpy"), "<= 1"),
+        ("encrypted+signed save vs plain save with checksum (durable=False)", r("model", "enc-save", "ours-enc") / r("model", "enc-save", "ours-ck"), "<= 1.3"),
+        ("(same, durable=True)", r("model", "enc-save", "ours-enc-durable") / r("model", "enc-save", "ours-ck-durable"), "<= 1.3"),
+        ("encrypted save: peak RSS added / data size", rss("model", "enc-save", "ours-enc") / size, "<= 0.10"),
+        ("encrypted load all: peak RSS added / data size", rss("model", "enc-load-all", "ours-enc") / size, "<= 1.05"),
+        ("encrypted load all vs plain load into fresh memory (copy=True)", r("model", "enc-load-all", "ours-enc") / r("model", "enc-load-all", "ours-copy"), ""),
+        ("encrypted+signed save vs cryptotensors save_file", r("model", "enc-save", "ours-enc") / r("model", "enc-save", "ct"), ""),
+        ("encrypted load all vs cryptotensors load_file (each its own file)", r("model", "enc-load-all", "ours-enc") / r("model", "enc-load-all", "ct"), ""),
+        ("cryptotensors' file: ours load_file vs cryptotensors load_file", r("model", "enc-load-all", "ours-ct-file") / r("model", "enc-load-all", "ct"), "<= 0.33"),
+        ("cryptotensors' file: ours load one tensor vs cryptotensors", r("model", "enc-load-one", "ours-ct-file") / r("model", "enc-load-one", "ct"), ""),
     ]
     print("\n| goal | ratio | target |\n| --- | --- | --- |")
     for name, ratio, target in goals:

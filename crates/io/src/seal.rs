@@ -139,9 +139,10 @@ pub(crate) fn save_encrypted(
     let mut flags = Flags::ENCRYPTED;
     // A signed file carries the digests of its ciphertext: AEAD tags do not
     // bind a holder of the data key, who could forge a chunk under the same
-    // tag; the signed digests do (and the footer covers every byte).
+    // tag; the signed digests do. The footer is written only when asked for:
+    // the signature already commits to every tensor byte and to the tags.
     let checksum = options.checksum || !options.signers.is_empty();
-    if checksum {
+    if options.checksum {
         flags = flags | Flags::CHECKSUM;
     }
     if !options.signers.is_empty() {

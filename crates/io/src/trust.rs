@@ -386,3 +386,133 @@ pub(crate) fn split_chunks(
     }
     out
 }
+
+/// Decrypts every tensor of an encrypted deathtensors file into `buf` (the
+/// whole blob, tensors at their offsets, gaps zeroed) in one pass over all
+/// chunks, spread over all cores in runs balanced by bytes: no thread per
+/// tensor. With checked reads, the ciphertext is read first, every digest
+/// checked on all cores (two SHA-256 streams per core), then decrypted in
+/// place. `None` when the tensors are not listed in offset order (a file
+/// from another writer): the caller then goes tensor by tensor.
+pub(crate) fn decrypt_all(file: &File, path: &Path, head: &Head, trust: &Trust, buf: &mut [u8]) -> Option<Result<()>> {
+    let doing = "cannot read";
+    let tensors = head.header.tensors();
+    if !tensors.windows(2).all(|w| w[0].data_offsets <= w[1].data_offsets) {
+        return None;
+    }
+    let Some(cipher) = &trust.cipher else {
+        return Some(Err(Error::new(ErrorKind::NoKey { recipients: recipients(head) }, Some(path), doing)));
+    };
+    let size = cipher.chunk_size();
+    // Zero the gaps between tensors; every tensor byte is written below.
+    let mut at = 0usize;
+    for t in tensors {
+        buf[at..t.data_offsets.0 as usize].fill(0);
+        at = t.data_offsets.1 as usize;
+    }
+    buf[at..].fill(0);
+    let checked = trust.checked_reads && head.header.has_tensor_digests();
+    let result = (|| -> Result<()> {
+        if checked {
+            read_blob(file, path, head.data_start, tensors, buf)?;
+            let inputs: Vec<crate::sha_lanes::Input<'_>> = tensors
+                .iter()
+                .map(|t| crate::sha_lanes::Input::Bytes(&buf[t.data_offsets.0 as usize..t.data_offsets.1 as usize]))
+                .collect();
+            let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, path, doing))?;
+            for (t, actual) in tensors.iter().zip(digests) {
+                if let Some(expected) = t.sha256.filter(|e| *e != actual) {
+                    let kind = ErrorKind::TensorDigestMismatch { tensor: t.name.clone(), expected, actual };
+                    return Err(Error::new(kind, Some(path), doing));
+                }
+            }
+        }
+        // Every chunk of every tensor, in file order.
+        let units: Vec<(usize, u64)> = tensors
+            .iter()
+            .enumerate()
+            .flat_map(|(i, t)| (0..deathtensors_format::chunk_count(t.byte_len(), size)).map(move |j| (i, j)))
+            .collect();
+        let threads = crate::hash::threads().min(units.len()).max(1);
+        let per = (head.header.data_len() / threads as u64).max(1);
+        // Runs of whole chunks, cut where a run has its share of the bytes.
+        let mut runs: Vec<(usize, usize, usize)> = Vec::new(); // (first unit, end unit, buffer start)
+        let (mut first, mut start) = (0usize, 0usize);
+        for (k, &(i, j)) in units.iter().enumerate() {
+            let (_, ce) = chunks_range(tensors[i].byte_len(), size, j);
+            let end = (tensors[i].data_offsets.0 + ce) as usize;
+            let last_chunk = j + 1 == deathtensors_format::chunk_count(tensors[i].byte_len(), size);
+            if runs.len() + 1 < threads && last_chunk && end - start >= per as usize {
+                runs.push((first, k + 1, start));
+                first = k + 1;
+                start = end;
+            }
+        }
+        runs.push((first, units.len(), start));
+        let units = &units;
+        std::thread::scope(|s| {
+            let mut rest: &mut [u8] = &mut *buf;
+            let mut handles = Vec::new();
+            for (n, &(u0, u1, from)) in runs.iter().enumerate() {
+                let to = runs.get(n + 1).map_or(head.header.data_len() as usize, |r| r.2);
+                let (mine, tail) = std::mem::take(&mut rest).split_at_mut(to - from);
+                rest = tail;
+                handles.push(s.spawn(move || -> Result<()> {
+                    let mut current: Option<(usize, crate::crypt::TensorChunks<'_>)> = None;
+                    for &(i, j) in &units[u0..u1] {
+                        let t = &tensors[i];
+                        if current.as_ref().is_none_or(|(c, _)| *c != i) {
+                            current = Some((i, cipher.tensor(i, t)));
+                        }
+                        let chunks = &mut current.as_mut().expect("set above").1;
+                        let (cs, ce) = chunks.range(j);
+                        let at = (t.data_offsets.0 + cs) as usize - from;
+                        let target = &mut mine[at..at + (ce - cs) as usize];
+                        if !checked {
+                            read_exact_at(file, target, head.data_start + t.data_offsets.0 + cs)
+                                .map_err(|e| Error::io(e, path, doing))?;
+                        }
+                        let base = head.header.chunk_base(i).unwrap_or(0);
+                        let k = ((base + j) as usize) * TAG_LEN;
+                        if !chunks.open(j, target, &trust.tags[k..k + TAG_LEN]) {
+                            let what = format!("tensor {:?} chunk {j}", t.name);
+                            return Err(Error::new(ErrorKind::Decrypt { what }, Some(path), doing));
+                        }
+                    }
+                    Ok(())
+                }));
+            }
+            handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        })
+    })();
+    if result.is_err() {
+        // Nothing, not even what did verify, on an error.
+        buf.fill(0);
+    }
+    Some(result)
+}
+
+/// Reads every tensor's stored bytes to its offset in `buf`, on all cores.
+fn read_blob(file: &File, path: &Path, data_start: u64, tensors: &[TensorInfo], buf: &mut [u8]) -> Result<()> {
+    let threads = crate::hash::threads();
+    let part = buf.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = buf
+            .chunks_mut(part)
+            .enumerate()
+            .map(|(n, piece)| {
+                s.spawn(move || -> std::io::Result<()> {
+                    let (lo, hi) = ((n * part) as u64, (n * part + piece.len()) as u64);
+                    // The tensor bytes of this piece (gaps stay zero).
+                    for t in tensors.iter().filter(|t| t.data_offsets.0 < hi && t.data_offsets.1 > lo) {
+                        let (a, b) = (t.data_offsets.0.max(lo), t.data_offsets.1.min(hi));
+                        read_exact_at(file, &mut piece[(a - lo) as usize..(b - lo) as usize], data_start + a)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    })
+    .map_err(|e| Error::io(e, path, "cannot read"))
+}
