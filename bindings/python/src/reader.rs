@@ -214,6 +214,12 @@ impl PyReader {
         Ok(self.get()?.is_encrypted())
     }
 
+    /// Whether every tensor returned is checked (a signature or encryption
+    /// was required): such a reader reads, never maps.
+    fn checked_reads(&self) -> PyResult<bool> {
+        Ok(self.get()?.checked_reads())
+    }
+
     fn is_sealed(&self) -> PyResult<bool> {
         Ok(self.get()?.is_sealed())
     }

@@ -209,6 +209,11 @@ impl Header {
             return Err(Error::new(ErrorKind::Unsupported { what: "encryption in a safetensors file" }));
         }
         encryption.check()?;
+        // Bounded before anything else: a reader reads the whole table when
+        // it opens the file, before any key or signature is checked.
+        if encryption.tag_table_len > limits.max_header_len {
+            return Err(Error::limit("tag table length", encryption.tag_table_len, limits.max_header_len));
+        }
         if let Some(n) = encryption.sealed_header {
             if n > limits.max_header_len {
                 return Err(Error::limit("sealed header length", n, limits.max_header_len));

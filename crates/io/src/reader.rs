@@ -3,7 +3,6 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use deathtensors_format::{Format, Head, Header, Limits, TensorInfo, FOOTER_LEN, PROBE_LEN};
@@ -75,9 +74,6 @@ pub struct Reader {
     options: ReadOptions,
     /// Signatures, the tag table and the chunk cipher.
     trust: Trust,
-    /// With `trust.checked_reads`: which plaintext tensors were checked
-    /// against their digests already.
-    checked: Vec<AtomicBool>,
 }
 
 /// A tensor's description and where its bytes are in the file.
@@ -164,11 +160,6 @@ impl Reader {
         let head = read_head(&file, body_len, path, &options.limits)?;
         let (trust, unsealed) = trust::check(&file, path, &head, signatures, &options)?;
         let head = unsealed.unwrap_or(head);
-        let checked = if trust.checked_reads {
-            head.header.tensors().iter().map(|_| AtomicBool::new(false)).collect()
-        } else {
-            Vec::new()
-        };
         Ok(Reader {
             path: path.to_path_buf(),
             file,
@@ -179,7 +170,6 @@ impl Reader {
             blob: OnceLock::new(),
             options,
             trust,
-            checked,
         })
     }
 
@@ -350,22 +340,32 @@ impl Reader {
         Ok(())
     }
 
-    /// With checked reads (a caller that required a signature or
-    /// encryption), checks a plaintext tensor against its digest once,
-    /// before any of its bytes are returned.
-    fn check_once(&self, name: &str, bytes: Option<&[u8]>) -> Result<()> {
+    /// Whether every tensor returned is checked against its signed digest
+    /// (the caller required a signature or encryption): reads hash the very
+    /// bytes they return, every time, and nothing is mapped.
+    pub fn checked_reads(&self) -> bool {
+        self.trust.checked_reads
+    }
+
+    /// With checked reads, checks the bytes of a plaintext tensor about to
+    /// be returned against its digest.
+    fn check_read(&self, name: &str, bytes: &[u8]) -> Result<()> {
         if !self.trust.checked_reads || self.is_encrypted() {
             return Ok(());
         }
-        let Some(i) = self.head.header.position(name) else { return Ok(()) };
-        if self.checked[i].load(Ordering::Acquire) {
-            return Ok(());
+        self.check_bytes(name, bytes)
+    }
+
+    /// Refuses mappings under checked reads: a mapping's pages come from the
+    /// file after any check, so nothing could be checked for the caller.
+    fn unchecked_only(&self, doing: &'static str) -> Result<()> {
+        if self.trust.checked_reads {
+            return Err(Error::input(
+                "a signature or encryption was required: tensors are read and checked, not mapped (use read)",
+                &self.path,
+                doing,
+            ));
         }
-        match bytes {
-            Some(b) => self.check_bytes(name, b)?,
-            None => self.verify_tensor(name)?,
-        }
-        self.checked[i].store(true, Ordering::Release);
         Ok(())
     }
 
@@ -433,8 +433,8 @@ impl Reader {
     /// - `Decompress` if a compressed blob is corrupt.
     pub fn bytes(&self, name: &str) -> Result<&[u8]> {
         self.plaintext_only("cannot borrow")?;
+        self.unchecked_only("cannot borrow")?;
         let bytes = self.bytes_unchecked(name)?;
-        self.check_once(name, Some(bytes))?;
         Ok(bytes)
     }
 
@@ -474,9 +474,7 @@ impl Reader {
     /// - `Io` if the file cannot be mapped or changed size since it was opened.
     pub unsafe fn map_private(&self) -> Result<crate::PrivateMap> {
         self.plaintext_only("cannot map")?;
-        if self.trust.checked_reads {
-            self.verify_tensors()?;
-        }
+        self.unchecked_only("cannot map")?;
         let (start, end) = (self.head.data_start, self.head.data_end);
         // SAFETY: forwarded to the caller (see `# Safety`).
         unsafe { self.map_range(start, end - start) }
@@ -492,7 +490,7 @@ impl Reader {
     /// As [`Reader::map_private`], and `TensorNotFound`.
     pub unsafe fn map_tensor_private(&self, name: &str) -> Result<crate::PrivateMap> {
         self.plaintext_only("cannot map")?;
-        self.check_once(name, None)?;
+        self.unchecked_only("cannot map")?;
         let t = self.tensor(name)?;
         // SAFETY: forwarded to the caller (see `# Safety`).
         unsafe { self.map_range(t.file_offset, t.info.byte_len()) }
@@ -538,7 +536,7 @@ impl Reader {
             // readers contend on its page faults and are slower (measured).
             read_exact_at(&self.file, buf, t.file_offset).map_err(|e| Error::io(e, &self.path, "cannot read"))?;
         }
-        if let Err(e) = self.check_once(name, Some(buf)) {
+        if let Err(e) = self.check_read(name, buf) {
             buf.fill(0);
             return Err(e);
         }
@@ -632,8 +630,12 @@ impl Reader {
         if self.is_encrypted() {
             return self.decrypt_into(name, offset, buf);
         }
-        // A slice of a tensor is checked by checking the whole tensor first.
-        self.check_once(name, None)?;
+        if self.trust.checked_reads {
+            // A slice comes from the whole tensor, read once and checked.
+            let whole = self.read(name)?;
+            buf.copy_from_slice(&whole[offset as usize..end as usize]);
+            return Ok(());
+        }
         if self.is_compressed() {
             let start = t.info.data_offsets.0 + offset;
             buf.copy_from_slice(&self.blob()?[start as usize..(start + (end - offset)) as usize]);

@@ -143,11 +143,6 @@ pub(crate) fn check(
     if options.keys.is_empty() {
         return Ok((trust, None));
     }
-    // A policy in the header is evaluated before any key is released.
-    if let Some(rego) = head.header.metadata().and_then(|m| m.get(POLICY_KEY)) {
-        crate::policy::evaluate(rego, options.policy_input.as_ref())
-            .map_err(|m| err(ErrorKind::PolicyDenied(m), path))?;
-    }
     let dk = unwrap_data_key(enc, &options.keys).map_err(|e| match e {
         crate::crypt::UnwrapError::NoKey => err(ErrorKind::NoKey { recipients: recipients(head) }, path),
         crate::crypt::UnwrapError::Failed => err(ErrorKind::Decrypt { what: "the data key".into() }, path),
@@ -166,24 +161,35 @@ pub(crate) fn check(
     if !bool::from(ctx.sign().as_ref().ct_eq(&mac[..])) {
         return Err(err(ErrorKind::Decrypt { what: "the header".into() }, path));
     }
-    trust.cipher = Some(ChunkCipher::new(enc, &dk));
-    let Some((start, end)) = head.sealed else {
-        return Ok((trust, None));
+    let unsealed = match head.sealed {
+        None => None,
+        Some((start, end)) => {
+            // The sealed header: inside the MAC's bytes (`covered`), so
+            // already authenticated; its own tag binds it to the file.
+            let mut inner = covered[start as usize..end as usize].to_vec();
+            let n = inner.len() - TAG_LEN;
+            let key = crate::crypt::aead_key(enc.cipher, &dk.derive(&enc.file_id, Label::SealedHeader));
+            let nonce = ring::aead::Nonce::assume_unique_for_key(deathtensors_format::sealed_nonce(&enc.nonce_salt));
+            let aad = deathtensors_format::sealed_aad(&enc.file_id, n as u64);
+            let tag = ring::aead::Tag::from(<[u8; TAG_LEN]>::try_from(&inner[n..]).unwrap_or([0; TAG_LEN]));
+            let opened =
+                key.open_in_place_separate_tag(nonce, ring::aead::Aad::from(&aad[..]), tag, &mut inner[..n], 0..);
+            if opened.is_err() {
+                return Err(err(ErrorKind::Decrypt { what: "the sealed header".into() }, path));
+            }
+            Some(head.unseal(&inner[..n], &options.limits).map_err(|e| Error::format(e, path, DOING))?)
+        }
     };
-    // The sealed header: inside the MAC's bytes (`covered`), so already
-    // authenticated; its own tag binds it to the file and its length.
-    let mut inner = covered[start as usize..end as usize].to_vec();
-    let n = inner.len() - TAG_LEN;
-    let key = crate::crypt::aead_key(enc.cipher, &dk.derive(&enc.file_id, Label::SealedHeader));
-    let nonce = ring::aead::Nonce::assume_unique_for_key(deathtensors_format::sealed_nonce(&enc.nonce_salt));
-    let aad = deathtensors_format::sealed_aad(&enc.file_id, n as u64);
-    let tag = ring::aead::Tag::from(<[u8; TAG_LEN]>::try_from(&inner[n..]).unwrap_or([0; TAG_LEN]));
-    let opened = key.open_in_place_separate_tag(nonce, ring::aead::Aad::from(&aad[..]), tag, &mut inner[..n], 0..);
-    if opened.is_err() {
-        return Err(err(ErrorKind::Decrypt { what: "the sealed header".into() }, path));
+    // The policy (in the header, the inner one if sealed) is evaluated once
+    // the header is authenticated, and before any tensor can be decrypted:
+    // if it refuses, the data key is dropped (and wiped) here.
+    let header = unsealed.as_ref().map_or(&head.header, |h| &h.header);
+    if let Some(rego) = header.metadata().and_then(|m| m.get(POLICY_KEY)) {
+        crate::policy::evaluate(rego, options.policy_input.as_ref())
+            .map_err(|m| err(ErrorKind::PolicyDenied(m), path))?;
     }
-    let unsealed = head.unseal(&inner[..n], &options.limits).map_err(|e| Error::format(e, path, DOING))?;
-    Ok((trust, Some(unsealed)))
+    trust.cipher = Some(ChunkCipher::new(enc, &dk));
+    Ok((trust, unsealed))
 }
 
 /// How the recipients of an encrypted file are named in errors.

@@ -294,7 +294,9 @@ class DtFile:
                 self._reader.verify_tensor(name)
             return _convert.from_buffer(framework, name, dtype, shape, b"")
         arena = None
-        mappable = _convert.MAP_BY_DEFAULT and not (self._reader.is_compressed() or self._reader.is_encrypted())
+        mappable = _convert.MAP_BY_DEFAULT and not (
+            self._reader.is_compressed() or self._reader.is_encrypted() or self._reader.checked_reads()
+        )
         if not (copy or verify) and aligned and end - start >= _convert.MAP_MIN and mappable:
             try:
                 arena = self._reader.map_tensor(name)
@@ -337,7 +339,9 @@ class DtFile:
         if not len(self._reader):
             return {}
         arena = None
-        if not copy and _convert.MAP_BY_DEFAULT and not (self._reader.is_compressed() or self._reader.is_encrypted()):
+        if not copy and _convert.MAP_BY_DEFAULT and not (
+            self._reader.is_compressed() or self._reader.is_encrypted() or self._reader.checked_reads()
+        ):
             try:
                 arena = self._reader.map_all()
             except OSError:

@@ -351,7 +351,8 @@ fn hex_fields_are_exact() {
 
 #[test]
 fn tag_table_lengths_that_overflow_or_exceed_the_limit_are_refused() {
-    check(with("tag_table", json!({"length": u64::MAX - 15, "sha256": "33".repeat(32)})), Err("InvalidEncryption"));
+    // Bounded before it is compared with the tensors' chunks.
+    check(with("tag_table", json!({"length": u64::MAX - 15, "sha256": "33".repeat(32)})), Err("LimitExceeded"));
     // 16 bytes per 4 KiB chunk: 6,553,601 chunks need 100 MiB + 16 bytes of tags.
     let chunks = Limits::DEFAULT.max_header_len / TAG_LEN as u64 + 1;
     let table = json!({"length": (chunks + 1) * TAG_LEN as u64, "sha256": "33".repeat(32)});
@@ -370,4 +371,22 @@ fn a_file_without_tensors_has_an_empty_tag_table() {
     assert_eq!(head.header, header);
     let tables = head.tables.unwrap();
     assert_eq!(tables.tags.0, tables.tags.1);
+}
+
+/// A sealed file's outer header lists no tensor, and its tag table, which
+/// readers read before any key is checked, is still bounded by the limits.
+#[test]
+fn a_sealed_outer_header_bounds_its_tag_table() {
+    let empty = Header::new_deathtensors(Vec::new(), Metadata::new(), 64, None, &Limits::DEFAULT).unwrap();
+    let mut enc = section(
+        &empty,
+        Cipher::Aes256Gcm,
+        4096,
+        ([1; 16], [2; 12], [3; 32]),
+        vec![Recipient::Symmetric { kid: "k".into(), wrapped_key: [0; 48] }],
+    );
+    enc.sealed_header = Some(100);
+    enc.tag_table_len = 2_000_000_000 * TAG_LEN as u64;
+    let e = empty.with_encryption(enc).unwrap_err();
+    assert!(matches!(e.kind(), deathtensors_format::ErrorKind::LimitExceeded { what: "tag table length", .. }), "{e}");
 }

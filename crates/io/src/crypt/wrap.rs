@@ -163,9 +163,14 @@ pub(crate) enum UnwrapError {
     Failed,
 }
 
+/// How many passphrase entries one open tries: each may cost up to 1 GiB
+/// and 16 passes of Argon2, and a hostile file may list 64 of them.
+const MAX_PASSPHRASE_TRIES: usize = 4;
+
 /// Unwraps the data key with the first of `keys` that matches a recipient.
 pub(crate) fn unwrap_data_key(enc: &Encryption, keys: &KeyRing) -> Result<DataKey, UnwrapError> {
     let mut tried = false;
+    let mut argon2_runs = 0usize;
     for r in &enc.recipients {
         match r {
             Recipient::Symmetric { kid, wrapped_key } => {
@@ -196,6 +201,10 @@ pub(crate) fn unwrap_data_key(enc: &Encryption, keys: &KeyRing) -> Result<DataKe
             Recipient::Passphrase { kdf, salt, wrapped_key } => {
                 for p in keys.passphrases() {
                     tried = true;
+                    if argon2_runs == MAX_PASSPHRASE_TRIES {
+                        return Err(UnwrapError::Failed);
+                    }
+                    argon2_runs += 1;
                     let Some(ikm) = argon2(p.bytes(), salt, kdf) else { continue };
                     let kek = kek(&enc.file_id, &ikm[..], "passphrase", b"");
                     if let Some(dk) = unwrap(enc.cipher, &kek, wrapped_key) {

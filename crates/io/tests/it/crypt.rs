@@ -561,3 +561,66 @@ proptest::proptest! {
         let _ = std::fs::remove_file(&path);
     }
 }
+
+/// Findings of the security review, kept as regressions.
+mod review {
+    use super::*;
+
+    #[test]
+    fn a_sealed_files_policy_is_evaluated() {
+        let dir = scratch("review-sealed-policy");
+        let mut options = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm);
+        options.encryption.as_mut().unwrap().seal_header = true;
+        let deny = "package model\nimport rego.v1\ndefault allow := false\n";
+        options.metadata = Some([("__policy__".to_string(), deny.to_string())].into_iter().collect());
+        let path = dir.join("sealed-deny.dt");
+        write(&path, &tensors(), &options);
+        expect_err(Reader::open_with(&path, with_key(key())), "PolicyDenied");
+    }
+
+    #[test]
+    fn a_policy_slipped_into_an_unsigned_header_meets_the_mac_first() {
+        let dir = scratch("review-policy-mac");
+        let path = dir.join("e.dt");
+        let mut options = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm);
+        let filler = "x".repeat(80);
+        options.metadata = Some([("note".to_string(), filler.clone())].into_iter().collect());
+        write(&path, &tensors(), &options);
+        // Someone without a key swaps the note for a policy of the same length.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let from = format!("\"note\":\"{filler}\"");
+        let policy = r#""__policy__":"package model\ndefault allow := false""#;
+        let to = format!("{policy}{}", " ".repeat(from.len() - policy.len()));
+        let at = bytes.windows(from.len()).position(|w| w == from.as_bytes()).unwrap();
+        bytes[at..at + to.len()].copy_from_slice(to.as_bytes());
+        let p = dir.join("slipped.dt");
+        std::fs::write(&p, &bytes).unwrap();
+        assert!(Reader::open(&p).unwrap().header().metadata().unwrap().contains_key("__policy__"));
+        // The header is authenticated before any policy in it is run.
+        let e = Reader::open_with(&p, with_key(key())).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Decrypt { what } if what == "the header"), "{e}");
+    }
+
+    #[test]
+    fn checked_reads_check_the_bytes_they_return_every_time() {
+        let dir = scratch("review-checked-reads");
+        let signer = Arc::new(SigningKey::generate());
+        let path = dir.join("s.dt");
+        write(&path, &tensors(), &WriteOptions { signers: vec![signer.clone()], ..WriteOptions::default() });
+        let r = Reader::open_with(
+            &path,
+            ReadOptions { trusted_signers: vec![signer.verifying_key()], ..ReadOptions::default() },
+        )
+        .unwrap();
+        assert_eq!(r.read("t4").unwrap(), tensors()[4].1);
+        // The file changes in place after a first, good read.
+        let at = r.tensor("t4").unwrap().file_offset;
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &[0xee; 16], at).unwrap();
+        expect_err(r.read("t4"), "TensorDigestMismatch");
+        let mut part = vec![0u8; 8];
+        expect_err(r.read_range_into("t4", 0, &mut part), "TensorDigestMismatch");
+        // Nothing is mapped under a requirement: a mapping is not checkable.
+        expect_err(unsafe { r.map_tensor_private("t1") }, "InvalidInput");
+    }
+}
