@@ -23,3 +23,25 @@ def mappings_of(path) -> int:
     with open("/proc/self/maps") as f:
         return sum(line.rstrip().endswith(str(path)) for line in f)
 
+
+
+def peer_runner(venv, requirement, what):
+    """A function that runs a Python script under a peer's own package (in
+    a venv of its own at `venv`, made on first use: peers share our import
+    names), returning its stdout; a failing script fails the test with its
+    stderr."""
+    import subprocess
+    import sys
+
+    python = pathlib.Path(venv) / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", requirement, "numpy"], check=True)
+
+    def run(script, *args):
+        r = subprocess.run([str(python), "-c", script, *map(str, args)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise AssertionError(f"{what} failed:\n{r.stderr}")
+        return r.stdout
+
+    return run

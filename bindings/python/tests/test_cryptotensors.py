@@ -8,18 +8,15 @@ import base64
 import json
 import os
 import pathlib
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import deathtensors as dt
+from conftest import peer_runner
 from deathtensors import cryptotensors as ct
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 CT_VENV = pathlib.Path(os.environ.get("DT_CRYPTOTENSORS_VENV", ROOT / ".venv-ct023"))
-CT_PY = CT_VENV / "bin" / "python"
 
 
 def b64(raw: bytes) -> str:
@@ -75,17 +72,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="session")
 def crypto():
     """A runner for scripts under cryptotensors 0.2.3."""
-    if not CT_PY.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(CT_VENV)], check=True)
-        subprocess.run([str(CT_PY), "-m", "pip", "install", "-q", "cryptotensors==0.2.3", "numpy"], check=True)
-
-    def run(script, *args):
-        r = subprocess.run([str(CT_PY), "-c", script, *map(str, args)], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise AssertionError(f"cryptotensors 0.2.3 failed:\n{r.stderr}")
-        return r.stdout
-
-    return run
+    return peer_runner(CT_VENV, "cryptotensors==0.2.3", "cryptotensors 0.2.3")
 
 
 def spec(path, config, metadata=None):

@@ -5,8 +5,6 @@ verify and read back identically there, and everything it writes reads here."""
 import json
 import os
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,11 +12,10 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import deathtensors as dt
-from conftest import sha256
+from conftest import peer_runner, sha256
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 LEGACY_VENV = pathlib.Path(os.environ.get("DT_LEGACY_VENV", ROOT / ".venv-dt030"))
-LEGACY_PY = LEGACY_VENV / "bin" / "python"
 
 LEGACY_DTYPES = [np.bool_, np.uint8, np.int8, np.uint16, np.int16, np.float16, np.int32, np.uint32,
                  np.float32, np.int64, np.uint64, np.float64, np.complex64, np.complex128]
@@ -54,16 +51,11 @@ print(json.dumps({k: hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest
 
 @pytest.fixture(scope="session")
 def legacy():
-    """A runner for scripts under deathtensors 0.3.0."""
-    if not LEGACY_PY.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(LEGACY_VENV)], check=True)
-        subprocess.run([str(LEGACY_PY), "-m", "pip", "install", "-q", "deathtensors==0.3.0", "numpy"], check=True)
+    """A runner for scripts under deathtensors 0.3.0 (their stdout is JSON)."""
+    raw = peer_runner(LEGACY_VENV, "deathtensors==0.3.0", "deathtensors 0.3.0")
 
     def run(script, *args):
-        r = subprocess.run([str(LEGACY_PY), "-c", script, *map(str, args)], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise AssertionError(f"deathtensors 0.3.0 failed:\n{r.stderr}")
-        return json.loads(r.stdout)
+        return json.loads(raw(script, *args))
 
     version = run("import json, deathtensors; print(json.dumps(deathtensors.__version__))")
     assert version == "0.3.0"
