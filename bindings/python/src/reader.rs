@@ -129,8 +129,9 @@ impl PyReader {
 
     /// Global metadata: a dict, or None for a safetensors file without one.
     fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        // A cryptotensors file's crypto fields are not the model's metadata.
         let r = self.get()?;
-        r.header().metadata().map(|m| metadata_dict(py, m)).transpose()
+        r.model_metadata().map(|m| metadata_dict(py, &m)).transpose()
     }
 
     #[getter]

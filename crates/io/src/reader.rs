@@ -253,6 +253,19 @@ impl Reader {
         self.head.is_compressed()
     }
 
+    /// The global metadata, without the crypto fields of a cryptotensors
+    /// file: they describe its encryption, not the model, and a copy that
+    /// decrypts or re-encrypts it must not carry them over.
+    pub fn model_metadata(&self) -> Option<deathtensors_format::Metadata> {
+        let mut m = self.head.header.metadata().cloned();
+        if let (Some(m), true) = (&mut m, self.is_cryptotensors()) {
+            for k in deathtensors_format::CT_RESERVED {
+                m.remove(*k);
+            }
+        }
+        m
+    }
+
     /// Whether the tensors are encrypted.
     pub fn is_encrypted(&self) -> bool {
         self.head.header.encryption().is_some() || self.trust.cryptotensors

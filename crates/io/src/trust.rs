@@ -100,9 +100,13 @@ pub(crate) fn check(
         trust.ct = opened.file;
         trust.signers.extend(opened.signer);
     }
-    let mut signed_head = vec![0u8; head.header_end as usize];
-    if !signatures.is_empty() || !trust.signers.is_empty() {
-        read_exact_at(file, &mut signed_head, 0).map_err(io)?;
+    // Everything before the blob (prefix, header, sealed header, tag table,
+    // MAC, padding), read once: the signature, the tag table, the MAC and
+    // the sealed header are all checked on these bytes.
+    let mut front = Vec::new();
+    if !signatures.is_empty() || head.tables.is_some() {
+        front.resize(head.data_start as usize, 0);
+        read_exact_at(file, &mut front, 0).map_err(io)?;
     }
     if !signatures.is_empty() {
         let footer = match head.footer() {
@@ -113,7 +117,7 @@ pub(crate) fn check(
             }
             None => None,
         };
-        let message = signed_message(&signed_head, footer.as_ref());
+        let message = signed_message(&front[..head.header_end as usize], footer.as_ref());
         trust.signers = crate::crypt::verify_signatures(&signatures, &message)
             .map_err(|k| err(ErrorKind::BadSignature { signer: k.fingerprint() }, path))?;
     }
@@ -129,17 +133,12 @@ pub(crate) fn check(
         return Ok((trust, None));
     };
     // The tag table, the header MAC and the zero padding up to the blob.
-    let mut region = vec![0u8; (head.data_start - tables.tags.0) as usize];
-    read_exact_at(file, &mut region, tables.tags.0).map_err(io)?;
-    let table_len = (tables.tags.1 - tables.tags.0) as usize;
-    let mac_end = (tables.mac.1 - tables.tags.0) as usize;
-    tables.check_padding(&region[mac_end..]).map_err(|e| Error::format(e, path, DOING))?;
-    if crate::hash::sha256(&region[..table_len]) != enc.tag_table_sha256 {
+    let (tags, mac) = (tables.tags.0 as usize..tables.tags.1 as usize, tables.mac.0 as usize..tables.mac.1 as usize);
+    tables.check_padding(&front[mac.end..]).map_err(|e| Error::format(e, path, DOING))?;
+    if crate::hash::sha256(&front[tags.clone()]) != enc.tag_table_sha256 {
         return Err(err(ErrorKind::TagTableMismatch, path));
     }
-    let mac = region[table_len..mac_end].to_vec();
-    region.truncate(table_len);
-    trust.tags = region;
+    trust.tags = front[tags.clone()].to_vec();
     if options.keys.is_empty() {
         return Ok((trust, None));
     }
@@ -147,26 +146,23 @@ pub(crate) fn check(
         crate::crypt::UnwrapError::NoKey => err(ErrorKind::NoKey { recipients: recipients(head) }, path),
         crate::crypt::UnwrapError::Failed => err(ErrorKind::Decrypt { what: "the data key".into() }, path),
     })?;
-    // The MAC covers everything before it: prefix, header, padding, tags.
-    let mut covered = vec![0u8; tables.tags.0 as usize];
-    read_exact_at(file, &mut covered, 0).map_err(io)?;
-    // Bit 3 (signed) is not covered: signing does not need the data key.
+    // The MAC covers everything before it: prefix, header, padding, tags;
+    // bit 3 (signed) is not covered: signing does not need the data key.
     let mut prefix = [0u8; 24];
-    prefix.copy_from_slice(&covered[..24]);
-    covered[..24].copy_from_slice(&deathtensors_format::mac_prefix(&prefix));
+    prefix.copy_from_slice(&front[..24]);
     let key = hmac::Key::new(hmac::HMAC_SHA256, &dk.derive(&enc.file_id, Label::HeaderMac)[..]);
     let mut ctx = hmac::Context::with_key(&key);
-    ctx.update(&covered);
-    ctx.update(&trust.tags);
-    if !bool::from(ctx.sign().as_ref().ct_eq(&mac[..])) {
+    ctx.update(&deathtensors_format::mac_prefix(&prefix));
+    ctx.update(&front[24..tags.end]);
+    if !bool::from(ctx.sign().as_ref().ct_eq(&front[mac])) {
         return Err(err(ErrorKind::Decrypt { what: "the header".into() }, path));
     }
     let unsealed = match head.sealed {
         None => None,
         Some((start, end)) => {
-            // The sealed header: inside the MAC's bytes (`covered`), so
-            // already authenticated; its own tag binds it to the file.
-            let mut inner = covered[start as usize..end as usize].to_vec();
+            // The sealed header: inside the MAC's bytes, so already
+            // authenticated; its own tag binds it to the file.
+            let mut inner = front[start as usize..end as usize].to_vec();
             let n = inner.len() - TAG_LEN;
             let key = crate::crypt::aead_key(enc.cipher, &dk.derive(&enc.file_id, Label::SealedHeader));
             let nonce = ring::aead::Nonce::assume_unique_for_key(deathtensors_format::sealed_nonce(&enc.nonce_salt));

@@ -13,9 +13,6 @@ from .errors import DeathTensorsError, IntegrityError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-# cryptotensors' reserved metadata keys.
-_CT_FIELDS = ("__crypto_keys__", "__encryption__", "__policy__", "__signature__")
-
 
 def _check_metadata(what: str, m: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
     if m is None:
@@ -196,10 +193,7 @@ class DtFile:
     def metadata(self) -> Dict[str, str]:
         """The file's global metadata (without the crypto fields of a
         cryptotensors file, which describe its encryption, not the model)."""
-        meta = self._reader.metadata() or {}
-        if self._reader.is_encrypted() and self._reader.format == "safetensors":
-            meta = {k: v for k, v in meta.items() if k not in _CT_FIELDS}
-        return meta
+        return self._reader.metadata() or {}
 
     def info(self, name: str) -> Dict[str, Any]:
         """dtype, shape, data_offsets, nbytes, metadata (and more) of a tensor."""

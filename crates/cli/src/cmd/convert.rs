@@ -107,20 +107,12 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
         }
         Format::Deathtensors => args.checksum || (had_checksum && !args.no_checksum),
     };
-    let mut metadata = match (format, header.metadata()) {
+    let metadata = match (format, reader.model_metadata()) {
         // An empty global_metadata becomes no __metadata__ at all, as
         // safetensors writes a file saved without metadata.
         (Format::Safetensors, Some(m)) if m.is_empty() => None,
-        (_, m) => m.cloned(),
+        (_, m) => m,
     };
-    if reader.is_cryptotensors() {
-        // Its crypto fields describe the encryption this copy removes.
-        if let Some(m) = &mut metadata {
-            for k in deathtensors_io::format::CT_RESERVED {
-                m.remove(*k);
-            }
-        }
-    }
     let specs: Vec<TensorSpec> = header.tensors().iter().map(TensorInfo::to_spec).collect();
     let options = WriteOptions {
         format,

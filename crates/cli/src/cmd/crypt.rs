@@ -104,7 +104,7 @@ pub fn encrypt(args: EncryptArgs) -> anyhow::Result<ExitCode> {
     let options = WriteOptions {
         alignment: header.alignment().max(DEFAULT_ALIGNMENT),
         checksum: args.checksum,
-        metadata: plain_metadata(&reader),
+        metadata: reader.model_metadata(),
         encryption: Some(EncryptOptions {
             cipher,
             chunk_size: args.chunk_size.unwrap_or(deathtensors_io::format::DEFAULT_CHUNK_SIZE),
@@ -155,18 +155,6 @@ fn with_data<T>(
     Ok(f(owned.iter().map(Vec::as_slice).collect())?)
 }
 
-/// The input's global metadata, without the crypto fields of a
-/// cryptotensors input (they describe an encryption being replaced).
-fn plain_metadata(reader: &deathtensors_io::Reader) -> Option<deathtensors_io::format::Metadata> {
-    let mut m = reader.header().metadata().cloned();
-    if let (Some(m), true) = (&mut m, reader.is_cryptotensors()) {
-        for k in deathtensors_io::format::CT_RESERVED {
-            m.remove(*k);
-        }
-    }
-    m
-}
-
 /// `encrypt --format cryptotensors`.
 fn encrypt_cryptotensors(args: &EncryptArgs) -> anyhow::Result<ExitCode> {
     use deathtensors_io::format::CtAlg;
@@ -211,7 +199,7 @@ fn encrypt_cryptotensors(args: &EncryptArgs) -> anyhow::Result<ExitCode> {
     let reader = crate::keys::open(&args.input)?;
     let header = reader.header();
     let specs: Vec<TensorSpec> = header.tensors().iter().map(TensorInfo::to_spec).collect();
-    let metadata = plain_metadata(&reader);
+    let metadata = reader.model_metadata();
     with_data(&reader, |data| {
         deathtensors_io::save_cryptotensors(&args.output, specs.into_iter().zip(data).collect(), metadata, &options)
     })?;

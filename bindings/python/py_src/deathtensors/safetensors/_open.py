@@ -94,9 +94,6 @@ def _backend(name: Any) -> str:
     return name
 
 
-_CRYPTO_FIELDS = ("__crypto_keys__", "__encryption__", "__policy__", "__signature__")
-
-
 def open_reader(path: str, mmap: bool) -> Any:
     """Opens a file with the deathtensors core, with safetensors' errors."""
     try:
@@ -318,11 +315,7 @@ class safe_open:
     def metadata(self) -> Optional[dict[str, str]]:
         """The header's ``__metadata__``, or None when it has none (without
         the crypto fields of a cryptotensors file, as cryptotensors hides them)."""
-        reader = self._open()
-        meta = reader.metadata()
-        if meta is not None and reader.is_encrypted():
-            meta = {k: v for k, v in meta.items() if k not in _CRYPTO_FIELDS}
-        return meta
+        return self._open().metadata()
 
     def keys(self) -> list[str]:
         """The tensors' names, sorted."""
