@@ -172,6 +172,12 @@ pub enum ErrorKind {
         /// The field.
         what: &'static str,
     },
+    /// A collection's manifest or block file breaks a rule of
+    /// `docs/FORMAT.md` section 13.
+    InvalidCollection {
+        /// What is wrong, naming the field or block.
+        message: Box<str>,
+    },
     /// The signature block at the end of a signed file is malformed.
     InvalidSignatureBlock {
         /// What is wrong with it.
@@ -302,6 +308,7 @@ impl fmt::Display for ErrorKind {
             InvalidEncryption { what } => write!(f, "invalid encryption section: bad {what}"),
             InvalidCryptotensors { what } => write!(f, "invalid cryptotensors field: bad {what}"),
             InvalidSignatureBlock { what } => write!(f, "invalid signature block: bad {what}"),
+            InvalidCollection { message } => write!(f, "invalid collection: {message}"),
         }
     }
 }

@@ -42,7 +42,8 @@ extern crate std;
 // limits, error, dtype, reader (the byte cursor), sniff, prefix, signature;
 // tensor (plain types), layout, tree, json; crypt (the encryption section),
 // raw, fast, de (the decoders); header (`Header`), enc, head (`Head`),
-// cryptotensors.
+// cryptotensors, collection.
+mod collection;
 mod crypt;
 mod cryptotensors;
 mod de;
@@ -64,6 +65,10 @@ mod tensor;
 mod tree;
 
 pub use crate::{
+    collection::{
+        check_block_name, BlockRef, Manifest, RowLayout, BLOCK_ALIGNMENT, BLOCK_TENSOR, COLLECTION_FORMAT,
+        DEFAULT_BLOCK_ROWS, MANIFEST_NAME, MAX_BLOCKS, MAX_BLOCK_BYTES, MAX_BLOCK_NAME_LEN, MAX_MANIFEST_LEN,
+    },
     crypt::{
         chunk_count, chunk_nonce, chunk_range, mac_prefix, sealed_aad, sealed_nonce, wrap_info, Argon2Params, ChunkAad,
         Cipher, Encryption, Label, Recipient, TableLayout, DEFAULT_CHUNK_SIZE, HEADER_MAC_LEN, MAX_CHUNK_SIZE,

@@ -88,6 +88,8 @@ pub enum ErrorKind {
     NotEncrypted,
     /// The file's Rego policy refuses access for the caller's input.
     PolicyDenied(String),
+    /// Another writer holds a collection's lock; the message names it.
+    Locked(String),
 }
 
 impl Error {
@@ -210,6 +212,7 @@ impl fmt::Display for Error {
             }
             ErrorKind::NotEncrypted => f.write_str("encryption is required and the file is not encrypted"),
             ErrorKind::PolicyDenied(m) => write!(f, "access refused by the file's policy: {m}"),
+            ErrorKind::Locked(m) => write!(f, "{m}"),
         }
     }
 }

@@ -23,6 +23,7 @@
 #![deny(missing_docs)]
 
 mod atomic;
+mod collection;
 mod crypt;
 mod cryptotensors;
 mod error;
@@ -39,6 +40,9 @@ mod trust;
 mod writer;
 
 pub use crate::{
+    collection::{
+        detect as detect_collection, BlockInfo, Collection, CollectionKind, CollectionOptions, RowsView, LOCK_NAME,
+    },
     crypt::{
         EncryptOptions, KeyRing, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey,
         X25519SecretKey,

@@ -101,7 +101,7 @@ impl TensorRef<'_> {
 /// from the page cache at ~3.5 GB/s here). Worth it for buffers backed by
 /// huge pages (the Python arena); with small pages the threads contend on
 /// page faults instead.
-fn read_parallel(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+pub(crate) fn read_parallel(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     // Below this, one thread is as fast as several.
     const PARALLEL_MIN: usize = 16 << 20;
     let threads = if buf.len() < PARALLEL_MIN { 1 } else { hash::threads() };
@@ -119,7 +119,7 @@ fn read_parallel(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()
     })
 }
 
-fn read_head(file: &File, file_len: u64, path: &Path, limits: &Limits) -> Result<Head> {
+pub(crate) fn read_head(file: &File, file_len: u64, path: &Path, limits: &Limits) -> Result<Head> {
     let doing = "cannot open";
     let mut probe = vec![0u8; (PROBE_LEN as u64).min(file_len) as usize];
     read_exact_at(file, &mut probe, 0).map_err(|e| Error::io(e, path, doing))?;

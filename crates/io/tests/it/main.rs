@@ -1,5 +1,6 @@
 //! Integration tests of `deathtensors-io`.
 
+mod collection;
 mod crypt;
 mod cryptotensors;
 mod fixtures;

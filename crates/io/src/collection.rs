@@ -1,0 +1,765 @@
+//! Appendable collections of same-shaped rows (docs/FORMAT.md section 13):
+//! a directory with a manifest and block files, written by one writer at a
+//! time and read by any number of readers, that survives a crash at any
+//! instant in the state of its last commit.
+//!
+//! # Crash safety
+//! The manifest (`collection.json`) is the only source of truth, replaced
+//! atomically by [`Collection::flush`]: rows written since then live in
+//! block files the manifest does not count yet, so a crash shows exactly
+//! the last committed state. Rows a manifest counts are never written in
+//! place: overwriting or truncating them copies the block first (copy on
+//! write), so readers of any committed state always see consistent rows.
+//!
+//! # Example
+//! ```
+//! use deathtensors_io::{Collection, CollectionOptions};
+//! use deathtensors_io::format::{Dtype, RowLayout};
+//!
+//! let dir = std::env::temp_dir().join(format!("dt-coll-doc-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! let layout = RowLayout::new(Dtype::U8, vec![4], 2)?;
+//! let mut c = Collection::create(&dir, layout, CollectionOptions::default())?;
+//! c.write_rows(0, &[1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3])?;
+//! c.flush()?;
+//! drop(c);
+//!
+//! let r = Collection::open(&dir)?;
+//! assert_eq!(r.rows(), 3);
+//! let mut row = [0u8; 4];
+//! r.read_rows(2, &mut row)?;
+//! assert_eq!(row, [3, 3, 3, 3]);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod block;
+mod commit;
+mod lock;
+mod tensorblob;
+mod view;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use deathtensors_format::{BlockRef, Manifest, Metadata, RowLayout, MANIFEST_NAME};
+
+use self::block::BlockFile;
+use self::lock::WriterLock;
+pub use self::lock::LOCK_NAME;
+pub use self::view::RowsView;
+use crate::error::{Error, Result};
+
+/// How a writer commits.
+#[derive(Clone, Debug)]
+pub struct CollectionOptions {
+    /// Whether [`Collection::flush`] waits for the disk (fsync of the block
+    /// files, the manifest and the directory). Default true; without it a
+    /// commit is atomic against crashes of the process but not of the
+    /// machine.
+    pub durable: bool,
+}
+
+impl Default for CollectionOptions {
+    fn default() -> CollectionOptions {
+        CollectionOptions { durable: true }
+    }
+}
+
+/// What the directory at a path holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectionKind {
+    /// A deathtensors collection (`collection.json`).
+    Deathtensors,
+    /// A directory written by tensorblob (`.conf` and `.stat`): read-only.
+    Tensorblob,
+}
+
+/// One block of a collection as the caller sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// The block file's path.
+    pub path: PathBuf,
+    /// Rows of the collection in it.
+    pub rows: u64,
+    /// The recorded SHA-256 of those rows, if any (full blocks).
+    pub sha256: Option<[u8; 32]>,
+    /// Whether the rows are committed (false: written since the last flush).
+    pub committed: bool,
+}
+
+/// One block in the working state.
+#[derive(Debug)]
+struct Slot {
+    file: String,
+    rows: u64,
+    sha256: Option<[u8; 32]>,
+    /// Rows that must not be written in place: those a committed manifest
+    /// counts, or all of a block shared with another collection.
+    frozen: u64,
+    /// Whether the last committed manifest names this file.
+    committed: bool,
+    /// Whether the file has writes not yet synced.
+    dirty: bool,
+    handle: OnceLock<Arc<BlockFile>>,
+}
+
+impl Slot {
+    fn from_ref(b: &BlockRef) -> Slot {
+        Slot {
+            file: b.file.clone(),
+            rows: b.rows,
+            sha256: b.sha256,
+            frozen: b.rows,
+            committed: true,
+            dirty: false,
+            handle: OnceLock::new(),
+        }
+    }
+}
+
+/// A writer's state beside the rows.
+#[derive(Debug)]
+struct WriterState {
+    _lock: WriterLock,
+    durable: bool,
+    /// The start of every new block file.
+    header: Vec<u8>,
+    /// Committed files no longer in the working state: removed once a
+    /// commit no longer names them.
+    superseded: Vec<String>,
+    /// Names new block files.
+    seq: u64,
+    /// Whether the working state differs from the committed one.
+    changed: bool,
+}
+
+/// An open collection: a snapshot of a committed state for a reader, the
+/// working state (committed rows plus writes since) for the writer.
+#[derive(Debug)]
+pub struct Collection {
+    dir: PathBuf,
+    kind: CollectionKind,
+    layout: RowLayout,
+    metadata: Metadata,
+    generation: u64,
+    slots: Vec<Slot>,
+    writer: Option<WriterState>,
+}
+
+impl Collection {
+    /// Opens the collection at `dir` read-only: a snapshot of its last
+    /// committed state (see [`Collection::refresh`]). Opens tensorblob
+    /// directories too.
+    ///
+    /// # Errors
+    /// `Io` if there is no collection; `Format` naming the manifest and what
+    /// is wrong with it.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Collection> {
+        let dir = dir.as_ref();
+        match detect(dir)? {
+            CollectionKind::Tensorblob => tensorblob::open(dir),
+            CollectionKind::Deathtensors => {
+                let manifest = commit::read_manifest(dir)?;
+                Ok(Collection::from_manifest(dir, manifest, None))
+            }
+        }
+    }
+
+    /// Opens an existing collection for writing (modes `a` and `r+`): takes
+    /// the writer lock, then removes what an interrupted commit left.
+    ///
+    /// # Errors
+    /// `Locked` if another writer has it, naming the lock; as
+    /// [`Collection::open`] otherwise.
+    pub fn open_writable(dir: impl AsRef<Path>, options: CollectionOptions) -> Result<Collection> {
+        let dir = dir.as_ref();
+        if detect(dir)? == CollectionKind::Tensorblob {
+            return Err(Error::input(
+                "this is a tensorblob directory, which opens read-only: convert it first \
+                 (`deathtensors blob convert` or TensorBlob.convert)",
+                dir,
+                "cannot open for writing",
+            ));
+        }
+        let lock = WriterLock::acquire(dir)?;
+        let manifest = commit::read_manifest(dir)?;
+        commit::clean(dir, &manifest);
+        let writer = WriterState::new(lock, &manifest.layout, options)?;
+        Ok(Collection::from_manifest(dir, manifest, Some(writer)))
+    }
+
+    /// Creates a collection at `dir` for writing (modes `w` and `w+`). A new
+    /// directory gets an empty committed collection at once. An existing
+    /// collection is replaced by an empty one of `layout` at the next
+    /// [`Collection::flush`]: until then its committed rows stay.
+    ///
+    /// # Errors
+    /// `Locked` if another writer has it; `InvalidInput` if `dir` is a
+    /// non-empty directory that is not a collection (nothing is written
+    /// there), or a tensorblob directory.
+    pub fn create(dir: impl AsRef<Path>, layout: RowLayout, options: CollectionOptions) -> Result<Collection> {
+        let dir = dir.as_ref();
+        let doing = "cannot create collection";
+        let existing = dir.join(MANIFEST_NAME).exists();
+        if !existing {
+            if dir.exists() {
+                let entries = std::fs::read_dir(dir).map_err(|e| Error::io(e, dir, doing))?;
+                let others = entries.flatten().any(|e| e.file_name() != lock::LOCK_NAME);
+                if others {
+                    let what = if detect(dir).ok() == Some(CollectionKind::Tensorblob) {
+                        "this is a tensorblob directory: convert it instead (`deathtensors blob convert`)"
+                    } else {
+                        "the directory exists, is not empty and is not a collection: nothing was written"
+                    };
+                    return Err(Error::input(what, dir, doing));
+                }
+            }
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(e, dir, doing))?;
+        }
+        let lock = WriterLock::acquire(dir)?;
+        let mut writer = WriterState::new(lock, &layout, options)?;
+        if existing {
+            let old = commit::read_manifest(dir)?;
+            commit::clean(dir, &old);
+            writer.superseded = old.blocks.into_iter().map(|b| b.file).collect();
+            writer.changed = true;
+            let mut c = Collection::from_manifest(dir, Manifest::new(layout), Some(writer));
+            c.generation = old.generation;
+            return Ok(c);
+        }
+        let mut c = Collection::from_manifest(dir, Manifest::new(layout), Some(writer));
+        if let Some(w) = c.writer.as_mut() {
+            w.changed = true;
+        }
+        c.flush()?;
+        Ok(c)
+    }
+
+    fn from_manifest(dir: &Path, manifest: Manifest, writer: Option<WriterState>) -> Collection {
+        Collection {
+            dir: dir.to_path_buf(),
+            kind: CollectionKind::Deathtensors,
+            slots: manifest.blocks.iter().map(Slot::from_ref).collect(),
+            layout: manifest.layout,
+            metadata: manifest.metadata,
+            generation: manifest.generation,
+            writer,
+        }
+    }
+
+    /// The collection's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether this is one of ours or a tensorblob directory.
+    pub fn kind(&self) -> CollectionKind {
+        self.kind
+    }
+
+    /// The rows' dtype, shape and rows per block.
+    pub fn layout(&self) -> &RowLayout {
+        &self.layout
+    }
+
+    /// Rows in the collection (for the writer, with those not yet committed).
+    pub fn rows(&self) -> u64 {
+        match self.slots.split_last() {
+            None => 0,
+            Some((last, full)) => full.len() as u64 * self.layout.block_rows + last.rows,
+        }
+    }
+
+    /// The number of the last commit this handle knows.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether this handle holds the writer lock.
+    pub fn is_writable(&self) -> bool {
+        self.writer.is_some()
+    }
+
+    /// Whether there are writes not yet committed.
+    pub fn has_changes(&self) -> bool {
+        self.writer.as_ref().is_some_and(|w| w.changed)
+    }
+
+    /// The collection's string metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// Replaces the metadata (committed by the next flush).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a read-only handle.
+    pub fn set_metadata(&mut self, metadata: Metadata) -> Result<()> {
+        self.writer_mut("cannot set metadata of")?.changed = true;
+        self.metadata = metadata;
+        Ok(())
+    }
+
+    /// The blocks, in row order.
+    pub fn blocks(&self) -> Vec<BlockInfo> {
+        self.slots
+            .iter()
+            .map(|s| BlockInfo {
+                path: self.dir.join(&s.file),
+                rows: s.rows,
+                sha256: s.sha256,
+                committed: s.committed && s.frozen == s.rows,
+            })
+            .collect()
+    }
+
+    /// Reads `out.len() / row_bytes` rows from row `start` into `out`: the
+    /// only copy, from the page cache into the caller's memory.
+    ///
+    /// # Errors
+    /// `InvalidInput` if `out` is not whole rows or runs past the end;
+    /// `Io`/`Format` naming the block file that cannot be read.
+    pub fn read_rows(&self, start: u64, out: &mut [u8]) -> Result<()> {
+        let n = self.whole_rows(out.len(), "cannot read")?;
+        if start.checked_add(n).is_none_or(|end| end > self.rows()) {
+            return Err(self
+                .input(format!("rows {start}..{} are past the end ({} rows)", start + n, self.rows()), "cannot read"));
+        }
+        let rb = self.layout.row_bytes() as usize;
+        let cap = self.layout.block_rows;
+        let mut done = 0u64;
+        while done < n {
+            let r = start + done;
+            let (b, o) = (r / cap, r % cap);
+            let take = (cap - o).min(n - done);
+            let part = &mut out[done as usize * rb..(done + take) as usize * rb];
+            self.block(b as usize)?.read(&self.layout, o, part)?;
+            done += take;
+        }
+        Ok(())
+    }
+
+    /// Reads the rows at `indices` (any order, repeats allowed) into `out`,
+    /// one after another.
+    ///
+    /// # Errors
+    /// As [`Collection::read_rows`], naming an index out of range.
+    pub fn gather(&self, indices: &[u64], out: &mut [u8]) -> Result<()> {
+        let n = self.whole_rows(out.len(), "cannot gather")?;
+        if n != indices.len() as u64 {
+            return Err(self.input(format!("{} indices but room for {n} rows", indices.len()), "cannot gather"));
+        }
+        let rows = self.rows();
+        if let Some(bad) = indices.iter().find(|&&i| i >= rows) {
+            return Err(self.input(format!("row {bad} is out of range ({rows} rows)"), "cannot gather"));
+        }
+        let rb = self.layout.row_bytes() as usize;
+        let cap = self.layout.block_rows;
+        let mut k = 0;
+        // Runs of consecutive rows in one block are read with one call.
+        while k < indices.len() {
+            let (b, o) = (indices[k] / cap, indices[k] % cap);
+            let mut run = 1;
+            while k + run < indices.len() && indices[k + run] == indices[k] + run as u64 && o + (run as u64) < cap {
+                run += 1;
+            }
+            self.block(b as usize)?.read(&self.layout, o, &mut out[k * rb..(k + run) * rb])?;
+            k += run;
+        }
+        Ok(())
+    }
+
+    /// A zero-copy, read-only view of committed rows `start..start + count`,
+    /// which must lie in one block.
+    ///
+    /// # Safety
+    /// The block file must not be truncated or changed in place by another
+    /// program while the view lives (a truncation would make reading the view
+    /// raise SIGBUS). Our writers never do either to committed rows: they
+    /// copy a block before changing it.
+    ///
+    /// # Errors
+    /// `InvalidInput` if the rows span blocks or are not committed yet.
+    pub unsafe fn view(&self, start: u64, count: u64) -> Result<RowsView> {
+        let cap = self.layout.block_rows;
+        let (b, o) = (start / cap, start % cap);
+        let doing = "cannot map";
+        let Some(slot) = self.slots.get(b as usize) else {
+            return Err(self.input(format!("row {start} is past the end ({} rows)", self.rows()), doing));
+        };
+        if o + count > slot.frozen.min(slot.rows) {
+            let why = if o + count > cap {
+                format!("rows {start}..{} span two blocks of {cap} rows", start + count)
+            } else {
+                format!("rows {start}..{} are not committed yet: flush() first", start + count)
+            };
+            return Err(self.input(why, doing));
+        }
+        let block = self.block(b as usize)?;
+        // SAFETY: forwarded to the caller (see `# Safety`).
+        unsafe { RowsView::map(&block, &self.layout, o, count) }
+    }
+
+    /// Writes rows from row `start`, which is at most [`Collection::rows`]:
+    /// overwrites rows before the end and appends the rest. Committed rows
+    /// are never changed in place (their block is copied first).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a read-only handle, a start past the end, or bytes
+    /// that are not whole rows; `Io` naming the block file.
+    pub fn write_rows(&mut self, start: u64, data: &[u8]) -> Result<()> {
+        let doing = "cannot write to";
+        self.writer_mut(doing)?;
+        let n = self.whole_rows(data.len(), doing)?;
+        let rows = self.rows();
+        if start > rows {
+            return Err(self.input(format!("cannot write at row {start}: past the end ({rows} rows)"), doing));
+        }
+        let rb = self.layout.row_bytes() as usize;
+        let cap = self.layout.block_rows;
+        let mut done = 0u64;
+        while done < n {
+            let r = start + done;
+            let (b, o) = ((r / cap) as usize, r % cap);
+            let take = (cap - o).min(n - done);
+            let part = &data[done as usize * rb..(done + take) as usize * rb];
+            if b == self.slots.len() {
+                let slot = self.new_slot()?;
+                self.slots.push(slot);
+            } else if o < self.slots[b].frozen {
+                self.copy_on_write(b, self.slots[b].rows)?;
+            }
+            self.block(b)?.write(&self.layout, o, part)?;
+            let slot = &mut self.slots[b];
+            slot.rows = slot.rows.max(o + take);
+            slot.dirty = true;
+            slot.sha256 = None;
+            done += take;
+        }
+        if n > 0 {
+            self.writer_mut(doing)?.changed = true;
+        }
+        Ok(())
+    }
+
+    /// Cuts the collection to its first `rows` rows (committed by the next
+    /// flush).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a read-only handle or `rows` past the end.
+    pub fn truncate(&mut self, rows: u64) -> Result<()> {
+        let doing = "cannot truncate";
+        self.writer_mut(doing)?;
+        let now = self.rows();
+        if rows > now {
+            return Err(self.input(format!("cannot truncate to {rows} rows: there are {now}"), doing));
+        }
+        if rows == now {
+            return Ok(());
+        }
+        let cap = self.layout.block_rows;
+        let keep = rows.div_ceil(cap) as usize;
+        let dropped: Vec<Slot> = self.slots.drain(keep..).collect();
+        for slot in dropped {
+            self.discard(slot);
+        }
+        if keep > 0 {
+            let last_rows = rows - (keep as u64 - 1) * cap;
+            if last_rows < self.slots[keep - 1].frozen {
+                // Rows a committed state counts never shrink in their file.
+                self.copy_on_write(keep - 1, last_rows)?;
+            }
+            let slot = &mut self.slots[keep - 1];
+            slot.rows = last_rows;
+            slot.sha256 = None;
+        }
+        self.writer_mut(doing)?.changed = true;
+        Ok(())
+    }
+
+    /// Appends `other`'s rows as tensorblob's `extend(maintain_order=False)`
+    /// does: this collection's full blocks, then `other`'s full blocks
+    /// (shared with a hard link when committed, else copied), then the rows
+    /// of both partial last blocks. Needs the same layout, block size
+    /// included.
+    ///
+    /// # Errors
+    /// `InvalidInput` if the layouts differ.
+    pub fn extend_blocks(&mut self, other: &Collection) -> Result<()> {
+        let doing = "cannot extend";
+        self.writer_mut(doing)?;
+        if other.layout != self.layout {
+            return Err(self.input(
+                format!(
+                    "the other collection has {} rows of {:?} in blocks of {}; this one {} rows of {:?} in blocks of {}",
+                    other.layout.dtype,
+                    other.layout.shape,
+                    other.layout.block_rows,
+                    self.layout.dtype,
+                    self.layout.shape,
+                    self.layout.block_rows
+                ),
+                doing,
+            ));
+        }
+        let cap = self.layout.block_rows;
+        let rb = self.layout.row_bytes() as usize;
+        let (mine, theirs) = (self.rows(), other.rows());
+        let (my_full, their_full) = (mine / cap * cap, theirs / cap * cap);
+        let mut tail = vec![0u8; ((mine - my_full) + (theirs - their_full)) as usize * rb];
+        let split = (mine - my_full) as usize * rb;
+        self.read_rows(my_full, &mut tail[..split])?;
+        other.read_rows(their_full, &mut tail[split..])?;
+        self.truncate(my_full)?;
+        for b in 0..(their_full / cap) as usize {
+            let slot = self.shared_slot(other, b)?;
+            self.slots.push(slot);
+        }
+        let end = self.rows();
+        self.write_rows(end, &tail)?;
+        self.writer_mut(doing)?.changed = true;
+        Ok(())
+    }
+
+    /// Appends all of `other`'s rows in order, a block-sized buffer at a time.
+    ///
+    /// # Errors
+    /// `InvalidInput` if the row dtype or shape differ.
+    pub fn extend_rows(&mut self, other: &Collection) -> Result<()> {
+        let doing = "cannot extend";
+        self.writer_mut(doing)?;
+        if other.layout.dtype != self.layout.dtype || other.layout.shape != self.layout.shape {
+            return Err(self.input(
+                format!(
+                    "the other collection has rows of {} {:?}, this one {} {:?}",
+                    other.layout.dtype, other.layout.shape, self.layout.dtype, self.layout.shape
+                ),
+                doing,
+            ));
+        }
+        let rb = self.layout.row_bytes();
+        let step = (self.layout.block_rows.min((8 << 20) / rb)).max(1);
+        let mut buf = vec![0u8; (step.min(other.rows()) * rb) as usize];
+        let mut at = 0;
+        while at < other.rows() {
+            let n = step.min(other.rows() - at);
+            let part = &mut buf[..(n * rb) as usize];
+            other.read_rows(at, part)?;
+            let end = self.rows();
+            self.write_rows(end, part)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Rereads the manifest (readers): the handle then shows the newest
+    /// committed state. Returns whether it changed.
+    ///
+    /// # Errors
+    /// As [`Collection::open`]; `InvalidInput` for the writer, whose state
+    /// is always the newest.
+    pub fn refresh(&mut self) -> Result<bool> {
+        if self.writer.is_some() {
+            return Err(self.input("the writer's state is always the newest".to_string(), "cannot refresh"));
+        }
+        if self.kind == CollectionKind::Tensorblob {
+            return Ok(false);
+        }
+        let manifest = commit::read_manifest(&self.dir)?;
+        if manifest.generation == self.generation {
+            return Ok(false);
+        }
+        let mut old: std::collections::HashMap<String, Slot> =
+            self.slots.drain(..).map(|s| (s.file.clone(), s)).collect();
+        self.slots = manifest
+            .blocks
+            .iter()
+            .map(|b| {
+                let slot = Slot::from_ref(b);
+                if let Some(h) = old.remove(&b.file).and_then(|s| s.handle.into_inner()) {
+                    let _ = slot.handle.set(h);
+                }
+                slot
+            })
+            .collect();
+        self.layout = manifest.layout;
+        self.metadata = manifest.metadata;
+        self.generation = manifest.generation;
+        Ok(true)
+    }
+
+    /// Commits the working state: syncs the written block files, records
+    /// the digests of full blocks, and replaces the manifest atomically. A
+    /// crash at any instant leaves either the previous committed state or
+    /// this one. Without changes since the last commit it does nothing.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a read-only handle; `Io` naming the file. On error
+    /// the previous commit stays in force and the working state is kept, so
+    /// the flush may be retried.
+    pub fn flush(&mut self) -> Result<()> {
+        self.writer_mut("cannot flush")?;
+        commit::flush(self)
+    }
+
+    /// Checks every block file against the manifest (header, size) and the
+    /// recorded digests of full blocks; returns how many blocks had their
+    /// rows hashed.
+    ///
+    /// # Errors
+    /// The first problem found, naming the block file.
+    pub fn verify(&self) -> Result<u64> {
+        commit::verify(self)
+    }
+
+    /// The open block file of block `b`.
+    fn block(&self, b: usize) -> Result<Arc<BlockFile>> {
+        let slot = &self.slots[b];
+        if let Some(h) = slot.handle.get() {
+            return Ok(h.clone());
+        }
+        let path = self.dir.join(&slot.file);
+        let raw = self.kind == CollectionKind::Tensorblob;
+        let opened = BlockFile::open(&path, &self.layout, self.writer.is_some(), raw).map_err(|e| {
+            if matches!(e.kind(), crate::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound)
+                && self.writer.is_none()
+            {
+                self.input(
+                    format!(
+                        "block file {} is gone: a newer commit replaced it (reopen or refresh() to see that state)",
+                        slot.file
+                    ),
+                    "cannot read",
+                )
+            } else {
+                e
+            }
+        })?;
+        let _ = slot.handle.set(Arc::new(opened));
+        Ok(slot.handle.get().cloned().unwrap_or_else(|| unreachable!("set above")))
+    }
+
+    /// A new, empty block file for the working state.
+    fn new_slot(&mut self) -> Result<Slot> {
+        let generation = self.generation + 1;
+        let w = self.writer_mut("cannot write to")?;
+        w.seq += 1;
+        let file = format!("blk-{generation:016x}-{:08x}.dt", w.seq);
+        let header = w.header.clone();
+        let path = self.dir.join(&file);
+        let handle = BlockFile::create(&path, &self.layout, &header)?;
+        let slot =
+            Slot { file, rows: 0, sha256: None, frozen: 0, committed: false, dirty: true, handle: OnceLock::new() };
+        let _ = slot.handle.set(Arc::new(handle));
+        Ok(slot)
+    }
+
+    /// Replaces block `b` by a copy of its first `rows` rows in a new file.
+    fn copy_on_write(&mut self, b: usize, rows: u64) -> Result<()> {
+        let old = self.block(b)?;
+        let mut slot = self.new_slot()?;
+        slot.handle.get().map(|h| h.copy_rows_from(&old, &self.layout, rows)).transpose()?;
+        slot.rows = rows;
+        let previous = std::mem::replace(&mut self.slots[b], slot);
+        drop(old);
+        self.discard(previous);
+        Ok(())
+    }
+
+    /// A block of `other` shared into this collection: hard-linked when
+    /// `other` committed all of it (so its rows never change), else copied.
+    fn shared_slot(&mut self, other: &Collection, b: usize) -> Result<Slot> {
+        let theirs = &other.slots[b];
+        let cap = self.layout.block_rows;
+        if theirs.committed && theirs.frozen == cap && other.kind == CollectionKind::Deathtensors {
+            let generation = self.generation + 1;
+            let w = self.writer_mut("cannot extend")?;
+            w.seq += 1;
+            let file = format!("blk-{generation:016x}-{:08x}.dt", w.seq);
+            let path = self.dir.join(&file);
+            if std::fs::hard_link(other.dir.join(&theirs.file), &path).is_ok() {
+                // Shared: never written in place, by either collection.
+                return Ok(Slot {
+                    file,
+                    rows: cap,
+                    sha256: theirs.sha256,
+                    frozen: cap,
+                    committed: false,
+                    dirty: false,
+                    handle: OnceLock::new(),
+                });
+            }
+        }
+        let src = other.block(b)?;
+        let mut slot = self.new_slot()?;
+        slot.handle.get().map(|h| h.copy_rows_from(&src, &self.layout, cap)).transpose()?;
+        slot.rows = cap;
+        slot.sha256 = theirs.sha256.filter(|_| theirs.frozen == cap);
+        Ok(slot)
+    }
+
+    /// Lets go of a block no longer in the working state: a committed file
+    /// is removed after the next commit, any other at once.
+    fn discard(&mut self, slot: Slot) {
+        let Some(w) = self.writer.as_mut() else { return };
+        if slot.committed {
+            w.superseded.push(slot.file);
+        } else {
+            drop(slot.handle);
+            let _ = std::fs::remove_file(self.dir.join(&slot.file));
+        }
+    }
+
+    fn writer_mut(&mut self, doing: &'static str) -> Result<&mut WriterState> {
+        let dir = self.dir.clone();
+        self.writer.as_mut().ok_or_else(|| Error::input("the collection is open read-only", &dir, doing))
+    }
+
+    fn whole_rows(&self, len: usize, doing: &'static str) -> Result<u64> {
+        let rb = self.layout.row_bytes();
+        if len as u64 % rb != 0 {
+            return Err(self.input(format!("{len} bytes are not whole rows of {rb} bytes"), doing));
+        }
+        Ok(len as u64 / rb)
+    }
+
+    fn input(&self, message: String, doing: &'static str) -> Error {
+        Error::input(message, &self.dir, doing)
+    }
+}
+
+impl WriterState {
+    fn new(lock: WriterLock, layout: &RowLayout, options: CollectionOptions) -> Result<WriterState> {
+        let header =
+            layout.block_header().map_err(|e| Error::new(crate::ErrorKind::Format(e), None, "cannot create"))?;
+        Ok(WriterState {
+            _lock: lock,
+            durable: options.durable,
+            header,
+            superseded: Vec::new(),
+            seq: 0,
+            changed: false,
+        })
+    }
+}
+
+/// What the directory at `dir` holds: one of our collections, or a
+/// tensorblob directory.
+///
+/// # Errors
+/// `Io` (not found) when it is neither.
+pub fn detect(dir: &Path) -> Result<CollectionKind> {
+    if dir.join(MANIFEST_NAME).is_file() {
+        return Ok(CollectionKind::Deathtensors);
+    }
+    if tensorblob::is_tensorblob(dir) {
+        return Ok(CollectionKind::Tensorblob);
+    }
+    let why = if dir.is_dir() {
+        format!("not a collection: no {MANIFEST_NAME} (nor tensorblob's .conf and .stat)")
+    } else {
+        "no such collection directory".to_string()
+    };
+    Err(Error::io(std::io::Error::new(std::io::ErrorKind::NotFound, why), dir, "cannot open collection"))
+}

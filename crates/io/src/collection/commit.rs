@@ -1,0 +1,162 @@
+//! Committing a collection's working state, reading the committed one back,
+//! and cleaning up after an interrupted commit.
+//!
+//! A commit is: (1) sync every block file written since the last commit,
+//! (2) hash the full blocks that have no digest yet, (3) write the new
+//! manifest to a temp file, sync it, rename it over `collection.json` and
+//! sync the directory, (4) remove the block files the new manifest no
+//! longer names. A crash before the rename leaves the previous manifest in
+//! force and new block files it does not name, removed by the next writer;
+//! a crash after it leaves the new state and superseded files, likewise.
+
+use std::io::Read;
+use std::path::Path;
+
+use deathtensors_format::{check_block_name, BlockRef, Manifest, MANIFEST_NAME, MAX_MANIFEST_LEN};
+
+use super::{Collection, CollectionKind};
+use crate::atomic;
+use crate::error::{Error, ErrorKind, Result};
+use crate::hash::{sha256_file_range, threads};
+
+/// Reads and checks the manifest of the collection at `dir`.
+pub(crate) fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = dir.join(MANIFEST_NAME);
+    let doing = "cannot open collection";
+    let file = std::fs::File::open(&path).map_err(|e| Error::io(e, &path, doing))?;
+    let mut bytes = Vec::new();
+    // One byte past the limit tells a too-long manifest from one at the limit.
+    file.take(MAX_MANIFEST_LEN + 1).read_to_end(&mut bytes).map_err(|e| Error::io(e, &path, doing))?;
+    Manifest::parse(&bytes).map_err(|e| Error::format(e, &path, doing))
+}
+
+/// Whether `name` is a block file name our writers make.
+pub(crate) fn is_our_block_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix("blk-").and_then(|r| r.strip_suffix(".dt")) else { return false };
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|c| c.is_ascii_hexdigit());
+    matches!(rest.split_once('-'), Some((g, s)) if hex(g, 16) && hex(s, 8))
+}
+
+/// Removes the block files of ours that `manifest` does not name: left by a
+/// commit that was interrupted, or superseded by one whose cleanup was. Only
+/// the writer calls it, holding the lock.
+pub(crate) fn clean(dir: &Path, manifest: &Manifest) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let named: std::collections::HashSet<&str> = manifest.blocks.iter().map(|b| b.file.as_str()).collect();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if is_our_block_name(name) && !named.contains(name) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    // The manifest's own temp files are cleaned by the next atomic write.
+}
+
+pub(crate) fn flush(c: &mut Collection) -> Result<()> {
+    let Some(w) = c.writer.as_ref() else { return Ok(()) };
+    if !w.changed {
+        return Ok(());
+    }
+    let durable = w.durable;
+    // (1) the rows, then (2) the digests of full blocks.
+    let cap = c.layout.block_rows;
+    let mut to_hash = Vec::new();
+    for (b, slot) in c.slots.iter().enumerate() {
+        if slot.dirty && durable {
+            c.block(b)?.sync()?;
+        }
+        if slot.rows == cap && slot.sha256.is_none() {
+            to_hash.push(b);
+        }
+    }
+    let digests = hash_blocks(c, &to_hash)?;
+    for (b, d) in to_hash.iter().zip(digests) {
+        c.slots[*b].sha256 = Some(d);
+    }
+    // (3) the manifest.
+    let manifest = Manifest {
+        layout: c.layout.clone(),
+        generation: c.generation + 1,
+        metadata: c.metadata.clone(),
+        blocks: c.slots.iter().map(|s| BlockRef { file: s.file.clone(), rows: s.rows, sha256: s.sha256 }).collect(),
+    };
+    manifest.check().map_err(|e| Error::format(e, &c.dir, "cannot commit"))?;
+    let path = c.dir.join(MANIFEST_NAME);
+    atomic::write_file(&path, &manifest.encode(), durable).map_err(|e| Error::io(e, &path, "cannot commit"))?;
+    // Committed: the new state is the one on disk.
+    c.generation = manifest.generation;
+    for slot in &mut c.slots {
+        slot.committed = true;
+        slot.frozen = slot.rows;
+        slot.dirty = false;
+    }
+    // (4) files no longer named. A reader of an older state that has not
+    // opened one yet is told to refresh.
+    if let Some(w) = c.writer.as_mut() {
+        for file in w.superseded.drain(..) {
+            let _ = std::fs::remove_file(c.dir.join(file));
+        }
+        w.changed = false;
+    }
+    Ok(())
+}
+
+/// SHA-256 of the rows of each block in `blocks`, on all cores.
+fn hash_blocks(c: &Collection, blocks: &[usize]) -> Result<Vec<[u8; 32]>> {
+    let handles = blocks.iter().map(|&b| c.block(b)).collect::<Result<Vec<_>>>()?;
+    let bytes = c.layout.block_bytes();
+    let workers = threads().min(handles.len()).max(1);
+    let results: Vec<Result<(usize, [u8; 32])>> = std::thread::scope(|s| {
+        let jobs: Vec<_> = (0..workers)
+            .map(|t| {
+                let handles = &handles;
+                s.spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut out = Vec::new();
+                    for (i, h) in handles.iter().enumerate().skip(t).step_by(workers) {
+                        let d = sha256_file_range(&h.file, h.data_start, bytes, &mut buf, &mut |_| {})
+                            .map_err(|e| Error::io(e, &h.path, "cannot hash"));
+                        out.push(d.map(|d| (i, d)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        jobs.into_iter().flat_map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    let mut out = vec![[0u8; 32]; handles.len()];
+    for r in results {
+        let (i, d) = r?;
+        out[i] = d;
+    }
+    Ok(out)
+}
+
+/// Checks every block file and every recorded digest.
+pub(crate) fn verify(c: &Collection) -> Result<u64> {
+    let mut hashed = Vec::new();
+    for (b, slot) in c.slots.iter().enumerate() {
+        if c.kind == CollectionKind::Deathtensors {
+            check_block_name(&slot.file).map_err(|e| Error::input(e, &c.dir, "cannot verify"))?;
+        }
+        c.block(b)?;
+        if slot.sha256.is_some() && slot.rows == c.layout.block_rows {
+            hashed.push(b);
+        }
+    }
+    let digests = hash_blocks(c, &hashed)?;
+    for (&b, actual) in hashed.iter().zip(digests) {
+        let slot = &c.slots[b];
+        let expected = slot.sha256.unwrap_or_default();
+        if expected != actual {
+            let path = c.dir.join(&slot.file);
+            return Err(Error::new(
+                ErrorKind::TensorDigestMismatch { tensor: format!("block {b} ({})", slot.file), expected, actual },
+                Some(&path),
+                "cannot verify",
+            ));
+        }
+    }
+    Ok(hashed.len() as u64)
+}

@@ -1,0 +1,59 @@
+//! Appendable collections: the basics (the model-based and hostile-input
+//! tests are in `collection_model.rs` and `collection_hostile.rs`).
+
+use deathtensors_io::format::{Dtype, RowLayout};
+use deathtensors_io::{Collection, CollectionOptions, ErrorKind};
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("dt-coll-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn rows(start: u8, n: usize, width: usize) -> Vec<u8> {
+    (0..n).flat_map(|i| vec![start.wrapping_add(i as u8); width]).collect()
+}
+
+#[test]
+fn append_flush_reopen_and_overwrite_copies_committed_blocks() {
+    let dir = tmp("basic");
+    let layout = RowLayout::new(Dtype::U8, vec![4], 3).unwrap();
+    let mut w = Collection::create(&dir, layout, CollectionOptions::default()).unwrap();
+    w.write_rows(0, &rows(0, 7, 4)).unwrap();
+    assert_eq!(w.rows(), 7);
+    // Not committed yet: a reader sees the empty collection.
+    assert_eq!(Collection::open(&dir).unwrap().rows(), 0);
+    w.flush().unwrap();
+    let r = Collection::open(&dir).unwrap();
+    assert_eq!(r.rows(), 7);
+    // Overwrite committed rows 2..5, spanning two blocks.
+    w.write_rows(2, &rows(100, 3, 4)).unwrap();
+    let mut all = vec![0u8; 28];
+    r.read_rows(0, &mut all).unwrap();
+    assert_eq!(all, rows(0, 7, 4), "the reader's snapshot must not change before the commit");
+    w.flush().unwrap();
+    // The old reader still reads its snapshot through open handles...
+    r.read_rows(0, &mut all).unwrap();
+    assert_eq!(all, rows(0, 7, 4));
+    // ...and a new one the new state.
+    let r2 = Collection::open(&dir).unwrap();
+    r2.read_rows(0, &mut all).unwrap();
+    let mut want = rows(0, 7, 4);
+    want[8..20].copy_from_slice(&rows(100, 3, 4));
+    assert_eq!(all, want);
+    assert_eq!(r2.verify().unwrap(), 2, "two full blocks have digests");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn second_writer_is_refused_naming_the_lock() {
+    let dir = tmp("lock");
+    let layout = RowLayout::new(Dtype::F32, vec![2], 8).unwrap();
+    let w = Collection::create(&dir, layout, CollectionOptions::default()).unwrap();
+    let err = Collection::open_writable(&dir, CollectionOptions::default()).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::Locked(_)), "{err}");
+    assert!(err.to_string().contains("writer.lock"), "{err}");
+    drop(w);
+    Collection::open_writable(&dir, CollectionOptions::default()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
