@@ -718,7 +718,7 @@ impl Collection {
 
     fn whole_rows(&self, len: usize, doing: &'static str) -> Result<u64> {
         let rb = self.layout.row_bytes();
-        if len as u64 % rb != 0 {
+        if !(len as u64).is_multiple_of(rb) {
             return Err(self.input(format!("{len} bytes are not whole rows of {rb} bytes"), doing));
         }
         Ok(len as u64 / rb)
