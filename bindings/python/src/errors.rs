@@ -45,6 +45,7 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         ErrorKind::NotEncrypted => raise(py, "NotEncryptedError", message),
         ErrorKind::TensorNotFound(_) => raise(py, "TensorNotFoundError", message),
         ErrorKind::NoChecksum { .. } => raise(py, "NoChecksumError", message),
+        ErrorKind::Locked(_) => raise(py, "LockedError", message),
         _ => raise(py, "DeathTensorsError", message),
     }
 }

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod arena;
 mod cli;
+mod collection;
 mod errors;
 mod keys;
 mod reader;
@@ -17,6 +18,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reader::PyReader>()?;
     m.add_class::<reader::PyRegion>()?;
     m.add_class::<arena::PyArena>()?;
+    m.add_class::<collection::PyCollection>()?;
     m.add_function(wrap_pyfunction!(writer::save, m)?)?;
     m.add_class::<keys::PyKeyRing>()?;
     m.add_function(wrap_pyfunction!(keys::generate_key, m)?)?;

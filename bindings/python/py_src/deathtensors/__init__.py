@@ -4,6 +4,7 @@ Opening a file never runs code: a fixed binary prefix, a JSON header, raw
 tensor bytes. See :func:`save`, :func:`open` and :class:`DtFile`.
 """
 
+from ._blob import TensorBlob
 from ._file import DtFile, open, save, save_file, sign_file
 from ._keys import KeyRing, Passphrase, fingerprint, generate_key, public_key, register_keys
 from ._native import CREATED_BY, __version__
@@ -13,6 +14,7 @@ from .errors import (
     DeathTensorsError,
     FormatError,
     IntegrityError,
+    LockedError,
     NoChecksumError,
     NoKeyError,
     NotEncryptedError,
@@ -31,6 +33,8 @@ __all__ = [
     "save_sharded",
     "open_sharded",
     "ShardedFile",
+    "TensorBlob",
+    "LockedError",
     "DeathTensorsError",
     "FormatError",
     "IntegrityError",

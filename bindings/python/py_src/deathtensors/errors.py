@@ -42,6 +42,11 @@ class NoChecksumError(DeathTensorsError):
     """A check was asked for but the file carries no checksum of that kind."""
 
 
+class LockedError(DeathTensorsError, BlockingIOError):
+    """A collection is open for writing elsewhere (another process, thread
+    or handle): one writer at a time. The message names the lock file."""
+
+
 class TensorNotFoundError(DeathTensorsError, KeyError):
     """No tensor of that name in the file."""
 
@@ -55,6 +60,7 @@ __all__ = [
     "IntegrityError",
     "NoChecksumError",
     "TensorNotFoundError",
+    "LockedError",
     "DecryptionError",
     "NoKeyError",
     "SignatureError",

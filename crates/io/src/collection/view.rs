@@ -39,3 +39,10 @@ impl RowsView {
         self.rows
     }
 }
+
+impl RowsView {
+    /// The mapping itself, for callers that hand it on (the Python arena).
+    pub fn into_map(self) -> PrivateMap {
+        self.map
+    }
+}
