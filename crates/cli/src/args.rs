@@ -166,6 +166,102 @@ The file is replaced atomically; its data is copied, not re-encoded.
 Examples:
   deathtensors sign model.dt --with publisher.jwk")]
     Sign(SignArgs),
+
+    /// Appendable collections of rows (directories): create, append, truncate, export, convert.
+    #[command(after_help = "\
+A collection is a directory of same-shaped rows (embeddings, dataset features) that
+grows by appending; Python's deathtensors.TensorBlob reads and writes it like a file.
+Every command commits atomically: a crash leaves the collection as it was before.
+`inspect`, `verify` and `convert` take collection directories too, and tensorblob's
+directories read-only.
+
+Examples:
+  deathtensors blob create emb --dtype F32 --shape 768
+  deathtensors blob create emb --from embeddings.safetensors --tensor emb
+  deathtensors blob append emb more.dt
+  deathtensors blob truncate emb 1000
+  deathtensors blob export emb first.safetensors --rows 0:1000
+  deathtensors blob convert old_tensorblob_dir emb")]
+    Blob(BlobArgs),
+}
+
+/// Options of `blob`.
+#[derive(Debug, Args)]
+pub struct BlobArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: BlobCommand,
+}
+
+/// A `blob` subcommand.
+#[derive(Debug, Subcommand)]
+pub enum BlobCommand {
+    /// Create a collection: from --dtype and --shape, or from a tensor of a file (its rows).
+    Create {
+        /// The directory to create.
+        dir: PathBuf,
+        /// The rows' dtype (F32, BF16, F8_E4M3, ... or torch's names: float32, bfloat16).
+        #[arg(long)]
+        dtype: Option<String>,
+        /// The shape of one row: 768, or 3,224,224.
+        #[arg(long)]
+        shape: Option<String>,
+        /// Rows per block file.
+        #[arg(long, default_value_t = deathtensors_io::format::DEFAULT_BLOCK_ROWS)]
+        block_rows: u64,
+        /// Take dtype, row shape and the rows from a tensor of this file ([rows, ...row]).
+        #[arg(long, value_name = "FILE")]
+        from: Option<PathBuf>,
+        /// The tensor of --from [default: its only tensor].
+        #[arg(long)]
+        tensor: Option<String>,
+    },
+    /// Append the rows of a file's tensors ([n, ...row] or one row) to a collection.
+    Append {
+        /// The collection.
+        dir: PathBuf,
+        /// A deathtensors or safetensors file.
+        file: PathBuf,
+        /// Only this tensor [default: every tensor, in header order].
+        #[arg(long)]
+        tensor: Option<String>,
+    },
+    /// Cut a collection to its first ROWS rows.
+    Truncate {
+        /// The collection.
+        dir: PathBuf,
+        /// The rows to keep.
+        rows: u64,
+    },
+    /// Write rows of a collection as one tensor of a deathtensors or safetensors file.
+    Export {
+        /// The collection (ours or tensorblob's).
+        dir: PathBuf,
+        /// The file to write (replaced atomically).
+        output: PathBuf,
+        /// Which rows: A:B, A:, :B or N (the first N) [default: all].
+        #[arg(long)]
+        rows: Option<String>,
+        /// The tensor's name.
+        #[arg(long, default_value = "rows")]
+        name: String,
+        /// The output format [default: safetensors for a .safetensors OUT, else deathtensors].
+        #[arg(long, value_enum)]
+        to: Option<FormatArg>,
+        /// Record a SHA-256 digest and footer (deathtensors).
+        #[arg(long)]
+        checksum: bool,
+    },
+    /// Copy a collection (or a tensorblob directory) into a new collection.
+    Convert {
+        /// The collection to read.
+        input: PathBuf,
+        /// The new collection's directory.
+        output: PathBuf,
+        /// Rows per block file [default: the input's].
+        #[arg(long)]
+        block_rows: Option<u64>,
+    },
 }
 
 /// Options of `keygen`.

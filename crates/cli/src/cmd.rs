@@ -1,5 +1,6 @@
 //! One module per subcommand, each with `run(args) -> anyhow::Result<ExitCode>`.
 
+mod blob;
 mod cat;
 mod convert;
 mod crypt;
@@ -28,5 +29,6 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Encrypt(args) => crypt::encrypt(args),
         Command::Decrypt(args) => convert::run_with(args, true),
         Command::Sign(args) => crypt::sign(args),
+        Command::Blob(args) => blob::run(args),
     }
 }

@@ -16,6 +16,7 @@
 
 mod args;
 mod cmd;
+mod collection;
 mod copy;
 mod exit;
 mod keys;

@@ -37,6 +37,7 @@ mod block;
 mod commit;
 mod lock;
 mod tensorblob;
+mod transfer;
 mod view;
 
 use std::path::{Path, PathBuf};
@@ -742,6 +743,12 @@ impl WriterState {
             changed: false,
         })
     }
+}
+
+/// The dtype of a name: ours (`"F32"`, `"BF16"`) or torch's, as tensorblob
+/// stores them (`"float32"`, `"bfloat16"`, `"float"`).
+pub fn dtype_from_name(name: &str) -> Option<deathtensors_format::Dtype> {
+    deathtensors_format::Dtype::from_name(name).or_else(|| tensorblob::dtype_of_torch_name(name))
 }
 
 /// What the directory at `dir` holds: one of our collections, or a

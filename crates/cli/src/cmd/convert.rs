@@ -33,6 +33,23 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
 /// plaintext of an encrypted file, so that no conversion drops encryption
 /// by accident.
 pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
+    if !decrypt && crate::collection::is_collection(&args.input) {
+        // A collection becomes a collection (OUT without an extension) or
+        // one tensor of a file.
+        let format = match args.to {
+            Some(FormatArg::Deathtensors) => Some(Format::Deathtensors),
+            Some(FormatArg::Safetensors) => Some(Format::Safetensors),
+            None => format_of(&args.output),
+        };
+        if args.output.extension().is_some() && format.is_none() {
+            bail!(
+                "cannot tell the output format of {}: name it .safetensors or .dt to export the rows, \
+                 or give a directory without an extension for a new collection",
+                args.output.display()
+            );
+        }
+        return crate::collection::convert(&args.input, &args.output, format, args.checksum, None);
+    }
     let format = match args.to {
         Some(FormatArg::Deathtensors) => Format::Deathtensors,
         Some(FormatArg::Safetensors) => Format::Safetensors,

@@ -14,6 +14,9 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     if crate::sharded::is_index(&args.file) {
         return crate::sharded::inspect(&args.file, args.json);
     }
+    if crate::collection::is_collection(&args.file) {
+        return crate::collection::inspect(&args.file, args.json);
+    }
     let reader = crate::keys::open(&args.file)?;
     let mut out = Out::new();
     if args.json {

@@ -46,6 +46,9 @@ impl Mismatch {
 }
 
 pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    if crate::collection::is_collection(&args.file) {
+        return crate::collection::verify(&args.file, args.allow_missing, args.json);
+    }
     if crate::sharded::is_index(&args.file) {
         return crate::sharded::verify(&args.file, args.allow_missing, args.json);
     }

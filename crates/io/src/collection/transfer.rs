@@ -1,0 +1,97 @@
+//! Moving rows between a collection and ordinary files: export rows as one
+//! tensor of a deathtensors or safetensors file, and append the rows of a
+//! file's tensor. Both stream through a bounded buffer, so the CLI and
+//! Python share one implementation that never holds a collection in memory.
+
+use std::ops::Range;
+use std::path::Path;
+
+use deathtensors_format::{Header, TensorSpec};
+
+use super::Collection;
+use crate::error::Result;
+use crate::{Reader, WriteOptions, Writer};
+
+/// Bytes moved per step.
+const STEP: u64 = 8 << 20;
+
+impl Collection {
+    /// Writes rows `range` as one tensor `name` of shape `[rows, *row shape]`
+    /// to a new file at `path` (format, checksum and the rest from
+    /// `options`), streaming and atomically.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a range past the end; as [`Writer`] otherwise.
+    pub fn export(
+        &self,
+        range: Range<u64>,
+        name: &str,
+        path: impl AsRef<Path>,
+        options: &WriteOptions,
+    ) -> Result<Header> {
+        let path = path.as_ref();
+        if range.start > range.end || range.end > self.rows() {
+            return Err(self.input(
+                format!("rows {}..{} are not within the {} rows", range.start, range.end, self.rows()),
+                "cannot export",
+            ));
+        }
+        let mut shape = vec![range.end - range.start];
+        shape.extend_from_slice(&self.layout.shape);
+        let mut writer = Writer::create(path, vec![TensorSpec::new(name, self.layout.dtype, shape)], options)?;
+        let rb = self.layout.row_bytes();
+        let chunk = (STEP / rb).max(1) * rb;
+        writer.write_tensor_with(name, chunk as usize, |done, buf| self.read_rows(range.start + done / rb, buf))?;
+        let header = writer.header().clone();
+        writer.finish()?;
+        Ok(header)
+    }
+
+    /// Appends the rows of tensor `name` of `reader`: a tensor of the
+    /// collection's dtype whose shape is `[n, *row shape]` (n rows) or the
+    /// row shape itself (one row). Returns the rows appended.
+    ///
+    /// # Errors
+    /// `InvalidInput` if the dtype or shape do not fit; as the reader's
+    /// reads otherwise.
+    pub fn append_tensor(&mut self, reader: &Reader, name: &str) -> Result<u64> {
+        let doing = "cannot append to";
+        let t = reader.tensor(name)?;
+        let info = t.info;
+        let shape = &self.layout.shape;
+        let rows = if info.shape == *shape {
+            1
+        } else if info.shape.len() == shape.len() + 1 && info.shape[1..] == shape[..] {
+            info.shape[0]
+        } else {
+            return Err(self.input(
+                format!(
+                    "tensor {name:?} of {} has shape {:?}; rows of this collection are {:?} (a batch is [n, ...row])",
+                    reader.path().display(),
+                    info.shape,
+                    shape
+                ),
+                doing,
+            ));
+        };
+        if info.dtype != self.layout.dtype {
+            return Err(self.input(
+                format!("tensor {name:?} holds {} values, the collection {}", info.dtype, self.layout.dtype),
+                doing,
+            ));
+        }
+        let rb = self.layout.row_bytes();
+        let step = (STEP / rb).max(1);
+        let mut buf = vec![0u8; (step.min(rows) * rb) as usize];
+        let mut at = 0;
+        while at < rows {
+            let n = step.min(rows - at);
+            let part = &mut buf[..(n * rb) as usize];
+            reader.read_range_into(name, at * rb, part)?;
+            let end = self.rows();
+            self.write_rows(end, part)?;
+            at += n;
+        }
+        Ok(rows)
+    }
+}
