@@ -175,7 +175,9 @@ impl PyCollection {
             return Err(PyBufferError::new_err("indices must be a C-contiguous int64 buffer"));
         }
         let list: Vec<u64> = idx.to_vec(py)?.into_iter().map(|i| i as u64).collect();
-        let len = (list.len() as u64).checked_mul(c.layout().row_bytes()).ok_or_else(|| PyValueError::new_err("too many rows"))?;
+        let len = (list.len() as u64)
+            .checked_mul(c.layout().row_bytes())
+            .ok_or_else(|| PyValueError::new_err("too many rows"))?;
         let mut arena = PyArena::new(usize::try_from(len).map_err(|_| PyValueError::new_err("too many rows"))?)?;
         // SAFETY: the arena was just made and is not exported yet.
         let buf = unsafe { arena.as_mut_slice() };
