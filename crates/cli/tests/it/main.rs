@@ -3,6 +3,7 @@
 //! `deathtensors_io::save`, and checks its stdout, stderr and exit code.
 
 mod cat;
+mod collection;
 mod convert;
 mod crypt;
 mod diff;
