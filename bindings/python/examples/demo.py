@@ -69,6 +69,18 @@ def main():
         with torch.no_grad():
             assert torch.equal(fresh(x), expected)
         print("loaded secret.dt (encrypted, sealed, signed) into a fresh model: outputs identical")
+
+        # A growing collection of embeddings: the model's outputs, appended
+        # batch by batch, then inspected, verified and exported.
+        with dt.TensorBlob.open(d / "embeddings", "w", dtype="float32", shape=64, block_size=8) as blob:
+            for batch in expected:
+                blob.write(batch)
+        sh(cli, "inspect", d / "embeddings")
+        sh(cli, "verify", d / "embeddings")
+        sh(cli, "blob", "export", d / "embeddings", d / "embeddings.safetensors", "--rows", "0:10")
+        with dt.TensorBlob.open(d / "embeddings", "r") as blob:
+            assert len(blob) == 15 and torch.equal(blob[3:6], expected[1]) and torch.equal(blob[-1], expected[-1, -1])
+        print("appended 15 embeddings to a collection, read them back by index: identical")
     print("demo: ok")
 
 
