@@ -1,5 +1,6 @@
 //! Integration tests of `deathtensors-format`.
 
+mod collection;
 mod crypt;
 mod fixtures;
 mod fuzz_regressions;

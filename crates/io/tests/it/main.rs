@@ -1,6 +1,9 @@
 //! Integration tests of `deathtensors-io`.
 
 mod collection;
+mod collection_hostile;
+mod collection_model;
+mod collection_snapshot;
 mod crypt;
 mod cryptotensors;
 mod fixtures;
