@@ -626,12 +626,6 @@ def test_durable_commit_syncs_rows_then_manifest_then_directory(tmp_path):
     assert renames == 3 and unlinked_old >= 3 and not dir_sync_pending, (renames, unlinked_old)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open_writable's cleanup removes only block files: the manifest temp file a commit killed "
-    "between linkat and rename leaves (.collection.json.<pid>.<n>.dt-tmp) stays until the next commit "
-    "that changes something (atomic.rs clean_stale), not cleaned at the next open",
-)
 def test_manifest_temp_of_a_killed_commit_is_cleaned_at_next_open(tmp_path):
     strace = strace_or_skip()
     sources = make_sources(tmp_path, 4, random.Random(SEED))

@@ -202,23 +202,22 @@ impl Collection {
     pub fn create(dir: impl AsRef<Path>, layout: RowLayout, options: CollectionOptions) -> Result<Collection> {
         let dir = dir.as_ref();
         let doing = "cannot create collection";
-        let existing = dir.join(MANIFEST_NAME).exists();
-        if !existing {
-            if dir.exists() {
-                let entries = std::fs::read_dir(dir).map_err(|e| Error::io(e, dir, doing))?;
-                let others = entries.flatten().any(|e| e.file_name() != lock::LOCK_NAME);
-                if others {
-                    let what = if detect(dir).ok() == Some(CollectionKind::Tensorblob) {
-                        "this is a tensorblob directory: convert it instead (`deathtensors blob convert`)"
-                    } else {
-                        "the directory exists, is not empty and is not a collection: nothing was written"
-                    };
-                    return Err(Error::input(what, dir, doing));
-                }
+        if !dir.join(MANIFEST_NAME).exists() && dir.exists() {
+            let entries = std::fs::read_dir(dir).map_err(|e| Error::io(e, dir, doing))?;
+            let others = entries.flatten().any(|e| e.file_name() != lock::LOCK_NAME);
+            if others {
+                let what = if detect(dir).ok() == Some(CollectionKind::Tensorblob) {
+                    "this is a tensorblob directory: convert it instead (`deathtensors blob convert`)"
+                } else {
+                    "the directory exists, is not empty and is not a collection: nothing was written"
+                };
+                return Err(Error::input(what, dir, doing));
             }
-            std::fs::create_dir_all(dir).map_err(|e| Error::io(e, dir, doing))?;
         }
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(e, dir, doing))?;
         let lock = WriterLock::acquire(dir)?;
+        // Decided under the lock: another writer may have created it meanwhile.
+        let existing = dir.join(MANIFEST_NAME).exists();
         let mut writer = WriterState::new(lock, &layout, options)?;
         if existing {
             let old = commit::read_manifest(dir)?;

@@ -46,11 +46,13 @@ pub(crate) fn clean(dir: &Path, manifest: &Manifest) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if is_our_block_name(name) && !named.contains(name) {
+        // A manifest temp file (`.collection.json.<pid>.<n>.dt-tmp`) is a
+        // dead writer's: the lock is ours.
+        let manifest_temp = name.starts_with(".collection.json.") && name.ends_with(".dt-tmp");
+        if (is_our_block_name(name) && !named.contains(name)) || manifest_temp {
             let _ = std::fs::remove_file(entry.path());
         }
     }
-    // The manifest's own temp files are cleaned by the next atomic write.
 }
 
 pub(crate) fn flush(c: &mut Collection) -> Result<()> {
@@ -82,6 +84,11 @@ pub(crate) fn flush(c: &mut Collection) -> Result<()> {
         blocks: c.slots.iter().map(|s| BlockRef { file: s.file.clone(), rows: s.rows, sha256: s.sha256 }).collect(),
     };
     manifest.check().map_err(|e| Error::format(e, &c.dir, "cannot commit"))?;
+    if durable && c.slots.iter().any(|s| !s.committed) {
+        // The new block files' names are durable before the manifest that
+        // names them can be (POSIX orders nothing across a rename).
+        atomic::sync_dir(&c.dir).map_err(|e| Error::io(e, &c.dir, "cannot commit"))?;
+    }
     let path = c.dir.join(MANIFEST_NAME);
     atomic::write_file(&path, &manifest.encode(), durable).map_err(|e| Error::io(e, &path, "cannot commit"))?;
     // Committed: the new state is the one on disk.
