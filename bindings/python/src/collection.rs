@@ -13,6 +13,9 @@ use pyo3::prelude::*;
 use crate::arena::PyArena;
 use crate::errors::{error, IntoPy};
 
+/// One block as Python sees it: path, rows, sha256 hex, committed.
+type BlockRow = (PathBuf, u64, Option<String>, bool);
+
 /// An open collection; `None` once closed.
 #[pyclass(name = "Collection", module = "deathtensors._native")]
 #[derive(Debug)]
@@ -254,7 +257,7 @@ impl PyCollection {
     }
 
     /// `(path, rows, sha256 hex or None, committed)` per block.
-    fn blocks(&self) -> PyResult<Vec<(PathBuf, u64, Option<String>, bool)>> {
+    fn blocks(&self) -> PyResult<Vec<BlockRow>> {
         Ok(self
             .get()?
             .blocks()

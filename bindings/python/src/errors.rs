@@ -34,9 +34,10 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
             None => PyOSError::new_err(message),
         },
         ErrorKind::Format(_) | ErrorKind::Decompress(_) => raise(py, "FormatError", message),
-        ErrorKind::ChecksumMismatch { .. } | ErrorKind::TensorDigestMismatch { .. } | ErrorKind::TagTableMismatch => {
-            raise(py, "IntegrityError", message)
-        }
+        ErrorKind::ChecksumMismatch { .. }
+        | ErrorKind::TensorDigestMismatch { .. }
+        | ErrorKind::BlockDigestMismatch { .. }
+        | ErrorKind::TagTableMismatch => raise(py, "IntegrityError", message),
         ErrorKind::NoKey { .. } => raise(py, "NoKeyError", message),
         ErrorKind::Decrypt { .. } => raise(py, "DecryptionError", message),
         ErrorKind::BadSignature { .. } | ErrorKind::Unsigned | ErrorKind::UntrustedSigner { .. } => {

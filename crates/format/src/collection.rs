@@ -23,6 +23,9 @@ pub const MANIFEST_NAME: &str = "collection.json";
 /// The value of the manifest's `format` field.
 pub const COLLECTION_FORMAT: &str = "deathtensors-collection";
 
+/// The writer lock's file name inside a collection directory.
+pub const LOCK_NAME: &str = "writer.lock";
+
 /// The name of the one tensor in a block file.
 pub const BLOCK_TENSOR: &str = "rows";
 
@@ -32,14 +35,16 @@ pub const BLOCK_ALIGNMENT: u64 = 4096;
 /// The default rows per block file (tensorblob's default).
 pub const DEFAULT_BLOCK_ROWS: u64 = 8192;
 
-/// Most block files one manifest may list (2^24: 16 million). With the
-/// default block size of 8192 rows that is 137 billion rows.
-pub const MAX_BLOCKS: u64 = 1 << 24;
+/// Most block files one manifest may list (2^20: a million). With the
+/// default block size of 8192 rows that is 8.6 billion rows; a million
+/// entries of the longest names encode to about 250 MB, within
+/// [`MAX_MANIFEST_LEN`].
+pub const MAX_BLOCKS: u64 = 1 << 20;
 
 /// The largest block file, in bytes of rows (1 TiB).
 pub const MAX_BLOCK_BYTES: u64 = 1 << 40;
 
-/// Longest manifest accepted (256 MiB: 16 million blocks of ~120 bytes).
+/// Longest manifest accepted (256 MiB).
 pub const MAX_MANIFEST_LEN: u64 = 256 << 20;
 
 /// Longest block file name.
@@ -81,8 +86,11 @@ impl RowLayout {
         if numel == 0 {
             return Err(invalid(alloc::format!("row shape {:?} has no elements", self.shape)));
         }
-        let row = self.dtype.byte_len(numel).map_err(|_| {
-            invalid(alloc::format!("a row of {numel} {} elements is not a whole number of bytes", self.dtype))
+        let row = self.dtype.byte_len(numel).map_err(|e| match e.kind() {
+            ErrorKind::Overflow { .. } => {
+                invalid(alloc::format!("a row of {numel} {} elements overflows its byte length", self.dtype))
+            }
+            _ => invalid(alloc::format!("a row of {numel} {} elements is not a whole number of bytes", self.dtype)),
         })?;
         if self.block_rows == 0 {
             return Err(invalid("block_rows must be at least 1".into()));
@@ -143,6 +151,9 @@ impl RowLayout {
     /// `InvalidCollection` saying what differs.
     pub fn check_block(&self, head: &Head) -> Result<u64> {
         let tensors = head.header.tensors();
+        if head.header.format() != crate::Format::Deathtensors {
+            return Err(invalid("a block file must be a deathtensors v1 file".into()));
+        }
         if head.flags != Flags::EMPTY && head.flags != Flags::CHECKSUM {
             return Err(invalid("a block file must not be compressed, encrypted or signed".into()));
         }
@@ -208,6 +219,17 @@ impl Manifest {
         }
     }
 
+    /// Checks a manifest's length before reading it.
+    ///
+    /// # Errors
+    /// `LimitExceeded` over [`MAX_MANIFEST_LEN`].
+    pub fn check_len(len: u64) -> Result<()> {
+        if len > MAX_MANIFEST_LEN {
+            return Err(Error::limit("manifest length", len, MAX_MANIFEST_LEN));
+        }
+        Ok(())
+    }
+
     /// Parses and checks a manifest (docs/FORMAT.md section 13.2).
     ///
     /// # Errors
@@ -215,9 +237,7 @@ impl Manifest {
     /// malformed JSON; `InvalidCollection` for a manifest that breaks a rule,
     /// saying which.
     pub fn parse(json: &[u8]) -> Result<Manifest> {
-        if json.len() as u64 > MAX_MANIFEST_LEN {
-            return Err(Error::limit("manifest length", json.len() as u64, MAX_MANIFEST_LEN));
-        }
+        Manifest::check_len(json.len() as u64)?;
         let doc = tree(json, "collection manifest")?;
         let Tree::Object(fields) = &doc else { return Err(invalid("the manifest is not a JSON object".into())) };
         const KNOWN: [&str; 8] =
@@ -278,6 +298,9 @@ impl Manifest {
     pub fn check(&self) -> Result<()> {
         self.layout.check()?;
         let n = self.blocks.len();
+        if n as u64 > MAX_BLOCKS {
+            return Err(Error::limit("block count", n as u64, MAX_BLOCKS));
+        }
         let mut names: Vec<&str> = Vec::with_capacity(n);
         for (i, b) in self.blocks.iter().enumerate() {
             check_block_name(&b.file).map_err(|e| invalid(alloc::format!("blocks[{i}].file {:?}: {e}", b.file)))?;
@@ -303,6 +326,21 @@ impl Manifest {
             return Err(invalid(alloc::format!("block file {:?} is listed twice", w[0])));
         }
         Ok(())
+    }
+
+    /// [`Manifest::encode`], refusing a manifest that readers would refuse:
+    /// one that breaks [`Manifest::check`] or encodes to more than
+    /// [`MAX_MANIFEST_LEN`] bytes (metadata too large).
+    ///
+    /// # Errors
+    /// As [`Manifest::check`]; `LimitExceeded` for the length.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        self.check()?;
+        let bytes = self.encode();
+        if bytes.len() as u64 > MAX_MANIFEST_LEN {
+            return Err(Error::limit("manifest length", bytes.len() as u64, MAX_MANIFEST_LEN));
+        }
+        Ok(bytes)
     }
 
     /// The manifest as JSON: compact, fields in a fixed order, one block a
@@ -350,8 +388,8 @@ impl Manifest {
 }
 
 /// Checks a block file name: 1 to [`MAX_BLOCK_NAME_LEN`] ASCII letters,
-/// digits, `-`, `_` and `.`, not starting with `.`, and not the manifest's
-/// name. So a name is never a path, a hidden file or a temp file.
+/// digits, `-`, `_` and `.`, not starting with `.`, and neither the
+/// manifest's nor the lock's name. So a name is never a path, a hidden file or a temp file.
 ///
 /// # Errors
 /// A phrase saying what is wrong.
@@ -365,8 +403,8 @@ pub fn check_block_name(name: &str) -> core::result::Result<(), &'static str> {
     if !name.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')) {
         return Err("a block file name has only ASCII letters, digits, '-', '_' and '.'");
     }
-    if name == MANIFEST_NAME {
-        return Err("a block file cannot be the manifest");
+    if name == MANIFEST_NAME || name == LOCK_NAME {
+        return Err("a block file cannot be the manifest or the lock file");
     }
     Ok(())
 }

@@ -67,7 +67,8 @@ mod tree;
 pub use crate::{
     collection::{
         check_block_name, BlockRef, Manifest, RowLayout, BLOCK_ALIGNMENT, BLOCK_TENSOR, COLLECTION_FORMAT,
-        DEFAULT_BLOCK_ROWS, MANIFEST_NAME, MAX_BLOCKS, MAX_BLOCK_BYTES, MAX_BLOCK_NAME_LEN, MAX_MANIFEST_LEN,
+        DEFAULT_BLOCK_ROWS, LOCK_NAME, MANIFEST_NAME, MAX_BLOCKS, MAX_BLOCK_BYTES, MAX_BLOCK_NAME_LEN,
+        MAX_MANIFEST_LEN,
     },
     crypt::{
         chunk_count, chunk_nonce, chunk_range, mac_prefix, sealed_aad, sealed_nonce, wrap_info, Argon2Params, ChunkAad,

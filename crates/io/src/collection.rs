@@ -323,8 +323,9 @@ impl Collection {
     pub fn read_rows(&self, start: u64, out: &mut [u8]) -> Result<()> {
         let n = self.whole_rows(out.len(), "cannot read")?;
         if start.checked_add(n).is_none_or(|end| end > self.rows()) {
-            return Err(self
-                .input(format!("rows {start}..{} are past the end ({} rows)", start + n, self.rows()), "cannot read"));
+            return Err(
+                self.input(format!("{n} rows from row {start} run past the end ({} rows)", self.rows()), "cannot read")
+            );
         }
         let rb = self.layout.row_bytes() as usize;
         let cap = self.layout.block_rows;
@@ -388,11 +389,14 @@ impl Collection {
         let Some(slot) = self.slots.get(b as usize) else {
             return Err(self.input(format!("row {start} is past the end ({} rows)", self.rows()), doing));
         };
-        if o + count > slot.frozen.min(slot.rows) {
-            let why = if o + count > cap {
-                format!("rows {start}..{} span two blocks of {cap} rows", start + count)
+        let end = o.checked_add(count);
+        if end.is_none_or(|end| end > slot.frozen.min(slot.rows)) {
+            let why = if end.is_none_or(|end| end > cap) {
+                format!("{count} rows from row {start} span more than one block of {cap} rows")
+            } else if end.is_some_and(|end| end > slot.rows) {
+                format!("{count} rows from row {start} run past the end ({} rows)", self.rows())
             } else {
-                format!("rows {start}..{} are not committed yet: flush() first", start + count)
+                format!("{count} rows from row {start} are not committed yet: flush() first")
             };
             return Err(self.input(why, doing));
         }
@@ -414,7 +418,9 @@ impl Collection {
         let n = self.whole_rows(data.len(), doing)?;
         let rows = self.rows();
         if start > rows {
-            return Err(self.input(format!("cannot write at row {start}: past the end ({rows} rows)"), doing));
+            return Err(
+                self.input(format!("row {start} is past the end ({rows} rows): write at most at the end"), doing)
+            );
         }
         let rb = self.layout.row_bytes() as usize;
         let cap = self.layout.block_rows;
@@ -622,9 +628,9 @@ impl Collection {
         let path = self.dir.join(&slot.file);
         let raw = self.kind == CollectionKind::Tensorblob;
         let opened = BlockFile::open(&path, &self.layout, self.writer.is_some(), raw).map_err(|e| {
-            if matches!(e.kind(), crate::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound)
-                && self.writer.is_none()
-            {
+            let gone = matches!(e.kind(), crate::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound);
+            let newer = || commit::read_manifest(&self.dir).is_ok_and(|m| m.generation != self.generation);
+            if gone && self.writer.is_none() && self.kind == CollectionKind::Deathtensors && newer() {
                 self.input(
                     format!(
                         "block file {} is gone: a newer commit replaced it (reopen or refresh() to see that state)",

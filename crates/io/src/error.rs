@@ -42,6 +42,15 @@ pub enum ErrorKind {
         /// The digest of the bytes.
         actual: [u8; 32],
     },
+    /// A collection's block does not match the `sha256` its manifest records.
+    BlockDigestMismatch {
+        /// The block: its number and file name.
+        block: String,
+        /// The digest in the manifest.
+        expected: [u8; 32],
+        /// The digest of its rows.
+        actual: [u8; 32],
+    },
     /// There is no tensor of this name in the file.
     TensorNotFound(String),
     /// The file has no checksum of the requested kind.
@@ -132,6 +141,7 @@ impl Error {
             ErrorKind::Format(_)
                 | ErrorKind::ChecksumMismatch { .. }
                 | ErrorKind::TensorDigestMismatch { .. }
+                | ErrorKind::BlockDigestMismatch { .. }
                 | ErrorKind::Decompress(_)
                 | ErrorKind::Decrypt { .. }
                 | ErrorKind::TagTableMismatch
@@ -149,6 +159,7 @@ impl Error {
             self.0.kind,
             ErrorKind::ChecksumMismatch { .. }
                 | ErrorKind::TensorDigestMismatch { .. }
+                | ErrorKind::BlockDigestMismatch { .. }
                 | ErrorKind::TagTableMismatch
                 | ErrorKind::Decrypt { .. }
                 | ErrorKind::BadSignature { .. }
@@ -188,6 +199,12 @@ impl fmt::Display for Error {
             ErrorKind::TensorDigestMismatch { tensor, expected, actual } => write!(
                 f,
                 "tensor {tensor:?} is corrupt: header says sha256 {}, bytes hash to {}",
+                hex_digest(expected),
+                hex_digest(actual)
+            ),
+            ErrorKind::BlockDigestMismatch { block, expected, actual } => write!(
+                f,
+                "{block} is corrupt: the manifest says sha256 {}, its rows hash to {}",
                 hex_digest(expected),
                 hex_digest(actual)
             ),

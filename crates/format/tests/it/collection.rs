@@ -4,7 +4,7 @@
 
 use deathtensors_format::{
     check_block_name, BlockRef, Dtype, ErrorKind, Head, Limits, Manifest, Metadata, RowLayout, BLOCK_ALIGNMENT,
-    MANIFEST_NAME, MAX_BLOCK_BYTES, MAX_MANIFEST_LEN,
+    MANIFEST_NAME, MAX_BLOCKS, MAX_BLOCK_BYTES, MAX_MANIFEST_LEN,
 };
 use proptest::prelude::*;
 
@@ -249,27 +249,27 @@ fn layouts_that_are_refused() {
 /// A row whose byte length overflows is refused as an overflow, not as
 /// "not a whole number of bytes" (which U64 rows always are).
 #[test]
-#[ignore = "bug: RowLayout::new maps every byte_len error, overflow included, to \"not a whole number of bytes\""]
 fn row_byte_length_overflow_is_named() {
     let err = RowLayout::new(Dtype::U64, vec![u64::MAX / 4], 1).unwrap_err();
     assert!(err.to_string().contains("overflow"), "{err}");
 }
 
-/// Every manifest `check` accepts (a writer commits after `check`) must
-/// parse back. `MAX_BLOCKS` (2^24) lets a manifest list far more blocks than
-/// fit in `MAX_MANIFEST_LEN` (256 MiB holds about 2 million of the entries
-/// our writer makes): such a commit succeeds, and the collection can no
-/// longer be opened.
+/// Every manifest a writer may commit parses back: `MAX_BLOCKS` entries of
+/// the longest names fit in `MAX_MANIFEST_LEN`, one block more is refused,
+/// and so is metadata that would make the manifest too long.
 #[test]
-#[ignore = "bug: Manifest::check accepts manifests whose encoding exceeds MAX_MANIFEST_LEN, which parse then refuses"]
-fn every_checked_manifest_parses_back() {
+fn every_committable_manifest_parses_back() {
     let layout = RowLayout::new(Dtype::U8, vec![1], 1).unwrap();
-    let n = (MAX_MANIFEST_LEN / 100) as usize;
-    let blocks = (0..n)
-        .map(|i| BlockRef { file: format!("blk-0000000000000002-{i:08x}.dt"), rows: 1, sha256: Some([0xab; 32]) })
-        .collect();
-    let m = Manifest { layout, generation: 1, metadata: Metadata::new(), blocks };
-    m.check().unwrap();
-    let bytes = m.encode();
-    assert!(Manifest::parse(&bytes).is_ok(), "a checked manifest of {n} blocks encodes to {} bytes", bytes.len());
+    let n = MAX_BLOCKS as usize;
+    let blocks: Vec<BlockRef> =
+        (0..n).map(|i| BlockRef { file: format!("{i:0>128}"), rows: 1, sha256: Some([0xab; 32]) }).collect();
+    let mut m = Manifest { layout, generation: u64::MAX, metadata: Metadata::new(), blocks };
+    let bytes = m.to_bytes().unwrap();
+    assert!(Manifest::parse(&bytes).is_ok(), "{n} blocks encode to {} bytes", bytes.len());
+    m.blocks.push(BlockRef { file: "one-more".into(), rows: 1, sha256: None });
+    assert!(m.check().is_err(), "one block over MAX_BLOCKS");
+    m.blocks.truncate(1);
+    m.metadata.insert("big".into(), "x".repeat(MAX_MANIFEST_LEN as usize));
+    let err = m.to_bytes().unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::LimitExceeded { what: "manifest length", .. }), "{err}");
 }

@@ -26,7 +26,13 @@ impl BlockFile {
     /// least a block's bytes.
     pub(crate) fn open(path: &Path, layout: &RowLayout, writable: bool, raw: bool) -> Result<BlockFile> {
         let doing = "cannot open block file";
-        let file = OpenOptions::new().read(true).write(writable).open(path).map_err(|e| Error::io(e, path, doing))?;
+        let file = no_follow(OpenOptions::new().read(true).write(writable)).open(path).map_err(|e| {
+            if is_symlink(path) {
+                Error::input("a block file must not be a symbolic link", path, doing)
+            } else {
+                Error::io(e, path, doing)
+            }
+        })?;
         let len = file.metadata().map_err(|e| Error::io(e, path, doing))?.len();
         if raw {
             if len < layout.block_bytes() {
@@ -95,6 +101,21 @@ impl BlockFile {
     pub(crate) fn sync(&self) -> Result<()> {
         self.file.sync_data().map_err(|e| Error::io(e, &self.path, "cannot sync"))
     }
+}
+
+/// Opens without following a symbolic link at the last component: a block
+/// file is a file of the collection's directory, never a way out of it.
+fn no_follow(options: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32);
+    }
+    options
+}
+
+fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 fn copy_range(from: &File, mut src: u64, to: &File, mut dst: u64, mut len: u64) -> std::io::Result<()> {

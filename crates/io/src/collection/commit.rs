@@ -24,6 +24,8 @@ pub(crate) fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = dir.join(MANIFEST_NAME);
     let doing = "cannot open collection";
     let file = std::fs::File::open(&path).map_err(|e| Error::io(e, &path, doing))?;
+    let len = file.metadata().map_err(|e| Error::io(e, &path, doing))?.len();
+    Manifest::check_len(len).map_err(|e| Error::format(e, &path, doing))?;
     let mut bytes = Vec::new();
     // One byte past the limit tells a too-long manifest from one at the limit.
     file.take(MAX_MANIFEST_LEN + 1).read_to_end(&mut bytes).map_err(|e| Error::io(e, &path, doing))?;
@@ -83,14 +85,14 @@ pub(crate) fn flush(c: &mut Collection) -> Result<()> {
         metadata: c.metadata.clone(),
         blocks: c.slots.iter().map(|s| BlockRef { file: s.file.clone(), rows: s.rows, sha256: s.sha256 }).collect(),
     };
-    manifest.check().map_err(|e| Error::format(e, &c.dir, "cannot commit"))?;
+    let bytes = manifest.to_bytes().map_err(|e| Error::format(e, &c.dir, "cannot commit"))?;
     if durable && c.slots.iter().any(|s| !s.committed) {
         // The new block files' names are durable before the manifest that
         // names them can be (POSIX orders nothing across a rename).
         atomic::sync_dir(&c.dir).map_err(|e| Error::io(e, &c.dir, "cannot commit"))?;
     }
     let path = c.dir.join(MANIFEST_NAME);
-    atomic::write_file(&path, &manifest.encode(), durable).map_err(|e| Error::io(e, &path, "cannot commit"))?;
+    atomic::write_file(&path, &bytes, durable).map_err(|e| Error::io(e, &path, "cannot commit"))?;
     // Committed: the new state is the one on disk.
     c.generation = manifest.generation;
     for slot in &mut c.slots {
@@ -159,7 +161,7 @@ pub(crate) fn verify(c: &Collection) -> Result<u64> {
         if expected != actual {
             let path = c.dir.join(&slot.file);
             return Err(Error::new(
-                ErrorKind::TensorDigestMismatch { tensor: format!("block {b} ({})", slot.file), expected, actual },
+                ErrorKind::BlockDigestMismatch { block: format!("block {b} ({})", slot.file), expected, actual },
                 Some(&path),
                 "cannot verify",
             ));

@@ -12,8 +12,7 @@ use std::path::Path;
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// The lock file's name inside a collection directory.
-pub const LOCK_NAME: &str = "writer.lock";
+pub use deathtensors_format::LOCK_NAME;
 
 /// A held writer lock; dropping it releases the lock.
 #[derive(Debug)]
