@@ -251,6 +251,22 @@ impl PyCollection {
         Ok(())
     }
 
+    /// Commits and releases the lock, staying open read-only (what
+    /// `TensorBlob.close` does: tensorblob's blobs can still be indexed
+    /// after close).
+    fn release_writer(&mut self, py: Python<'_>) -> PyResult<()> {
+        let c = self.get_mut()?;
+        py.allow_threads(|| c.release_writer()).py(py)
+    }
+
+    /// Copies this collection into a new one at `output` (one commit;
+    /// nothing left there on failure); returns the rows.
+    #[pyo3(signature = (output, block_rows = None))]
+    fn convert_to(&self, py: Python<'_>, output: PathBuf, block_rows: Option<u64>) -> PyResult<u64> {
+        let c = self.get()?;
+        py.allow_threads(|| deathtensors_io::convert_collection(c, &output, block_rows)).py(py)
+    }
+
     /// Releases the files and the lock without committing.
     fn abandon(&mut self) {
         self.inner = None;

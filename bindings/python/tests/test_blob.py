@@ -6,7 +6,7 @@ values with torch.equal, errors by type), against numpy's indexing answers,
 on tensorblob directories that tensorblob itself wrote (read-only, convert,
 damaged copies), and across processes (one writer at a time, readers that only
 ever see committed prefixes). Known differences from tensorblob are listed in
-the comments where they matter; those we consider bugs are strict xfails.
+the comments where they matter.
 """
 
 import io
@@ -216,8 +216,6 @@ def test_write_shapes_agree(tmp_path):
     p.close()
 
 
-@pytest.mark.xfail(reason="incompatibility: a tensor that is not whole rows raises ValueError here, "
-                          "RuntimeError (torch's view) in tensorblob", strict=True)
 def test_write_of_partial_rows_raises_like_tensorblob(tmp_path):
     p = Pair(tmp_path).open("w+", dtype=torch.float32, shape=(2,))
     p(lambda b: b.write(torch.zeros(3)), "3 elements for rows of 2")
@@ -359,8 +357,6 @@ def test_closed_blob_errors_agree(tmp_path):
     p(lambda b: (b.close(), len(b)))
 
 
-@pytest.mark.xfail(reason="incompatibility: tensorblob's __getitem__, __iter__ and extend sources work after "
-                          "close(); ours raise 'I/O operation on closed blob.'", strict=True)
 def test_closed_blob_still_indexes_like_tensorblob(tmp_path):
     p = made(tmp_path).open("r")
     p(lambda b: (b.close(), b[2], b[[0, 1]], list(b)), "index and iterate a closed blob")
@@ -682,9 +678,6 @@ def test_low_precision_rows_round_trip_bit_exactly(tmp_path, dtype, raw, width):
         assert b[:].tobytes() == data.view(raw).numpy().tobytes()
 
 
-@pytest.mark.xfail(reason="bug: refresh() after a writer re-created the collection ('w') with another dtype or "
-                          "shape keeps the old dtype/shape/block_size in TensorBlob, so reads return wrong rows",
-                   strict=True)
 def test_refresh_after_the_layout_changed(tmp_path):
     path = tmp_path / "c"
     with DT.open(path, "w", dtype=torch.float32, shape=(2,), block_size=4) as w:
@@ -808,8 +801,6 @@ def test_tensorblob_directories_refuse_writers(tb_dirs, mode):
         assert torch.equal(b[:], expected)
 
 
-@pytest.mark.xfail(reason="bug: open(tensorblob_dir, 'w') without dtype/shape says they are 'required for new "
-                          "blob' instead of 'this is a tensorblob directory: convert it'", strict=True)
 @pytest.mark.parametrize("mode", ["w", "w+"])
 def test_tensorblob_directories_refuse_w_without_dtype_clearly(tb_dirs, mode):
     path = tb_dirs["f32"][0]
@@ -919,8 +910,6 @@ def test_damaged_tensorblob_directories_give_clear_errors(tb_dirs, tmp_path, dam
         DT.convert(d, tmp_path / "out")
 
 
-@pytest.mark.xfail(reason="bug: a convert that fails while copying rows leaves an empty, committed collection "
-                          "(and an orphan block file) at dst, which then opens as a 0-row conversion", strict=True)
 def test_failed_convert_leaves_no_collection(tb_dirs, tmp_path):
     d = tmp_path / "damaged"
     shutil.copytree(tb_dirs["f32"][0], d)
@@ -930,8 +919,6 @@ def test_failed_convert_leaves_no_collection(tb_dirs, tmp_path):
     assert not (tmp_path / "out" / "collection.json").exists(), os.listdir(tmp_path / "out")
 
 
-@pytest.mark.xfail(reason="bug: a missing block file of a tensorblob directory is reported as 'gone: a newer "
-                          "commit replaced it (reopen or refresh())', which cannot happen there", strict=True)
 def test_missing_tensorblob_block_is_not_blamed_on_a_commit(tb_dirs, tmp_path):
     d = tmp_path / "damaged"
     shutil.copytree(tb_dirs["f32"][0], d)

@@ -41,6 +41,12 @@ def expected(first_rows):
 
 
 def peak():
+    # VmHWM is this process's own peak: ru_maxrss carries the parent's peak
+    # across fork and exec (pytest's, with torch imported).
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 

@@ -4,9 +4,8 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::bail;
 use deathtensors_io::format::{hex_digest, Format};
-use deathtensors_io::{detect_collection, Collection, CollectionKind, CollectionOptions, WriteOptions};
+use deathtensors_io::{detect_collection, Collection, CollectionKind, WriteOptions};
 use serde_json::{json, Value};
 
 use crate::exit::{CheckFailed, ExitCode};
@@ -174,25 +173,5 @@ pub fn convert(
 
 /// Copies `c` into a new collection at `output`, in one commit.
 pub fn copy_collection(c: &Collection, output: &Path, block_rows: Option<u64>) -> anyhow::Result<u64> {
-    if output.exists() && std::fs::read_dir(output).map(|mut d| d.next().is_some()).unwrap_or(true) {
-        bail!("{} exists: the output of a conversion must be a new (or empty) directory", output.display());
-    }
-    let mut layout = c.layout().clone();
-    if let Some(b) = block_rows {
-        layout = deathtensors_io::format::RowLayout::new(layout.dtype, layout.shape, b)?;
-    }
-    let existed = output.exists();
-    let copy = || -> anyhow::Result<u64> {
-        let mut dst = Collection::create(output, layout, CollectionOptions::default())?;
-        dst.extend_rows(c)?;
-        dst.set_metadata(c.metadata().clone())?;
-        dst.flush()?;
-        Ok(dst.rows())
-    };
-    let result = copy();
-    if result.is_err() && !existed {
-        // Nothing half-made stays behind.
-        let _ = std::fs::remove_dir_all(output);
-    }
-    result
+    Ok(deathtensors_io::convert_collection(c, output, block_rows)?)
 }

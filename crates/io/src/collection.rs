@@ -48,6 +48,7 @@ use deathtensors_format::{BlockRef, Manifest, Metadata, RowLayout, MANIFEST_NAME
 use self::block::BlockFile;
 use self::lock::WriterLock;
 pub use self::lock::LOCK_NAME;
+pub use self::transfer::convert_collection;
 pub use self::view::RowsView;
 use crate::error::{Error, Result};
 
@@ -559,6 +560,19 @@ impl Collection {
         Ok(())
     }
 
+    /// Commits (as [`Collection::flush`]) and releases the writer lock; the
+    /// handle stays open as a reader of the state just committed.
+    ///
+    /// # Errors
+    /// As [`Collection::flush`]; the lock is kept if the commit fails.
+    pub fn release_writer(&mut self) -> Result<()> {
+        if self.writer.is_some() {
+            commit::flush(self)?;
+            self.writer = None;
+        }
+        Ok(())
+    }
+
     /// Rereads the manifest (readers): the handle then shows the newest
     /// committed state. Returns whether it changed.
     ///
@@ -637,6 +651,15 @@ impl Collection {
                         slot.file
                     ),
                     "cannot read",
+                )
+            } else if gone {
+                Error::new(
+                    crate::ErrorKind::DamagedCollection(format!(
+                        "block file {} that the manifest names is missing",
+                        slot.file
+                    )),
+                    Some(&path),
+                    "cannot open",
                 )
             } else {
                 e

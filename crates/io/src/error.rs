@@ -99,6 +99,9 @@ pub enum ErrorKind {
     PolicyDenied(String),
     /// Another writer holds a collection's lock; the message names it.
     Locked(String),
+    /// A collection is damaged beyond its manifest: a block file it names
+    /// is missing, say. The message names the file.
+    DamagedCollection(String),
 }
 
 impl Error {
@@ -142,6 +145,7 @@ impl Error {
                 | ErrorKind::ChecksumMismatch { .. }
                 | ErrorKind::TensorDigestMismatch { .. }
                 | ErrorKind::BlockDigestMismatch { .. }
+                | ErrorKind::DamagedCollection(_)
                 | ErrorKind::Decompress(_)
                 | ErrorKind::Decrypt { .. }
                 | ErrorKind::TagTableMismatch
@@ -230,6 +234,7 @@ impl fmt::Display for Error {
             ErrorKind::NotEncrypted => f.write_str("encryption is required and the file is not encrypted"),
             ErrorKind::PolicyDenied(m) => write!(f, "access refused by the file's policy: {m}"),
             ErrorKind::Locked(m) => write!(f, "{m}"),
+            ErrorKind::DamagedCollection(m) => write!(f, "damaged collection: {m}"),
         }
     }
 }

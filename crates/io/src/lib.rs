@@ -41,8 +41,8 @@ mod writer;
 
 pub use crate::{
     collection::{
-        detect as detect_collection, dtype_from_name, BlockInfo, Collection, CollectionKind, CollectionOptions,
-        RowsView, LOCK_NAME,
+        convert_collection, detect as detect_collection, dtype_from_name, BlockInfo, Collection, CollectionKind,
+        CollectionOptions, RowsView, LOCK_NAME,
     },
     crypt::{
         EncryptOptions, KeyRing, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey,

@@ -46,6 +46,12 @@ class BlobClosedError(ValueError, OSError):
     and a ``ValueError`` as for Python's closed files)."""
 
 
+class RowShapeError(DeathTensorsError, RuntimeError):
+    """A tensor written to a TensorBlob is not a whole number of rows (a
+    ``ValueError``, and a ``RuntimeError`` as torch's reshape raises in
+    tensorblob)."""
+
+
 def resolve_dtype(dtype: Any) -> str:
     """The file dtype name of a torch dtype, a numpy dtype or type, or a
     string: one of ours (``"BF16"``), torch's (``"bfloat16"``, ``"float"``)
@@ -126,13 +132,16 @@ class TensorBlob:
         self._writable = "w" in mode or "a" in mode or "+" in mode
         self._append = "a" in mode
         self._closed = False
-        self._dtype = native.dtype
-        self._shape = tuple(native.shape)
-        self._block_size = native.block_rows
+        self._layout()
+        self._pos = len(self) if self._append else 0
+
+    def _layout(self) -> None:
+        self._dtype = self._c.dtype
+        self._shape = tuple(self._c.shape)
+        self._block_size = self._c.block_rows
         self._row_numel = 1
         for d in self._shape:
             self._row_numel *= d
-        self._pos = len(self) if self._append else 0
 
     # --- opening ---------------------------------------------------------
 
@@ -196,6 +205,11 @@ class TensorBlob:
         block_size = operator.index(block_size)
         if block_size < 1:
             raise ValueError(f"block_size must be at least 1, got {block_size}")
+        if kind == "tensorblob":
+            raise DeathTensorsError(
+                f"{str(path)!r} is a tensorblob directory, which opens read-only: convert it with "
+                "TensorBlob.convert(src, dst) or `deathtensors blob convert`"
+            )
         if kind == "deathtensors":
             existing = _Collection.open(str(path))
             file_dtype = existing.dtype if dtype is None else resolve_dtype(dtype)
@@ -215,24 +229,12 @@ class TensorBlob:
     @classmethod
     def convert(cls, src: "str | os.PathLike", dst: "str | os.PathLike", *, block_size: Optional[int] = None) -> int:
         """Copies the collection at `src` (ours, or a tensorblob directory)
-        to a new collection at `dst`, rows in order, one commit; returns the
-        row count."""
+        to a new collection at `dst` (which must not exist, or be an empty
+        directory), rows in order, in one commit; returns the row count. On
+        failure nothing is left at `dst`."""
         source = _Collection.open(str(Path(src).expanduser().resolve()))
         try:
-            out = _Collection.create(
-                str(Path(dst).expanduser().resolve()),
-                source.dtype,
-                source.shape,
-                block_size or source.block_rows,
-                True,
-            )
-            try:
-                out.extend_rows(source)
-                out.close()
-            except BaseException:
-                out.abandon()
-                raise
-            return source.rows
+            return source.convert_to(str(Path(dst).expanduser().resolve()), block_size)
         finally:
             source.close()
 
@@ -279,8 +281,6 @@ class TensorBlob:
         self._c.metadata = {str(k): str(v) for k, v in value.items()}
 
     def __len__(self) -> int:
-        if self._closed:
-            return self._closed_len
         return self._c.rows
 
     def __repr__(self) -> str:
@@ -354,7 +354,7 @@ class TensorBlob:
         for d in shape:
             numel *= d
         if numel % self._row_numel:
-            raise ValueError(
+            raise RowShapeError(
                 f"cannot write a tensor of shape {tuple(shape)} as rows of shape {self._shape}: "
                 f"{numel} elements are not a whole number of rows of {self._row_numel}"
             )
@@ -389,7 +389,6 @@ class TensorBlob:
         partial last blocks follow; this needs equal block sizes."""
         self._check_writable()
         if isinstance(other, TensorBlob):
-            other._open()
             if (other._dtype, other._shape) != (self._dtype, self._shape):
                 raise ValueError("Blob data types and shapes must match to extend blobs!")
             if other is self:
@@ -418,12 +417,14 @@ class TensorBlob:
         self._c.flush()
 
     def close(self) -> None:
-        """Commits (in writable modes) and releases the files and the lock.
-        Closing twice is fine."""
+        """Commits (in writable modes) and releases the lock. Closing twice
+        is fine. As in tensorblob, a closed blob can still be indexed,
+        iterated and used as the source of ``extend`` (it reads the state
+        just committed); everything else raises."""
         if self._closed:
             return
-        self._closed_len = self._c.rows if not self._c.closed else 0
-        self._c.close()
+        if self._writable:
+            self._c.release_writer()
         self._closed = True
 
     def refresh(self) -> bool:
@@ -433,7 +434,12 @@ class TensorBlob:
         self._open()
         if self._writable:
             return False
-        return self._c.refresh()
+        changed = self._c.refresh()
+        if changed:
+            # A writer may have re-created it ('w') with another layout.
+            self._layout()
+            self._pos = min(self._pos, len(self))
+        return changed
 
     def verify(self) -> int:
         """Checks every block file and the SHA-256 of every full block;
@@ -475,8 +481,8 @@ class TensorBlob:
     def __getitem__(self, index: Any) -> Any:
         """``blob[i]`` (one row; negative counts from the end),
         ``blob[a:b:c]`` (any step), ``blob[indices]`` (a list, tuple, numpy
-        array or tensor of ints, or a boolean mask), as numpy answers them."""
-        self._open()
+        array or tensor of ints, or a boolean mask), as numpy answers them.
+        Works after ``close()`` too, as in tensorblob."""
         n = len(self)
         if isinstance(index, slice):
             start, stop, step = index.indices(n)
@@ -581,7 +587,15 @@ class TensorBlob:
         crash midway leaves no collection, then its files and the directory
         if nothing else is in it). Returns True when it is gone."""
         path = Path(filename).expanduser().resolve()
-        if _Collection.detect(str(path)) != "deathtensors":
+        kind = _Collection.detect(str(path))
+        if kind == "tensorblob":
+            warnings.warn(
+                f"{str(path)!r} is a tensorblob directory: remove it with tensorblob.TensorBlob.unlink",
+                UserWarning,
+                stacklevel=2,
+            )
+            return False
+        if kind != "deathtensors":
             return not path.exists()
         c = _Collection.open_writable(str(path), True)
         try:

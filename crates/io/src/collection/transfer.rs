@@ -8,8 +8,8 @@ use std::path::Path;
 
 use deathtensors_format::{Header, TensorSpec};
 
-use super::Collection;
-use crate::error::Result;
+use super::{Collection, CollectionOptions};
+use crate::error::{Error, Result};
 use crate::{Reader, WriteOptions, Writer};
 
 /// Bytes moved per step.
@@ -94,4 +94,46 @@ impl Collection {
         }
         Ok(rows)
     }
+}
+
+/// Copies the collection `src` (ours or a tensorblob directory) into a new
+/// collection at `output`, rows in order, in one commit, with `block_rows`
+/// rows per block (default: the source's). `output` must not exist or be an
+/// empty directory; if the copy fails, nothing is left there.
+///
+/// # Errors
+/// `InvalidInput` if `output` exists and is not empty; as the reads and
+/// writes otherwise.
+pub fn convert_collection(src: &Collection, output: &Path, block_rows: Option<u64>) -> Result<u64> {
+    let doing = "cannot convert into";
+    let existed = output.exists();
+    if existed && std::fs::read_dir(output).map(|mut d| d.next().is_some()).unwrap_or(true) {
+        return Err(Error::input("exists and is not empty: a conversion writes a new collection", output, doing));
+    }
+    let mut layout = src.layout().clone();
+    if let Some(b) = block_rows {
+        layout = deathtensors_format::RowLayout::new(layout.dtype, layout.shape, b)
+            .map_err(|e| Error::format(e, output, doing))?;
+    }
+    let copy = || -> Result<u64> {
+        let mut dst = Collection::create(output, layout, CollectionOptions::default())?;
+        dst.extend_rows(src)?;
+        dst.set_metadata(src.metadata().clone())?;
+        dst.flush()?;
+        Ok(dst.rows())
+    };
+    let result = copy();
+    if result.is_err() {
+        // Nothing half-made stays behind.
+        if existed {
+            if let Ok(entries) = std::fs::read_dir(output) {
+                for e in entries.flatten() {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        } else {
+            let _ = std::fs::remove_dir_all(output);
+        }
+    }
+    result
 }
