@@ -13,6 +13,10 @@ use pyo3::prelude::*;
 use crate::arena::PyArena;
 use crate::errors::{error, IntoPy};
 
+/// Reads of at least this many bytes map committed rows instead of copying
+/// them (as loads map tensors of 1 MiB and more).
+const MAP_MIN: u64 = 1 << 20;
+
 /// One block as Python sees it: path, rows, sha256 hex, committed.
 type BlockRow = (PathBuf, u64, Option<String>, bool);
 
@@ -158,10 +162,22 @@ impl PyCollection {
         Ok(self.get()?.has_changes())
     }
 
-    /// Reads `count` rows from `start` into fresh memory the caller owns.
-    fn read(&self, py: Python<'_>, start: u64, count: u64) -> PyResult<PyArena> {
+    /// Rows `start..start + count` in memory the caller owns: for at least
+    /// `MAP_MIN` bytes of committed rows, a copy-on-write mapping of the
+    /// block files (no copy, no fresh pages; writes stay in it); otherwise
+    /// (or with `copy`) read into fresh memory.
+    #[pyo3(signature = (start, count, copy = false))]
+    fn read(&self, py: Python<'_>, start: u64, count: u64, copy: bool) -> PyResult<PyArena> {
         let c = self.get()?;
         let len = count.checked_mul(c.layout().row_bytes()).ok_or_else(|| PyValueError::new_err("too many rows"))?;
+        if !copy && len >= MAP_MIN {
+            // SAFETY: the Python API documents the contract (`TensorBlob.read`,
+            // as for loads): block files must not be truncated or rewritten in
+            // place by other programs; our writers never change committed rows.
+            if let Some(map) = py.allow_threads(|| unsafe { c.map_rows(start, count) }).py(py)? {
+                return Ok(PyArena::from_map(map));
+            }
+        }
         let mut arena = PyArena::new(usize::try_from(len).map_err(|_| PyValueError::new_err("too many rows"))?)?;
         // SAFETY: the arena was just made and is not exported yet.
         let buf = unsafe { arena.as_mut_slice() };

@@ -1187,3 +1187,26 @@ def test_reader_view_of_rows_its_writer_has_not_committed(tmp_path):
         assert r.refresh() and len(r) == 4
         assert torch.equal(r.view(3), torch.full((2,), 2.0))
     w.close()
+
+
+def test_large_reads_of_committed_rows_map_the_blocks_and_stay_private(tmp_path):
+    from conftest import mappings_of
+
+    path = tmp_path / "big"
+    rows = np.arange(4096 * 256, dtype=np.float32).reshape(4096, 256)  # 4 MiB, blocks of 1 MiB
+    with DT.open(path, "w", dtype="float32", shape=256, block_size=1024, framework="numpy") as b:
+        b.write(rows)
+        # Not committed yet: copied, never mapped.
+        before = sum(mappings_of(f) for f, *_ in b.blocks())
+        assert np.array_equal(b[0:2048], rows[:2048])
+        assert sum(mappings_of(f) for f, *_ in b.blocks()) == before
+    with DT.open(path, "r", framework="numpy") as b:
+        got = b.read()
+        assert np.array_equal(got, rows)
+        assert got.flags.writeable and sum(mappings_of(f) for f, *_ in b.blocks()) >= 4
+        got[0, 0] = -1  # stays in this array
+        assert b[0][0] == 0 and b.read(copy=True) is not None
+        b.seek(0)
+        copied = b.read(copy=True)
+        assert np.array_equal(copied, rows)
+    del got

@@ -40,7 +40,50 @@ impl Mmap {
 /// Made by [`crate::Reader::map_private`] and
 /// [`crate::Reader::map_tensor_private`].
 #[derive(Debug)]
-pub struct PrivateMap(memmap2::MmapMut);
+pub struct PrivateMap(Inner);
+
+#[derive(Debug)]
+enum Inner {
+    /// One range of one file.
+    One(memmap2::MmapMut),
+    /// Ranges of several files side by side in one reservation (unix).
+    #[cfg(unix)]
+    Joined(Joined),
+}
+
+/// A reservation of `map_len` bytes at `base` into which file ranges were
+/// mapped copy-on-write; the bytes are `ptr..ptr + len` inside it.
+#[derive(Debug)]
+struct Joined {
+    base: usize,
+    map_len: usize,
+    ptr: usize,
+    len: usize,
+}
+
+#[cfg(unix)]
+impl Drop for Joined {
+    fn drop(&mut self) {
+        // SAFETY: `base..base + map_len` is the reservation made in
+        // `PrivateMap::join`, mapped once and unmapped only here.
+        let _ = unsafe { rustix::mm::munmap(self.base as *mut std::ffi::c_void, self.map_len) };
+    }
+}
+
+// SAFETY: the mapping is plain memory owned by this value; `&[u8]` and
+// `&mut [u8]` access go through `&self` / `&mut self` as for a `Vec`.
+#[cfg(unix)]
+unsafe impl Send for Joined {}
+#[cfg(unix)]
+unsafe impl Sync for Joined {}
+
+/// One piece of a joined mapping: `len` bytes of `file` from `offset`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Segment<'a> {
+    pub(crate) file: &'a File,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+}
 
 impl PrivateMap {
     /// Maps the bytes `start..start + len` of `file` copy-on-write. The
@@ -67,26 +110,99 @@ impl PrivateMap {
         if len > 0 {
             let _ = map.advise(memmap2::Advice::Sequential);
         }
-        Ok(PrivateMap(map))
+        Ok(PrivateMap(Inner::One(map)))
+    }
+
+    /// Maps file ranges copy-on-write side by side, as one run of bytes:
+    /// `segments[0]`, then `segments[1]`, ... Every segment but the first
+    /// must start on a page, and every one but the last must end on one
+    /// (the first may start anywhere: the bytes begin inside its page).
+    /// `None` when the segments do not line up so, or off unix.
+    ///
+    /// # Safety
+    /// As [`PrivateMap::map`], for every file: none may be truncated or
+    /// modified in place in the mapped ranges while the mapping lives.
+    pub(crate) unsafe fn join(segments: &[Segment<'_>]) -> std::io::Result<Option<PrivateMap>> {
+        #[cfg(unix)]
+        {
+            use rustix::mm::{MapFlags, ProtFlags};
+            let page = rustix::param::page_size() as u64;
+            let n = segments.len();
+            let mut pieces = Vec::with_capacity(n);
+            let mut total = 0u64;
+            for (i, s) in segments.iter().enumerate() {
+                let start = s.offset - s.offset % page;
+                let end = s.offset.checked_add(s.len).ok_or_else(|| std::io::Error::other("range overflows"))?;
+                let aligned = (i == 0 || s.offset % page == 0) && (i + 1 == n || end % page == 0);
+                if !aligned || s.len == 0 || end > s.file.metadata()?.len() {
+                    return Ok(None);
+                }
+                let map_len = end.div_ceil(page) * page - start;
+                pieces.push((s.file, start, map_len));
+                total += map_len;
+            }
+            let Some(first) = segments.first() else { return Ok(None) };
+            let skip = (first.offset % page) as usize;
+            let len: u64 = segments.iter().map(|s| s.len).sum();
+            let (total, len) = match (usize::try_from(total), usize::try_from(len)) {
+                (Ok(t), Ok(l)) => (t, l),
+                _ => return Ok(None),
+            };
+            let prot = ProtFlags::READ | ProtFlags::WRITE;
+            // SAFETY: a fresh anonymous reservation; nothing else refers to it.
+            let base = unsafe { rustix::mm::mmap_anonymous(std::ptr::null_mut(), total, prot, MapFlags::PRIVATE) }?;
+            // Owns the reservation from here: unmapped on any early return.
+            let joined = Joined { base: base as usize, map_len: total, ptr: base as usize + skip, len };
+            let mut at = 0usize;
+            for (file, start, map_len) in pieces {
+                let addr = (joined.base + at) as *mut std::ffi::c_void;
+                // SAFETY: `addr..addr + map_len` lies inside our reservation
+                // (MAP_FIXED replaces those pages of it and nothing else); the
+                // file range exists (checked above); the contract on the
+                // file's contents is the caller's (`# Safety`).
+                unsafe {
+                    rustix::mm::mmap(addr, map_len as usize, prot, MapFlags::PRIVATE | MapFlags::FIXED, file, start)
+                }?;
+                at += map_len as usize;
+            }
+            Ok(Some(PrivateMap(Inner::Joined(joined))))
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = segments;
+            Ok(None)
+        }
     }
 
     /// The mapped bytes.
     pub fn as_slice(&self) -> &[u8] {
-        &self.0
+        match &self.0 {
+            Inner::One(m) => m,
+            // SAFETY: `ptr..ptr + len` is mapped readable and writable for
+            // the life of `self` (see `join`).
+            #[cfg(unix)]
+            Inner::Joined(j) => unsafe { std::slice::from_raw_parts(j.ptr as *const u8, j.len) },
+        }
     }
 
     /// The mapped bytes, writable; writes stay in this mapping.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.0
+        match &mut self.0 {
+            Inner::One(m) => m,
+            // SAFETY: as in `as_slice`, and `&mut self` makes this the only
+            // access.
+            #[cfg(unix)]
+            Inner::Joined(j) => unsafe { std::slice::from_raw_parts_mut(j.ptr as *mut u8, j.len) },
+        }
     }
 
     /// The number of mapped bytes.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.as_slice().len()
     }
 
     /// Whether no bytes are mapped.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 }

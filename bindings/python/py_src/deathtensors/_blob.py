@@ -119,8 +119,12 @@ class TensorBlob:
     read and written like a file and indexed like an array.
 
     Open one with :meth:`TensorBlob.open`. Reads return tensors the caller
-    owns (one copy, from the page cache); :meth:`view` gives zero-copy,
-    read-only views of committed rows.
+    owns: small ones are copied from the page cache; reads of 1 MiB and more
+    of committed rows map the block files copy-on-write (no copy at all, and
+    writes to the tensor stay in it), as loads of files do. Like every
+    mapping, such a tensor must not outlive another program truncating the
+    block files. ``read(copy=True)`` always copies. :meth:`view` gives
+    zero-copy, read-only views of committed rows.
     """
 
     def __init__(self, native: _Collection, mode: str, framework: str, filename: str):
@@ -330,14 +334,15 @@ class TensorBlob:
         self._pos = max(min(new, len(self)), 0)
         return self._pos
 
-    def read(self, size: Optional[int] = None) -> Any:
+    def read(self, size: Optional[int] = None, *, copy: bool = False) -> Any:
         """Reads up to `size` rows from the position (all the rest when
-        `size` is None or negative) and moves past them."""
+        `size` is None or negative) and moves past them. With `copy`, the
+        rows are always copied into fresh memory (never mapped)."""
         self._check_readable()
         n = len(self)
         end = n if size is None or size < 0 else min(self._pos + operator.index(size), n)
         end = max(end, self._pos)
-        out = self._rows(self._pos, end - self._pos)
+        out = self._rows(self._pos, end - self._pos, copy=copy)
         self._pos = end
         return out
 
@@ -530,11 +535,11 @@ class TensorBlob:
             idx = np.where(idx < 0, idx + n, idx)
         return np.ascontiguousarray(idx, dtype=np.int64)
 
-    def _rows(self, start: int, count: int, squeeze: bool = False) -> Any:
+    def _rows(self, start: int, count: int, squeeze: bool = False, copy: bool = False) -> Any:
         shape = list(self._shape) if squeeze else [count, *self._shape]
         if count == 0:
             return self._empty(shape)
-        return _convert.from_buffer(self.framework, "rows", self._dtype, shape, self._c.read(start, count))
+        return _convert.from_buffer(self.framework, "rows", self._dtype, shape, self._c.read(start, count, copy))
 
     def _gather(self, indices: Any) -> Any:
         count = len(indices)

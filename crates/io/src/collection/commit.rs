@@ -17,7 +17,7 @@ use deathtensors_format::{check_block_name, BlockRef, Manifest, MANIFEST_NAME, M
 use super::{Collection, CollectionKind};
 use crate::atomic;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hash::{sha256_file_range, threads};
+use crate::sha_lanes::Input;
 
 /// Reads and checks the manifest of the collection at `dir`.
 pub(crate) fn read_manifest(dir: &Path) -> Result<Manifest> {
@@ -63,19 +63,24 @@ pub(crate) fn flush(c: &mut Collection) -> Result<()> {
         return Ok(());
     }
     let durable = w.durable;
-    // (1) the rows, then (2) the digests of full blocks.
+    // (1) the rows and (2) the digests of full blocks, at once: one thread
+    // waits for the disk while the others hash from the page cache.
     let cap = c.layout.block_rows;
-    let mut to_hash = Vec::new();
-    for (b, slot) in c.slots.iter().enumerate() {
-        if slot.dirty && durable {
-            c.block(b)?.sync()?;
-        }
-        if slot.rows == cap && slot.sha256.is_none() {
-            to_hash.push(b);
-        }
-    }
-    let digests = hash_blocks(c, &to_hash)?;
-    for (b, d) in to_hash.iter().zip(digests) {
+    let dirty = if durable {
+        c.slots.iter().enumerate().filter(|(_, s)| s.dirty).map(|(b, _)| c.block(b)).collect::<Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
+    let to_hash: Vec<usize> =
+        c.slots.iter().enumerate().filter(|(_, s)| s.rows == cap && s.sha256.is_none()).map(|(b, _)| b).collect();
+    let (synced, digests) = std::thread::scope(|s| {
+        let syncer = (!dirty.is_empty()).then(|| s.spawn(|| dirty.iter().try_for_each(|b| b.sync())));
+        let digests = hash_blocks(c, &to_hash);
+        let synced = syncer.map_or(Ok(()), |j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        (synced, digests)
+    });
+    synced?;
+    for (b, d) in to_hash.iter().zip(digests?) {
         c.slots[*b].sha256 = Some(d);
     }
     // (3) the manifest.
@@ -111,35 +116,14 @@ pub(crate) fn flush(c: &mut Collection) -> Result<()> {
     Ok(())
 }
 
-/// SHA-256 of the rows of each block in `blocks`, on all cores.
+/// SHA-256 of the rows of each block in `blocks`, on all cores, two
+/// streams a core.
 fn hash_blocks(c: &Collection, blocks: &[usize]) -> Result<Vec<[u8; 32]>> {
     let handles = blocks.iter().map(|&b| c.block(b)).collect::<Result<Vec<_>>>()?;
-    let bytes = c.layout.block_bytes();
-    let workers = threads().min(handles.len()).max(1);
-    let results: Vec<Result<(usize, [u8; 32])>> = std::thread::scope(|s| {
-        let jobs: Vec<_> = (0..workers)
-            .map(|t| {
-                let handles = &handles;
-                s.spawn(move || {
-                    let mut buf = Vec::new();
-                    let mut out = Vec::new();
-                    for (i, h) in handles.iter().enumerate().skip(t).step_by(workers) {
-                        let d = sha256_file_range(&h.file, h.data_start, bytes, &mut buf, &mut |_| {})
-                            .map_err(|e| Error::io(e, &h.path, "cannot hash"));
-                        out.push(d.map(|d| (i, d)));
-                    }
-                    out
-                })
-            })
-            .collect();
-        jobs.into_iter().flat_map(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
-    });
-    let mut out = vec![[0u8; 32]; handles.len()];
-    for r in results {
-        let (i, d) = r?;
-        out[i] = d;
-    }
-    Ok(out)
+    let len = c.layout.block_bytes();
+    let inputs: Vec<Input<'_>> =
+        handles.iter().map(|h| Input::File { file: &h.file, offset: h.data_start, len }).collect();
+    crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, &c.dir, "cannot hash the blocks of"))
 }
 
 /// Checks every block file and every recorded digest.

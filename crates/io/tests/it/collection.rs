@@ -57,3 +57,39 @@ fn second_writer_is_refused_naming_the_lock() {
     Collection::open_writable(&dir, CollectionOptions::default()).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn committed_rows_map_copy_on_write_across_blocks() {
+    let dir = tmp("map");
+    // 1024 rows of 16 bytes: 16 KiB blocks, page multiples.
+    let layout = RowLayout::new(Dtype::U8, vec![16], 1024).unwrap();
+    let mut w = Collection::create(&dir, layout, CollectionOptions::default()).unwrap();
+    let data: Vec<u8> = (0..3000 * 16).map(|i| (i * 7 % 251) as u8).collect();
+    w.write_rows(0, &data).unwrap();
+    // Not committed: never mapped (the writer may still change those bytes).
+    assert!(unsafe { w.map_rows(0, 10) }.unwrap().is_none());
+    w.flush().unwrap();
+    // From mid-block, across two block boundaries, to the partial last block.
+    let mut map = unsafe { w.map_rows(5, 2990) }.unwrap().expect("page-aligned blocks map");
+    assert_eq!(map.as_slice(), &data[5 * 16..2995 * 16]);
+    // Writes stay in the mapping.
+    map.as_mut_slice()[0] ^= 0xff;
+    let mut row = [0u8; 16];
+    w.read_rows(5, &mut row).unwrap();
+    assert_eq!(row, data[80..96]);
+    // Overwriting a mapped committed row copies its block: the mapping keeps the old bytes.
+    w.write_rows(1100, &[9u8; 16]).unwrap();
+    w.flush().unwrap();
+    assert_eq!(&map.as_slice()[(1100 - 5) * 16..(1101 - 5) * 16], &data[1100 * 16..1101 * 16]);
+    drop(w);
+    // Blocks that are not whole pages are read instead.
+    let odd = tmp("map-odd");
+    let mut w =
+        Collection::create(&odd, RowLayout::new(Dtype::U8, vec![3], 5).unwrap(), CollectionOptions::default()).unwrap();
+    w.write_rows(0, &[1u8; 30]).unwrap();
+    w.flush().unwrap();
+    assert!(unsafe { w.map_rows(0, 10) }.unwrap().is_none());
+    assert!(unsafe { w.map_rows(0, 11) }.is_err(), "past the end");
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&odd).unwrap();
+}
