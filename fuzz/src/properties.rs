@@ -7,9 +7,10 @@
 //! very same checks without depending on the fuzz crate.
 
 use deathtensors_format::{
-    chunk_count, chunk_nonce, chunk_range, encode_signatures, parse_signatures, signature_block_len, signed_message,
-    ChunkAad, ErrorKind, Flags, Head, Header, Limits, Prefix, Result, SignatureRecord, TableLayout, FOOTER_LEN,
-    HEADER_MAC_LEN, MAGIC, MAX_SIGNATURES, SIGNATURE_RECORD_LEN, SIGNATURE_TRAILER_LEN, TAG_LEN,
+    check_block_name, chunk_count, chunk_nonce, chunk_range, encode_signatures, parse_signatures, signature_block_len,
+    signed_message, ChunkAad, ErrorKind, Flags, Head, Header, Limits, Manifest, Prefix, Result, SignatureRecord,
+    TableLayout, FOOTER_LEN, HEADER_MAC_LEN, MAGIC, MAX_SIGNATURES, SIGNATURE_RECORD_LEN, SIGNATURE_TRAILER_LEN,
+    TAG_LEN,
 };
 
 /// A property: panics if it does not hold for the input.
@@ -22,6 +23,7 @@ pub const TARGETS: &[(&str, Property)] = &[
     ("safetensors_header", safetensors_header),
     ("file", file),
     ("signatures", signatures),
+    ("manifest", manifest),
 ];
 
 /// Length of the safetensors header-length field that precedes its JSON.
@@ -347,4 +349,27 @@ fn check_block(block: &[u8], records: &[SignatureRecord]) {
     let encoded = encode_signatures(records).unwrap_or_else(|e| panic!("parsed signatures do not encode: {e}"));
     assert!(encoded == block, "encode(parse(block)) != block");
     assert_eq!(block.len() as u64, records.len() as u64 * SIGNATURE_RECORD_LEN + SIGNATURE_TRAILER_LEN, "block length");
+}
+
+/// A collection manifest (FORMAT.md 13.2) that parses passes `check`, has
+/// only plain block names, encodes within the length limit, and encodes to
+/// bytes that parse to an equal manifest and encode identically; its block
+/// header (13.3) parses back to the layout it was made from.
+pub fn manifest(data: &[u8]) {
+    let Ok(m) = Manifest::parse(data) else { return };
+    m.check().expect("a parsed manifest passes check");
+    for b in &m.blocks {
+        check_block_name(&b.file).expect("a parsed manifest names plain files");
+    }
+    let bytes = m.to_bytes().expect("a parsed manifest encodes within the limit");
+    let again = Manifest::parse(&bytes).expect("an encoded manifest parses");
+    assert_eq!(again, m, "manifest roundtrip");
+    assert_eq!(again.encode(), bytes, "manifest encoding is canonical");
+    if m.layout.block_bytes() <= MAX_LAID_OUT_FILE {
+        let mut file = m.layout.block_header().expect("a valid layout has a block header");
+        let start = file.len() as u64;
+        file.resize(file.len() + m.layout.block_bytes() as usize, 0);
+        let head = Head::parse(&file, file.len() as u64, &Limits::DEFAULT).expect("a block file parses");
+        assert_eq!(m.layout.check_block(&head), Ok(start), "a block file fits its layout");
+    }
 }
