@@ -35,6 +35,7 @@
 
 mod block;
 mod commit;
+mod hasher;
 mod lock;
 mod tensorblob;
 mod transfer;
@@ -103,6 +104,8 @@ struct Slot {
     committed: bool,
     /// Whether the file has writes not yet synced.
     dirty: bool,
+    /// Counts writes to the block (keys background digests).
+    version: u64,
     handle: OnceLock<Arc<BlockFile>>,
 }
 
@@ -115,6 +118,7 @@ impl Slot {
             frozen: b.rows,
             committed: true,
             dirty: false,
+            version: 0,
             handle: OnceLock::new(),
         }
     }
@@ -134,6 +138,8 @@ struct WriterState {
     seq: u64,
     /// Whether the working state differs from the committed one.
     changed: bool,
+    /// Hashes blocks as they fill.
+    hasher: hasher::Hasher,
 }
 
 /// An open collection: a snapshot of a committed state for a reader, the
@@ -437,11 +443,21 @@ impl Collection {
             } else if o < self.slots[b].frozen {
                 self.copy_on_write(b, self.slots[b].rows)?;
             }
-            self.block(b)?.write(&self.layout, o, part)?;
+            let block = self.block(b)?;
+            block.write(&self.layout, o, part)?;
             let slot = &mut self.slots[b];
             slot.rows = slot.rows.max(o + take);
             slot.dirty = true;
             slot.sha256 = None;
+            slot.version += 1;
+            if slot.rows == cap {
+                // Full: hash it in the background, for the commit.
+                let key = (slot.file.clone(), slot.version);
+                let len = self.layout.block_bytes();
+                if let Some(w) = self.writer.as_mut() {
+                    w.hasher.submit(key, block, len);
+                }
+            }
             done += take;
         }
         if n > 0 {
@@ -480,6 +496,7 @@ impl Collection {
             let slot = &mut self.slots[keep - 1];
             slot.rows = last_rows;
             slot.sha256 = None;
+            slot.version += 1;
         }
         self.writer_mut(doing)?.changed = true;
         Ok(())
@@ -678,8 +695,16 @@ impl Collection {
         let header = w.header.clone();
         let path = self.dir.join(&file);
         let handle = BlockFile::create(&path, &self.layout, &header)?;
-        let slot =
-            Slot { file, rows: 0, sha256: None, frozen: 0, committed: false, dirty: true, handle: OnceLock::new() };
+        let slot = Slot {
+            file,
+            rows: 0,
+            sha256: None,
+            frozen: 0,
+            committed: false,
+            dirty: true,
+            version: 0,
+            handle: OnceLock::new(),
+        };
         let _ = slot.handle.set(Arc::new(handle));
         Ok(slot)
     }
@@ -716,6 +741,7 @@ impl Collection {
                     frozen: cap,
                     committed: false,
                     dirty: false,
+                    version: 0,
                     handle: OnceLock::new(),
                 });
             }
@@ -769,6 +795,7 @@ impl WriterState {
             superseded: Vec::new(),
             seq: 0,
             changed: false,
+            hasher: hasher::Hasher::default(),
         })
     }
 }

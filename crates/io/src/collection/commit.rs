@@ -71,8 +71,17 @@ pub(crate) fn flush(c: &mut Collection) -> Result<()> {
     } else {
         Vec::new()
     };
-    let to_hash: Vec<usize> =
-        c.slots.iter().enumerate().filter(|(_, s)| s.rows == cap && s.sha256.is_none()).map(|(b, _)| b).collect();
+    // Digests the background hasher made of the blocks as they are now.
+    let mut ready = w.hasher.finish();
+    let mut to_hash = Vec::new();
+    for (b, slot) in c.slots.iter_mut().enumerate() {
+        if slot.rows == cap && slot.sha256.is_none() {
+            match ready.remove(&(slot.file.clone(), slot.version)) {
+                Some(d) => slot.sha256 = Some(d),
+                None => to_hash.push(b),
+            }
+        }
+    }
     let (synced, digests) = std::thread::scope(|s| {
         let syncer = (!dirty.is_empty()).then(|| s.spawn(|| dirty.iter().try_for_each(|b| b.sync())));
         let digests = hash_blocks(c, &to_hash);
