@@ -363,26 +363,6 @@ impl Collection {
             return Err(self.input(format!("row {bad} is out of range ({rows} rows)"), "cannot gather"));
         }
         let rb = self.layout.row_bytes() as usize;
-        // Many small reads: split over the cores (each read is a system call).
-        const PER_THREAD: usize = 128;
-        let threads = crate::hash::threads().min(indices.len() / PER_THREAD).max(1);
-        if threads == 1 {
-            return self.gather_run(indices, out);
-        }
-        let per = indices.len().div_ceil(threads);
-        std::thread::scope(|s| {
-            let jobs: Vec<_> = indices
-                .chunks(per)
-                .zip(out.chunks_mut(per * rb))
-                .map(|(idx, part)| s.spawn(move || self.gather_run(idx, part)))
-                .collect();
-            jobs.into_iter().try_for_each(|j| j.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-        })
-    }
-
-    /// [`Collection::gather`] of checked indices on this thread.
-    fn gather_run(&self, indices: &[u64], out: &mut [u8]) -> Result<()> {
-        let rb = self.layout.row_bytes() as usize;
         let cap = self.layout.block_rows;
         let mut k = 0;
         // Runs of consecutive rows in one block are read with one call.
