@@ -365,7 +365,9 @@ impl Collection {
         let rb = self.layout.row_bytes() as usize;
         let cap = self.layout.block_rows;
         let mut k = 0;
-        // Runs of consecutive rows in one block are read with one call.
+        // Runs of consecutive rows in one block are read with one call. One
+        // thread: split over two, the reads contend and each takes longer
+        // (1.0 against 1.4 µs a row here).
         while k < indices.len() {
             let (b, o) = (indices[k] / cap, indices[k] % cap);
             let mut run = 1;
