@@ -364,17 +364,29 @@ impl Collection {
         }
         let rb = self.layout.row_bytes() as usize;
         let cap = self.layout.block_rows;
-        let mut k = 0;
-        // Runs of consecutive rows in one block are read with one call. One
+        // In file order (each row still lands at its own place in `out`):
+        // neighbouring reads hit neighbouring page-cache entries, and runs
+        // of consecutive rows in one block are read with one call. One
         // thread: split over two, the reads contend and each takes longer
         // (1.0 against 1.4 µs a row here).
-        while k < indices.len() {
-            let (b, o) = (indices[k] / cap, indices[k] % cap);
+        let mut order: Vec<usize> = (0..indices.len()).collect();
+        if !indices.is_sorted() {
+            order.sort_unstable_by_key(|&k| indices[k]);
+        }
+        let mut k = 0;
+        while k < order.len() {
+            let first = order[k];
+            let (b, o) = (indices[first] / cap, indices[first] % cap);
+            // A run: the next rows of the file, wanted at the next places of `out`.
             let mut run = 1;
-            while k + run < indices.len() && indices[k + run] == indices[k] + run as u64 && o + (run as u64) < cap {
+            while k + run < order.len()
+                && order[k + run] == first + run
+                && indices[first + run] == indices[first] + run as u64
+                && o + (run as u64) < cap
+            {
                 run += 1;
             }
-            self.block(b as usize)?.read(&self.layout, o, &mut out[k * rb..(k + run) * rb])?;
+            self.block(b as usize)?.read(&self.layout, o, &mut out[first * rb..(first + run) * rb])?;
             k += run;
         }
         Ok(())
