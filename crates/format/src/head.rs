@@ -13,8 +13,8 @@ use crate::tensor::Format;
 use crate::{Error, ErrorKind, Limits, Result};
 
 /// safetensors refuses headers longer than this (its `MAX_HEADER_SIZE`), so
-/// our safetensors encoder does too.
-const SAFETENSORS_MAX_HEADER: u64 = 100_000_000;
+/// our safetensors encoder and decoder do too.
+pub const SAFETENSORS_MAX_HEADER: u64 = 100_000_000;
 
 /// Length of the SHA-256 footer.
 pub const FOOTER_LEN: u64 = 32;
@@ -75,8 +75,9 @@ impl Head {
         // Checked before sniffing, because some lengths look like other
         // formats' magic numbers (640 starts with a pickle's 0x80 0x02).
         let len_field = start.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok());
+        let cap = safetensors_limits(limits);
         if let Some(n) = len_field.map(u64::from_le_bytes) {
-            if start.get(8) == Some(&b'{') && n <= limits.max_header_len {
+            if start.get(8) == Some(&b'{') && n <= cap.max_header_len {
                 return Ok(8 + n);
             }
         }
@@ -84,7 +85,7 @@ impl Head {
             return Err(Error::new(ErrorKind::UnrecognizedFormat { looks_like: Some(what) }));
         }
         let n = Reader::new(start).u64_le("safetensors header length")?;
-        check_header_len(n, limits, 0)?;
+        check_header_len(n, &cap, 0)?;
         if start.len() > 8 {
             // Not a JSON object after the length: neither format.
             return Err(Error::new(ErrorKind::UnrecognizedFormat { looks_like: None }));
@@ -381,6 +382,12 @@ impl Head {
     pub fn is_compressed(&self) -> bool {
         self.flags.contains(Flags::ZSTD)
     }
+}
+
+/// `limits` for a safetensors header: never past safetensors' own cap, so
+/// that what we read (and write) safetensors reads too.
+pub(crate) fn safetensors_limits(limits: &Limits) -> Limits {
+    Limits { max_header_len: limits.max_header_len.min(SAFETENSORS_MAX_HEADER), ..limits.clone() }
 }
 
 fn check_header_len(len: u64, limits: &Limits, at: u64) -> Result<()> {

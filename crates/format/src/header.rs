@@ -76,8 +76,12 @@ impl Header {
     /// # Errors
     /// As [`Header::parse_deathtensors`].
     pub fn parse(json: &[u8], format: Format, limits: &Limits) -> Result<Header> {
-        if json.len() as u64 > limits.max_header_len {
-            return Err(Error::limit("header length", json.len() as u64, limits.max_header_len));
+        let cap = match format {
+            Format::Safetensors => crate::head::safetensors_limits(limits).max_header_len,
+            Format::Deathtensors => limits.max_header_len,
+        };
+        if json.len() as u64 > cap {
+            return Err(Error::limit("header length", json.len() as u64, cap));
         }
         let raw = de::parse(json, format, limits)?;
         let alignment = match raw.alignment {

@@ -81,7 +81,7 @@ pub use crate::{
     },
     dtype::Dtype,
     error::{Error, ErrorKind, Result},
-    head::{Head, FOOTER_LEN, PROBE_LEN},
+    head::{Head, FOOTER_LEN, PROBE_LEN, SAFETENSORS_MAX_HEADER},
     header::{Header, CREATED_BY},
     limits::{Limits, DEFAULT_ALIGNMENT, MAX_ALIGNMENT},
     prefix::{Flags, Prefix, MAGIC, VERSION},

@@ -94,3 +94,32 @@ fn every_manifest_entry_says_why() {
         assert!(!why.is_empty() && !why.contains('\n'), "{name}: bad \"why\"");
     }
 }
+
+/// safetensors' header cap (100,000,000 bytes) applies to safetensors files
+/// in both directions; deathtensors files keep the 100 MiB limit.
+#[test]
+fn safetensors_headers_stop_at_safetensors_cap() {
+    use deathtensors_format::{ErrorKind, Format, Header, SAFETENSORS_MAX_HEADER};
+    let at_cap = {
+        let mut p = SAFETENSORS_MAX_HEADER.to_le_bytes().to_vec();
+        p.push(b'{');
+        p
+    };
+    assert_eq!(Head::needed(&at_cap, &Limits::DEFAULT).unwrap(), 8 + SAFETENSORS_MAX_HEADER);
+    let mut over = (SAFETENSORS_MAX_HEADER + 1).to_le_bytes().to_vec();
+    over.push(b'{');
+    let err = Head::needed(&over, &Limits::DEFAULT).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::LimitExceeded { limit: SAFETENSORS_MAX_HEADER, .. }), "{err}");
+    // A deathtensors header of that length is within our own limit.
+    let mut dt = deathtensors_format::MAGIC.to_vec();
+    dt.extend_from_slice(&1u32.to_le_bytes());
+    dt.extend_from_slice(&0u32.to_le_bytes());
+    dt.extend_from_slice(&(SAFETENSORS_MAX_HEADER + 1).to_le_bytes());
+    assert!(Head::needed(&dt, &Limits::DEFAULT).is_ok());
+    // Decoding: the length check comes first, before any JSON is read.
+    let json = vec![b' '; SAFETENSORS_MAX_HEADER as usize + 1];
+    let err = Header::parse(&json, Format::Safetensors, &Limits::DEFAULT).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::LimitExceeded { .. }), "{err}");
+    let err = Header::parse(&json, Format::Deathtensors, &Limits::DEFAULT).unwrap_err();
+    assert!(!matches!(err.kind(), ErrorKind::LimitExceeded { .. }), "{err}");
+}
