@@ -501,3 +501,21 @@ def test_distribution_is_still_the_real_one():
     assert importlib.metadata.version("safetensors") == "0.8.0"
     assert ours.__version__ == "0.8.0"  # the API version, not deathtensors'
     assert deathtensors.__version__ != "0.8.0"
+
+
+@pytest.mark.parametrize("length", [100_000_000, 100_000_001, 100 * 1024 * 1024])
+def test_header_length_cap_is_safetensors_own(length, tmp_path):
+    """A header length safetensors refuses (over 100,000,000 bytes) is refused
+    by the drop-in too, before any of it is read; one at the cap is refused
+    by both only because the file is shorter than it says."""
+    import safetensors
+
+    path = tmp_path / "big-header.safetensors"
+    path.write_bytes(length.to_bytes(8, "little") + b'{"a":' + b" " * 64)
+    with pytest.raises(Exception) as theirs:
+        safetensors.safe_open(str(path), framework="np")
+    with pytest.raises(Exception) as mine:
+        ours.safe_open(str(path), framework="np")
+    too_large = "too large" in str(theirs.value)
+    assert too_large == (length > 100_000_000), theirs.value
+    assert ("100000000" in str(mine.value) or "limit" in str(mine.value)) == too_large, mine.value
