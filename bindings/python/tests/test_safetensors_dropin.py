@@ -519,3 +519,43 @@ def test_header_length_cap_is_safetensors_own(length, tmp_path):
     too_large = "too large" in str(theirs.value)
     assert too_large == (length > 100_000_000), theirs.value
     assert ("100000000" in str(mine.value) or "limit" in str(mine.value)) == too_large, mine.value
+
+
+def test_saves_are_durable_unless_turned_off(tmp_path, monkeypatch):
+    """The drop-in's save_file fsyncs by default; install(durable=False) or
+    DEATHTENSORS_DURABLE=0 give safetensors' behaviour (still atomic)."""
+    import deathtensors._native as native
+    from deathtensors.safetensors import _serialize
+
+    calls = []
+    real_save = native.save
+
+    def spy(path, tensors, metadata, checksum, durable, *rest):
+        calls.append(durable)
+        return real_save(path, tensors, metadata, checksum, durable, *rest)
+
+    monkeypatch.setattr(native, "save", spy)
+    t = {"a": np.arange(4, dtype=np.float32)}
+    monkeypatch.delenv("DEATHTENSORS_DURABLE", raising=False)
+    try:
+        ours_np.save_file(t, tmp_path / "a.safetensors")
+        monkeypatch.setenv("DEATHTENSORS_DURABLE", "0")
+        ours_np.save_file(t, tmp_path / "b.safetensors")
+        monkeypatch.setenv("DEATHTENSORS_DURABLE", "1")
+        _serialize.set_durable(False)  # what install(durable=False) sets
+        ours_pt.save_file({"a": torch.ones(2)}, tmp_path / "c.safetensors")
+        _serialize.set_durable(True)
+        ours_np.save_file(t, tmp_path / "d.safetensors")
+    finally:
+        _serialize.set_durable(None)
+    assert calls == [True, False, False, True]
+    assert ours.durable() is True
+    assert np.array_equal(real_np.load_file(str(tmp_path / "b.safetensors"))["a"], t["a"])
+    # install(durable=False), in a process where safetensors is not imported yet.
+    script = (
+        "import deathtensors.safetensors as s; s.install(durable=False); import safetensors; "
+        "print(safetensors.durable(), s.durable())"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]

@@ -25,7 +25,7 @@ real package before it ran; little-endian hosts only.
 from ._errors import SafetensorError
 from ._install import SHIM_PATH, install, installed, uninstall
 from ._open import PySafeSlice, _safe_open_handle, safe_open
-from ._serialize import TensorSpec, deserialize, serialize, serialize_file
+from ._serialize import DURABLE_ENV, TensorSpec, deserialize, durable, serialize, serialize_file
 
 #: The safetensors API version this package implements. The distribution
 #: named ``safetensors`` (what ``importlib.metadata`` reports) stays the real one.

@@ -69,9 +69,14 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 _HOOK = _Alias()
 
 
-def install(*, replace: bool = False) -> None:
+def install(*, replace: bool = False, durable: Optional[bool] = None) -> None:
     """Makes ``import safetensors`` (and ``safetensors.torch``,
     ``safetensors.numpy``) give this drop-in from now on, in this process.
+
+    Saves are durable by default (fsync'd, unlike safetensors'): pass
+    ``durable=False`` for safetensors' behaviour (atomic, but not safe
+    from a power loss), or set ``DEATHTENSORS_DURABLE=0`` in the
+    environment. None leaves the setting as it is.
 
     Call it before anything imports safetensors. If the real package is
     already imported, this raises ``RuntimeError``, unless `replace` is true:
@@ -83,6 +88,10 @@ def install(*, replace: bool = False) -> None:
     and the private ``safetensors._safetensors_rust`` are not (importing them
     fails with ``ModuleNotFoundError``).
     """
+    if durable is not None:
+        from ._serialize import set_durable
+
+        set_durable(durable)
     current = sys.modules.get("safetensors")
     if current is not None and not _is_ours(current):
         if not replace:

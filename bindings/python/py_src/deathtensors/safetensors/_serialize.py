@@ -2,7 +2,8 @@
 safetensors 0.8.0's raw-pointer API, over the deathtensors encoder.
 
 Files are written by ``deathtensors._native.save`` (atomic and, unlike
-safetensors, fsync'd before the rename); bytes by
+safetensors, fsync'd before the rename, unless durability is turned off:
+:func:`durable`); bytes by
 ``_native.encode_safetensors``. Both lay the file out exactly as safetensors
 0.8.0 does, so the bytes are identical.
 """
@@ -145,12 +146,37 @@ def encode(items: list[Item], metadata: Optional[dict[str, str]]) -> bytes:
         raise SafetensorError(f"Error while serializing: {e}") from e
 
 
+#: Set by ``install(durable=...)``; None: the environment decides.
+_durable: Optional[bool] = None
+
+#: ``DEATHTENSORS_DURABLE=0`` (or ``false``, ``no``, ``off``) turns fsync off.
+DURABLE_ENV = "DEATHTENSORS_DURABLE"
+
+
+def durable() -> bool:
+    """Whether the drop-in's ``save_file`` and ``serialize_file`` wait for
+    the disk (fsync of the file and its directory) before returning: True
+    unless turned off by ``install(durable=False)`` or the environment
+    variable ``DEATHTENSORS_DURABLE=0``. Off, a save is still atomic (the
+    file is whole or absent after a crash of the process) but, as with
+    safetensors, not after a power loss."""
+    if _durable is not None:
+        return _durable
+    return os.environ.get(DURABLE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def set_durable(value: Optional[bool]) -> None:
+    """Sets :func:`durable` for this process (None: back to the environment)."""
+    global _durable
+    _durable = None if value is None else bool(value)
+
+
 def write(items: list[Item], filename: Union[str, "os.PathLike[str]"], metadata: Optional[dict[str, str]]) -> None:
-    """Writes a safetensors file atomically."""
+    """Writes a safetensors file atomically (and durably: :func:`durable`)."""
     path = os.fspath(filename)
     tensors = [(name, code, shape, buf, None) for name, code, shape, buf in items]
     try:
-        _native.save(path, tensors, metadata, False, True, "safetensors")
+        _native.save(path, tensors, metadata, False, durable(), "safetensors")
     except (ValueError, OSError) as e:
         raise SafetensorError(f"Error while serializing: {e}") from e
 
