@@ -20,6 +20,13 @@ const MAP_MIN: u64 = 1 << 20;
 /// One block as Python sees it: path, rows, sha256 hex, committed.
 type BlockRow = (PathBuf, u64, Option<String>, bool);
 
+/// The file dtype name ("F32") of a name of ours or torch's ("float32",
+/// "bfloat16", "half"), as tensorblob stores them; None if unknown.
+#[pyfunction]
+pub fn dtype_from_name(name: &str) -> Option<&'static str> {
+    deathtensors_io::dtype_from_name(name).map(Dtype::name)
+}
+
 /// An open collection; `None` once closed.
 #[pyclass(name = "Collection", module = "deathtensors._native")]
 #[derive(Debug)]

@@ -19,6 +19,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reader::PyRegion>()?;
     m.add_class::<arena::PyArena>()?;
     m.add_class::<collection::PyCollection>()?;
+    m.add_function(wrap_pyfunction!(collection::dtype_from_name, m)?)?;
     m.add_function(wrap_pyfunction!(writer::save, m)?)?;
     m.add_class::<keys::PyKeyRing>()?;
     m.add_function(wrap_pyfunction!(keys::generate_key, m)?)?;

@@ -22,23 +22,13 @@ from typing import Any, Iterator, Optional
 
 from . import _convert, _dtypes
 from ._native import Collection as _Collection
+from ._native import dtype_from_name
 from .errors import DeathTensorsError
 
 __all__ = ["TensorBlob"]
 
 DEFAULT_BLOCK_SIZE = 8192
 
-# torch's dtype names (and their aliases), as tensorblob stores them.
-_TORCH_NAMES = {
-    "bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16", "short": "I16",
-    "uint16": "U16", "int32": "I32", "int": "I32", "uint32": "U32", "int64": "I64",
-    "long": "I64", "uint64": "U64", "float16": "F16", "half": "F16", "bfloat16": "BF16",
-    "float32": "F32", "float": "F32", "float64": "F64", "double": "F64",
-    "complex64": "C64", "cfloat": "C64", "complex128": "C128", "cdouble": "C128",
-    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "float8_e4m3fnuz": "F8_E4M3FNUZ",
-    "float8_e5m2fnuz": "F8_E5M2FNUZ", "float8_e8m0fnu": "F8_E8M0",
-}
-_FILE_NAMES = set(_dtypes.ITEMSIZE) | {"F4", "F6_E2M3", "F6_E3M2"}
 
 
 class BlobClosedError(ValueError, OSError):
@@ -60,11 +50,11 @@ def resolve_dtype(dtype: Any) -> str:
     if torch is not None and isinstance(dtype, torch.dtype):
         return _dtypes.from_torch(dtype)
     if isinstance(dtype, str):
-        if dtype in _FILE_NAMES:
-            return dtype
-        name = dtype.removeprefix("torch.")
-        if name in _TORCH_NAMES:
-            return _TORCH_NAMES[name]
+        # Ours ("BF16") or torch's and its aliases ("bfloat16", "half"), as
+        # tensorblob stores them: the core's one table of names.
+        name = dtype_from_name(dtype.removeprefix("torch."))
+        if name is not None:
+            return name
     try:
         import numpy as np
 
@@ -78,10 +68,7 @@ def resolve_dtype(dtype: Any) -> str:
 
 def _torch_name(file_dtype: str) -> str:
     """The torch-style name tensorblob reports as ``.dtype``."""
-    for name, ours in _TORCH_NAMES.items():
-        if ours == file_dtype:
-            return name
-    return file_dtype
+    return _dtypes.TORCH_NAMES.get(file_dtype, file_dtype)
 
 
 def _resolve_shape(shape: Any) -> tuple:

@@ -44,6 +44,10 @@ _TORCH = {
 }
 
 
+#: File dtype -> torch's name for it ("F32" -> "float32").
+TORCH_NAMES = _TORCH
+
+
 def _module(name: str) -> Any:
     try:
         return importlib.import_module(name)
