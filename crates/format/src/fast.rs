@@ -202,9 +202,81 @@ impl<'a> Parser<'a> {
         Some((start, end))
     }
 
+    /// `literal`, byte for byte (no whitespace skipped).
+    fn lit(&mut self, literal: &[u8]) -> Option<()> {
+        let end = self.at.checked_add(literal.len())?;
+        (self.bytes.get(self.at..end)? == literal).then(|| self.at = end)
+    }
+
     /// A tensor's entry, after its key.
     fn tensor(&mut self, name: &str, format: Format) -> Option<TensorInfo> {
         check_name(name, self.limits).ok()?;
+        let start = self.at;
+        if let Some(t) = self.canonical_tensor(name, format) {
+            return Some(t);
+        }
+        self.at = start;
+        self.any_tensor(name, format)
+    }
+
+    /// A tensor's entry written as our encoder and safetensors' write it
+    /// (`{"dtype":"F32","shape":[16],"data_offsets":[0,64]`, then `}`, or in a
+    /// deathtensors header `,"metadata":{..}`, an optional `,"sha256":".."`
+    /// and `}`), matched literally: about twice as fast as walking it as an
+    /// object. `None` for any other spelling, which `any_tensor` walks.
+    fn canonical_tensor(&mut self, name: &str, format: Format) -> Option<TensorInfo> {
+        self.lit(b"{\"dtype\":\"")?;
+        let end = string_end(self.bytes, self.at)?;
+        let dtype = Dtype::from_name(self.text.get(self.at..end)?)?;
+        self.at = end;
+        self.lit(b"\",\"shape\":[")?;
+        // Up to 8 dimensions on the stack, then one exact allocation.
+        let mut dims = [0u64; 8];
+        let mut rank = 0;
+        if self.lit(b"]").is_none() {
+            loop {
+                if rank == dims.len() || rank as u64 >= self.limits.max_rank {
+                    return None;
+                }
+                *dims.get_mut(rank)? = self.uint()?;
+                rank += 1;
+                match self.bytes.get(self.at)? {
+                    b',' => self.at += 1,
+                    b']' => {
+                        self.at += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        self.lit(b",\"data_offsets\":[")?;
+        let start = self.uint()?;
+        self.lit(b",")?;
+        let end = self.uint()?;
+        self.lit(b"]")?;
+        let mut metadata = Metadata::new();
+        let mut sha256 = None;
+        if format == Format::Deathtensors {
+            self.lit(b",\"metadata\":")?;
+            metadata = self.metadata()?;
+            if self.lit(b",\"sha256\":").is_some() {
+                sha256 = Some(crate::json::parse_hex(self.str()?)?);
+            }
+        }
+        self.lit(b"}")?;
+        Some(TensorInfo {
+            name: name.to_string(),
+            dtype,
+            shape: dims.get(..rank)?.to_vec(),
+            data_offsets: (start, end),
+            metadata,
+            sha256,
+        })
+    }
+
+    /// A tensor's entry in any spelling of the subset.
+    fn any_tensor(&mut self, name: &str, format: Format) -> Option<TensorInfo> {
         let dt = format == Format::Deathtensors;
         let mut dtype = None;
         let mut shape = None;
