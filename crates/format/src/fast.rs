@@ -203,9 +203,11 @@ impl<'a> Parser<'a> {
     }
 
     /// `literal`, byte for byte (no whitespace skipped).
-    fn lit(&mut self, literal: &[u8]) -> Option<()> {
-        let end = self.at.checked_add(literal.len())?;
-        (self.bytes.get(self.at..end)? == literal).then(|| self.at = end)
+    fn lit<const N: usize>(&mut self, literal: &[u8; N]) -> Option<()> {
+        let end = self.at.checked_add(N)?;
+        // A fixed-size compare: inlined, no call to memcmp.
+        let here: &[u8; N] = self.bytes.get(self.at..end)?.try_into().ok()?;
+        (here == literal).then(|| self.at = end)
     }
 
     /// A tensor's entry, after its key.

@@ -64,6 +64,10 @@ pub(crate) fn plan(specs: Vec<TensorSpec>, alignment: u64, limits: &Limits) -> R
 /// the previous tensor rounded up to `alignment`), and so overlap nothing
 /// and leave no hole.
 pub(crate) fn check(tensors: &[TensorInfo], alignment: u64) -> Result<u64> {
+    // Headers written by both formats list tensors in offset order; sort only
+    // when they do not. One pass over the entries checks each and the order.
+    let mut sorted = true;
+    let mut last = (0, 0);
     for t in tensors {
         let (start, end) = t.data_offsets;
         let located = |e: Error| e.with_tensor(&t.name);
@@ -74,10 +78,9 @@ pub(crate) fn check(tensors: &[TensorInfo], alignment: u64) -> Result<u64> {
         if end - start != expected {
             return Err(located(Error::new(ErrorKind::ByteLengthMismatch { expected, actual: end - start })));
         }
+        sorted &= last <= t.data_offsets;
+        last = t.data_offsets;
     }
-    // Headers written by both formats list tensors in offset order; sort only
-    // when they do not.
-    let sorted = tensors.windows(2).all(|w| w[0].data_offsets <= w[1].data_offsets);
     let mut order: Vec<u32> = Vec::new();
     if !sorted {
         order = (0..tensors.len() as u32).collect();
