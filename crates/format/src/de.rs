@@ -29,20 +29,13 @@ use crate::{Dtype, Error, ErrorKind, Limits, Result};
 ///
 /// Headers in the form writers produce take the fast path (`fast`); the
 /// others, and every invalid one, the full decoder below.
-pub(crate) fn parse(json: &[u8], format: Format, limits: &Limits) -> Result<RawHeader> {
+pub(crate) fn parse(json: &[u8], format: Format, limits: &Limits, fork: &dyn crate::Fork) -> Result<RawHeader> {
     let text = match core::str::from_utf8(json) {
         Ok(text) => text,
         Err(e) => return Err(Error::at(ErrorKind::InvalidUtf8, e.valid_up_to() as u64)),
     };
-    // Raw control characters are invalid anywhere in JSON (in strings they
-    // must be escaped; outside, only space, tab, CR and LF are whitespace).
-    // Checked here so both backends agree: simd-json lets a NUL pass after
-    // a number.
-    if let Some(i) = first_control(json) {
-        let message = alloc::format!("control character {:#04x} outside an escape", json[i]);
-        return Err(Error::at(ErrorKind::InvalidJson { message: message.into() }, i as u64));
-    }
-    if let Some(raw) = crate::fast::parse(text, format, limits) {
+    // The fast path refuses every raw control character (see below).
+    if let Some(raw) = crate::fast::parse(text, format, limits, fork) {
         // Whatever the fast path accepts, the full decoder must accept with
         // the same result: checked wherever debug assertions are on (tests,
         // fuzzing).
@@ -51,6 +44,14 @@ pub(crate) fn parse(json: &[u8], format: Format, limits: &Limits) -> Result<RawH
             "the fast path accepted a header the full decoder decodes differently"
         );
         return Ok(raw);
+    }
+    // Raw control characters are invalid anywhere in JSON (in strings they
+    // must be escaped; outside, only space, tab, CR and LF are whitespace).
+    // Checked here so both backends agree: simd-json lets a NUL pass after
+    // a number.
+    if let Some(i) = first_control(json) {
+        let message = alloc::format!("control character {:#04x} outside an escape", json[i]);
+        return Err(Error::at(ErrorKind::InvalidJson { message: message.into() }, i as u64));
     }
     parse_full(json, format, limits)
 }

@@ -8,6 +8,12 @@
 //! (`None`), and the full decoder (`de`) decodes the header from the start
 //! and reports what is wrong: every error comes from there.
 //!
+//! It refuses every raw control character (JSON's whitespace aside), so
+//! `de::parse` looks for them only before the full decoder runs.
+//!
+//! Large objects of tensors are decoded in two halves at once when the
+//! caller lends a thread ([`Fork`]; see `object_of_tensors`).
+//!
 //! So the only thing this module must get right is what it accepts: for
 //! every header it returns, the full decoder returns the same `RawHeader`
 //! (in the subset, JSON means the same to simd-json and serde_json). Debug
@@ -18,10 +24,15 @@ use alloc::vec::Vec;
 
 use crate::raw::RawHeader;
 use crate::tensor::{check_name, Format, Metadata, TensorInfo};
-use crate::{Dtype, Limits};
+use crate::{Dtype, Fork, Limits};
+
+/// Tensor objects at least this long are decoded in two halves, through
+/// the caller's [`Fork`] (about 2,500 entries: below, a thread costs more
+/// than it saves).
+const SPLIT_MIN: usize = 256 << 10;
 
 /// Decodes `json` if it is in the subset and valid, `None` otherwise.
-pub(crate) fn parse(json: &str, format: Format, limits: &Limits) -> Option<RawHeader> {
+pub(crate) fn parse(json: &str, format: Format, limits: &Limits, fork: &dyn Fork) -> Option<RawHeader> {
     // simd-json refuses inputs of 4 GiB and more; leave those to it.
     #[cfg(feature = "std")]
     if json.len() > u32::MAX as usize {
@@ -29,19 +40,31 @@ pub(crate) fn parse(json: &str, format: Format, limits: &Limits) -> Option<RawHe
     }
     let mut p = Parser { text: json, bytes: json.as_bytes(), at: 0, limits };
     let raw = match format {
-        Format::Deathtensors => p.deathtensors()?,
-        Format::Safetensors => p.safetensors()?,
+        Format::Deathtensors => p.deathtensors(fork)?,
+        Format::Safetensors => p.safetensors(fork)?,
     };
     p.skip_ws();
     (p.at == json.len()).then_some(raw)
 }
 
+#[derive(Clone, Copy)]
 struct Parser<'a> {
     text: &'a str,
     bytes: &'a [u8],
     at: usize,
     limits: &'a Limits,
 }
+
+/// What a run over the members of an object of tensors found.
+struct Entries {
+    tensors: Vec<TensorInfo>,
+    /// safetensors' `__metadata__` member, and whether there was one.
+    metadata: Option<Metadata>,
+    metadata_seen: bool,
+}
+
+/// A `":{"dtype":"` : where a tensor's entry starts, after its name.
+const ENTRY_START: &[u8; 12] = b"\":{\"dtype\":\"";
 
 /// The index of the first `"`, `\\` or control character at or after
 /// `from`: where a string without escapes ends, if that is a `"`.
@@ -317,38 +340,122 @@ impl<'a> Parser<'a> {
         Some(())
     }
 
-    fn tensor_list(&self) -> Vec<TensorInfo> {
+    /// Room for the entries `len` bytes of JSON hold.
+    fn entries_for(&self, len: usize) -> Entries {
         let max = usize::try_from(self.limits.max_tensors).unwrap_or(usize::MAX);
-        Vec::with_capacity((self.bytes.len() / TENSOR_JSON_ESTIMATE + 1).min(max))
+        let tensors = Vec::with_capacity((len / TENSOR_JSON_ESTIMATE + 1).min(max));
+        Entries { tensors, metadata: None, metadata_seen: false }
     }
 
-    fn safetensors(&mut self) -> Option<RawHeader> {
-        let mut metadata_seen = false;
-        let mut metadata = None;
-        let mut tensors = self.tensor_list();
-        self.object(|p, key| {
-            if key == "__metadata__" {
-                // `null` (no metadata) is left to the full decoder.
-                if metadata_seen {
-                    return None;
-                }
-                metadata_seen = true;
-                metadata = Some(p.metadata()?);
-                return Some(());
+    /// One member of an object of tensors: a tensor, or (safetensors)
+    /// the `__metadata__`.
+    fn member(&mut self, out: &mut Entries, key: &str, format: Format) -> Option<()> {
+        if format == Format::Safetensors && key == "__metadata__" {
+            // `null` (no metadata) is left to the full decoder.
+            if out.metadata_seen {
+                return None;
             }
-            p.tensor_entry(&mut tensors, key, Format::Safetensors)
-        })?;
+            out.metadata_seen = true;
+            out.metadata = Some(self.metadata()?);
+            return Some(());
+        }
+        self.tensor_entry(&mut out.tensors, key, format)
+    }
+
+    /// The members of an object of tensors up to its closing `}`
+    /// (consumed): from just after the `{` (`first`), or from a key. Stops
+    /// early, at the comma, when a member ends exactly at `stop - 1`;
+    /// returns whether it did.
+    fn members(&mut self, out: &mut Entries, format: Format, stop: usize, first: bool) -> Option<bool> {
+        if first && self.peek()? == b'}' {
+            self.at += 1;
+            return Some(false);
+        }
+        loop {
+            let key = self.str()?;
+            self.eat(b':')?;
+            self.member(out, key, format)?;
+            match self.peek()? {
+                b',' if self.at + 1 == stop => return Some(true),
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(false);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Where a second decoder may start, about halfway through the rest of
+    /// the input: the `"` of a name followed by `":{"dtype":"`, after a
+    /// `,`. A guess (a string could hold those bytes): `object_of_tensors`
+    /// uses it only if the first decoder ends a member right before it.
+    fn split_point(&self) -> Option<usize> {
+        let rest = self.bytes.len().checked_sub(self.at)?;
+        if rest < SPLIT_MIN {
+            return None;
+        }
+        let mid = self.at + rest / 2;
+        let found = mid + self.bytes.get(mid..)?.windows(ENTRY_START.len()).position(|w| w == ENTRY_START)?;
+        let quote = self.bytes.get(..found)?.iter().rposition(|&b| b == b'"')?;
+        (quote > self.at && self.bytes.get(quote - 1) == Some(&b',')).then_some(quote)
+    }
+
+    /// An object of tensors (a safetensors header, or the `tensors` of a
+    /// deathtensors header), `{` to `}`. A large one is decoded in two
+    /// halves at once through `fork`: the second from a `split_point`, the
+    /// first up to it. The first decodes on past it if no member ends right
+    /// there (then the second's work is dropped), so the result is always
+    /// that of one decoder from the `{`: each member is decoded the same
+    /// wherever a decoder starts, once it starts at a member.
+    fn object_of_tensors(&mut self, format: Format, fork: &dyn Fork) -> Option<Entries> {
+        self.eat(b'{')?;
+        let mut first = self.entries_for(self.bytes.len().saturating_sub(self.at));
+        let Some(split) = self.split_point() else {
+            self.members(&mut first, format, usize::MAX, true)?;
+            return Some(first);
+        };
+        let mut other = Parser { at: split, ..*self };
+        let mut second = Entries { tensors: Vec::new(), metadata: None, metadata_seen: false };
+        second.tensors.reserve(first.tensors.capacity() / 2 + 1);
+        let (mut a, mut b) = (None, None);
+        fork.join(&mut || a = self.members(&mut first, format, split, true), &mut || {
+            b = other.members(&mut second, format, usize::MAX, false)
+        });
+        if !a? {
+            return Some(first);
+        }
+        // The second decoder started at a member: its result is the rest.
+        b?;
+        self.at = other.at;
+        if first.metadata_seen && second.metadata_seen {
+            return None;
+        }
+        if second.metadata_seen {
+            first.metadata = second.metadata;
+            first.metadata_seen = true;
+        }
+        if (first.tensors.len() + second.tensors.len()) as u64 > self.limits.max_tensors {
+            return None;
+        }
+        first.tensors.append(&mut second.tensors);
+        Some(first)
+    }
+
+    fn safetensors(&mut self, fork: &dyn Fork) -> Option<RawHeader> {
+        let entries = self.object_of_tensors(Format::Safetensors, fork)?;
         Some(RawHeader {
             format: Format::Safetensors,
             created_by: None,
             alignment: None,
-            metadata,
-            tensors,
+            metadata: entries.metadata,
+            tensors: entries.tensors,
             encryption: None,
         })
     }
 
-    fn deathtensors(&mut self) -> Option<RawHeader> {
+    fn deathtensors(&mut self, fork: &dyn Fork) -> Option<RawHeader> {
         let mut format_seen = false;
         let mut version_seen = false;
         let mut created_by: Option<String> = None;
@@ -373,9 +480,7 @@ impl<'a> Parser<'a> {
                 "alignment" if alignment.is_none() => alignment = Some(p.uint()?),
                 "global_metadata" if metadata.is_none() => metadata = Some(p.metadata()?),
                 "tensors" if tensors.is_none() => {
-                    let mut list = p.tensor_list();
-                    p.object(|p, name| p.tensor_entry(&mut list, name, Format::Deathtensors))?;
-                    tensors = Some(list);
+                    tensors = Some(p.object_of_tensors(Format::Deathtensors, fork)?.tensors);
                 }
                 _ => return None,
             }

@@ -116,6 +116,16 @@ impl Head {
     ///   `OffsetOutOfBounds` if shorter (uncompressed files only: the size of
     ///   a compressed blob is checked when it is decompressed).
     pub fn parse(bytes: &[u8], file_len: u64, limits: &Limits) -> Result<Head> {
+        Head::parse_with(bytes, file_len, limits, &crate::Serial)
+    }
+
+    /// [`Head::parse`], lending the decoder a second thread through `fork`:
+    /// the tensor entries of a large header (256 KiB or more) are decoded in
+    /// two halves at the same time. Same result, same errors.
+    ///
+    /// # Errors
+    /// As [`Head::parse`].
+    pub fn parse_with(bytes: &[u8], file_len: u64, limits: &Limits, fork: &dyn crate::Fork) -> Result<Head> {
         let probe = bytes.get(..PROBE_LEN.min(bytes.len())).unwrap_or(bytes);
         let needed = Head::needed(probe, limits)?;
         if needed > file_len {
@@ -127,13 +137,13 @@ impl Head {
         // `needed` <= bytes.len(), so it fits in usize.
         let head = &bytes[..needed as usize];
         if bytes.starts_with(&MAGIC) {
-            Head::parse_deathtensors(head, file_len, limits)
+            Head::parse_deathtensors(head, file_len, limits, fork)
         } else {
-            Head::parse_safetensors(head, file_len, limits)
+            Head::parse_safetensors(head, file_len, limits, fork)
         }
     }
 
-    fn parse_deathtensors(head: &[u8], file_len: u64, limits: &Limits) -> Result<Head> {
+    fn parse_deathtensors(head: &[u8], file_len: u64, limits: &Limits, fork: &dyn crate::Fork) -> Result<Head> {
         let prefix = Prefix::parse(head)?;
         let flags = prefix.flags;
         if flags.contains(Flags::ENCRYPTED) && flags.contains(Flags::ZSTD) {
@@ -150,7 +160,8 @@ impl Head {
         if let Some(i) = head[json_end..].iter().position(|&b| b != 0) {
             return Err(Error::at(ErrorKind::NonZeroPadding, (json_end + i) as u64));
         }
-        let header = Header::parse_deathtensors(json, limits).map_err(|e| shift(e, Prefix::LEN as u64))?;
+        let header =
+            Header::parse_forked(json, Format::Deathtensors, limits, fork).map_err(|e| shift(e, Prefix::LEN as u64))?;
         let sealed_len = header.encryption().and_then(|e| e.sealed_header);
         let sealed = match (flags.contains(Flags::SEALED), sealed_len) {
             (true, Some(n)) => {
@@ -270,12 +281,12 @@ impl Head {
         crate::enc::json(&header.without_encryption()).len()
     }
 
-    fn parse_safetensors(head: &[u8], file_len: u64, limits: &Limits) -> Result<Head> {
+    fn parse_safetensors(head: &[u8], file_len: u64, limits: &Limits, fork: &dyn crate::Fork) -> Result<Head> {
         let json = &head[8..];
         if json.first() != Some(&b'{') {
             return Err(Error::new(ErrorKind::UnrecognizedFormat { looks_like: None }));
         }
-        let header = Header::parse_safetensors(json, limits).map_err(|e| shift(e, 8))?;
+        let header = Header::parse_forked(json, Format::Safetensors, limits, fork).map_err(|e| shift(e, 8))?;
         let data_start = head.len() as u64;
         check_blob(header.tensors(), header.data_len(), file_len - data_start)?;
         Ok(Head {

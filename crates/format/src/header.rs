@@ -76,6 +76,11 @@ impl Header {
     /// # Errors
     /// As [`Header::parse_deathtensors`].
     pub fn parse(json: &[u8], format: Format, limits: &Limits) -> Result<Header> {
+        Header::parse_forked(json, format, limits, &crate::Serial)
+    }
+
+    /// [`Header::parse`] with a second thread lent through `fork`.
+    pub(crate) fn parse_forked(json: &[u8], format: Format, limits: &Limits, fork: &dyn crate::Fork) -> Result<Header> {
         let cap = match format {
             Format::Safetensors => crate::head::safetensors_limits(limits).max_header_len,
             Format::Deathtensors => limits.max_header_len,
@@ -83,7 +88,7 @@ impl Header {
         if json.len() as u64 > cap {
             return Err(Error::limit("header length", json.len() as u64, cap));
         }
-        let raw = de::parse(json, format, limits)?;
+        let raw = de::parse(json, format, limits, fork)?;
         let alignment = match raw.alignment {
             None => 1,
             Some(a) => layout::check_alignment(a)?,

@@ -39,7 +39,7 @@ extern crate std;
 
 // Modules, bottom to top: each uses only modules named before it (rustfmt
 // keeps the `mod` lines sorted, so the order is written here):
-// limits, error, dtype, reader (the byte cursor), sniff, prefix, signature;
+// limits, error, fork, dtype, reader (the byte cursor), sniff, prefix, signature;
 // tensor (plain types), layout, tree, json; crypt (the encryption section),
 // raw, fast, de (the decoders); header (`Header`), enc, head (`Head`),
 // cryptotensors, collection.
@@ -51,6 +51,7 @@ mod dtype;
 mod enc;
 mod error;
 mod fast;
+mod fork;
 mod head;
 mod header;
 mod json;
@@ -81,6 +82,7 @@ pub use crate::{
     },
     dtype::Dtype,
     error::{Error, ErrorKind, Result},
+    fork::{Fork, Serial},
     head::{Head, FOOTER_LEN, PROBE_LEN, SAFETENSORS_MAX_HEADER},
     header::{Header, CREATED_BY},
     limits::{Limits, DEFAULT_ALIGNMENT, MAX_ALIGNMENT},

@@ -27,6 +27,7 @@ mod collection;
 mod crypt;
 mod cryptotensors;
 mod error;
+mod fork;
 mod hash;
 mod mmap;
 mod policy;

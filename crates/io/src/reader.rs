@@ -9,6 +9,7 @@ use deathtensors_format::{Format, Head, Header, Limits, TensorInfo, FOOTER_LEN, 
 
 use crate::crypt::{KeyRing, VerifyingKey};
 use crate::error::{Error, ErrorKind, Result};
+use crate::fork::Threads;
 use crate::hash::{self, sha256_file_range};
 use crate::mmap::Mmap;
 use crate::pread::read_exact_at;
@@ -129,9 +130,16 @@ pub(crate) fn read_head(file: &File, file_len: u64, path: &Path, limits: &Limits
 /// pages are the page cache's.
 const MAPPED_HEAD_MIN: u64 = 256 << 10;
 
-/// [`read_head`], parsing from `map` (a mapping of `file`) when the head is
-/// long enough for it to matter.
-fn read_head_from(file: &File, file_len: u64, path: &Path, limits: &Limits, map: Option<&Mmap>) -> Result<Head> {
+/// [`read_head`], parsing from the file's mapping when the head is long
+/// enough for it to matter and `map` is given (then the mapping is made and
+/// kept there, for a reader opened with `open_mmap`).
+fn read_head_from(
+    file: &File,
+    file_len: u64,
+    path: &Path,
+    limits: &Limits,
+    map: Option<&OnceLock<std::result::Result<Mmap, String>>>,
+) -> Result<Head> {
     let doing = "cannot open";
     let mut probe = vec![0u8; (PROBE_LEN as u64).min(file_len) as usize];
     read_exact_at(file, &mut probe, 0).map_err(|e| Error::io(e, path, doing))?;
@@ -142,12 +150,20 @@ fn read_head_from(file: &File, file_len: u64, path: &Path, limits: &Limits, map:
             return Err(Error::format(e, path, doing));
         }
     }
-    if let Some(bytes) = map.filter(|_| needed >= MAPPED_HEAD_MIN).and_then(|m| m.bytes().get(..needed as usize)) {
-        return Head::parse(bytes, file_len, limits).map_err(|e| Error::format(e, path, doing));
+    if let Some(map) = map.filter(|_| needed >= MAPPED_HEAD_MIN) {
+        // SAFETY: `map` is given only for `open_mmap` readers, whose caller
+        // took on the contract of `Mmap::map`. A mapping that fails here is
+        // made again (and its error reported) on first use.
+        if let Ok(m) = unsafe { Mmap::map(file) } {
+            let _ = map.set(Ok(m));
+        }
+        if let Some(bytes) = map.get().and_then(|m| m.as_ref().ok()).and_then(|m| m.bytes().get(..needed as usize)) {
+            return Head::parse_with(bytes, file_len, limits, &Threads).map_err(|e| Error::format(e, path, doing));
+        }
     }
     let mut head = vec![0u8; needed as usize];
     read_exact_at(file, &mut head, 0).map_err(|e| Error::io(e, path, doing))?;
-    Head::parse(&head, file_len, limits).map_err(|e| Error::format(e, path, doing))
+    Head::parse_with(&head, file_len, limits, &Threads).map_err(|e| Error::format(e, path, doing))
 }
 
 impl Reader {
@@ -181,16 +197,10 @@ impl Reader {
         // A signed file is parsed as if its signature block were absent.
         let (body_len, signatures) = trust::split_signatures(&file, file_len, &probe, path)?;
         let map = OnceLock::new();
-        if mappable && file_len >= MAPPED_HEAD_MIN {
-            // SAFETY: `mappable` comes from `open_mmap`, whose caller took on
-            // the contract of `Mmap::map`. A failed mapping is made again
-            // (and reported) on first use.
-            if let Some(m) = unsafe { Mmap::map(&file) }.ok().filter(|m| m.bytes().len() as u64 == file_len) {
-                let _ = map.set(Ok(m));
-            }
+        let head = read_head_from(&file, body_len, path, &options.limits, mappable.then_some(&map))?;
+        if map.get().and_then(|m| m.as_ref().ok()).is_some_and(|m| m.bytes().len() as u64 != file_len) {
+            return Err(Error::input("the file changed size while it was opened".to_string(), path, "cannot open"));
         }
-        let mapped = map.get().and_then(|m: &std::result::Result<Mmap, String>| m.as_ref().ok());
-        let head = read_head_from(&file, body_len, path, &options.limits, mapped)?;
         let (trust, unsealed) = trust::check(&file, path, &head, signatures, &options)?;
         let head = unsealed.unwrap_or(head);
         Ok(Reader {

@@ -6,6 +6,7 @@ mod fixtures;
 mod fuzz_regressions;
 mod invalid;
 mod roundtrip;
+mod split;
 
 use std::path::PathBuf;
 
