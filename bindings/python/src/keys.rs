@@ -178,7 +178,7 @@ pub fn sign_file(py: Python<'_>, path: std::path::PathBuf, key: PyKeyRing, durab
 pub fn save_cryptotensors(
     py: Python<'_>,
     path: std::path::PathBuf,
-    tensors: Vec<crate::writer::Item<'_>>,
+    tensors: Bound<'_, PyAny>,
     metadata: Option<deathtensors_io::format::Metadata>,
     enc: PyKeyRing,
     sign: PyKeyRing,
@@ -214,7 +214,7 @@ pub fn save_cryptotensors(
         tensors: only,
         durable,
     };
-    crate::writer::with_tensors(py, tensors, |data| {
+    crate::writer::with_tensors(py, &tensors, |data| {
         deathtensors_io::save_cryptotensors(&path, data, metadata, &options).map(|_| ())
     })
 }

@@ -11,6 +11,7 @@ mod keys;
 mod reader;
 mod safetensors;
 mod sharded;
+mod tensors;
 mod writer;
 
 #[pymodule]
@@ -21,6 +22,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<collection::PyCollection>()?;
     m.add_function(wrap_pyfunction!(collection::dtype_from_name, m)?)?;
     m.add_function(wrap_pyfunction!(writer::save, m)?)?;
+    m.add_class::<tensors::Tensors>()?;
+    m.add_function(wrap_pyfunction!(tensors::collect, m)?)?;
     m.add_class::<keys::PyKeyRing>()?;
     m.add_function(wrap_pyfunction!(keys::generate_key, m)?)?;
     m.add_function(wrap_pyfunction!(keys::public_jwk, m)?)?;

@@ -9,7 +9,7 @@ use deathtensors_io::{save_sharded as io_save_sharded, ShardedReader, WriteOptio
 use pyo3::prelude::*;
 
 use crate::errors::IntoPy;
-use crate::writer::{parse_format, with_tensors, Item};
+use crate::writer::{parse_format, with_tensors};
 
 /// The index of a sharded checkpoint (Hugging Face, ours, or deathtensors
 /// 0.3.0's), or a single file.
@@ -71,7 +71,7 @@ impl PyShardedIndex {
 pub fn save_sharded(
     py: Python<'_>,
     path: PathBuf,
-    tensors: Vec<Item<'_>>,
+    tensors: Bound<'_, PyAny>,
     max_shard_bytes: u64,
     global_metadata: Option<Metadata>,
     checksum: bool,
@@ -89,5 +89,5 @@ pub fn save_sharded(
         WriteOptions { format, checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
     // Every shard is encrypted (with a data key of its own) and signed.
     crate::keys::apply(py, &mut options, encrypt, sign, cipher, chunk_size, seal_header)?;
-    with_tensors(py, tensors, |data| io_save_sharded(&path, data, max_shard_bytes, &options))
+    with_tensors(py, &tensors, |data| io_save_sharded(&path, data, max_shard_bytes, &options))
 }

@@ -1,56 +1,71 @@
 //! `deathtensors._native.save`: streaming, atomic writes from Python buffers.
 
-use deathtensors_io::format::{Dtype, Format, Metadata, TensorSpec};
+use deathtensors_io::format::{Format, Metadata, TensorSpec};
 use deathtensors_io::{save as io_save, WriteOptions};
-use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors::IntoPy;
+use crate::tensors::Tensors;
 
 /// One tensor as Python hands it over: name, dtype name, shape, a
 /// C-contiguous byte buffer, and per-tensor metadata.
 pub(crate) type Item<'py> = (String, String, Vec<u64>, Bound<'py, PyAny>, Option<Metadata>);
 
-/// Turns Python items into specs and the buffers that keep their memory alive.
-fn collect(tensors: Vec<Item<'_>>) -> PyResult<(Vec<TensorSpec>, Vec<PyBuffer<u8>>)> {
-    let mut specs = Vec::with_capacity(tensors.len());
-    let mut buffers = Vec::with_capacity(tensors.len());
-    for (name, dtype, shape, obj, metadata) in tensors {
-        let dtype = Dtype::from_name(&dtype)
-            .ok_or_else(|| PyValueError::new_err(format!("tensor {name:?}: unknown dtype {dtype:?}")))?;
-        let buf = PyBuffer::<u8>::get(&obj)?;
-        if !buf.is_c_contiguous() {
-            return Err(PyValueError::new_err(format!("tensor {name:?}: buffer is not C-contiguous")));
-        }
-        let mut spec = TensorSpec::new(name, dtype, shape);
-        spec.metadata = metadata.unwrap_or_default();
-        specs.push(spec);
-        buffers.push(buf);
+/// The writers' `tensors` argument: what `_native.collect` made of a dict,
+/// or a list of items.
+pub(crate) fn tensors_arg(tensors: &Bound<'_, PyAny>) -> PyResult<TensorsArg> {
+    if let Ok(collected) = tensors.downcast::<Tensors>() {
+        return Ok(TensorsArg::Collected(collected.clone().unbind()));
     }
-    Ok((specs, buffers))
+    let items: Vec<Item<'_>> = tensors.extract()?;
+    let mut out = Tensors::with_capacity(items.len());
+    for (name, dtype, shape, obj, metadata) in items {
+        out.push_buffer(name, &dtype, shape, &obj, metadata)?;
+    }
+    Ok(TensorsArg::Owned(out))
+}
+
+/// See [`tensors_arg`].
+pub(crate) enum TensorsArg {
+    Collected(Py<Tensors>),
+    Owned(Tensors),
 }
 
 /// Runs `write` on the tensors' specs and bytes with the GIL released,
 /// borrowing each buffer's memory without a copy.
 pub(crate) fn with_tensors<R: Send>(
     py: Python<'_>,
-    tensors: Vec<Item<'_>>,
+    tensors: &Bound<'_, PyAny>,
     write: impl FnOnce(Vec<(TensorSpec, &[u8])>) -> deathtensors_io::Result<R> + Send,
 ) -> PyResult<R> {
-    let (specs, buffers) = collect(tensors)?;
+    let mut arg = tensors_arg(tensors)?;
+    let mut guard;
+    let tensors: &mut Tensors = match &mut arg {
+        TensorsArg::Owned(t) => t,
+        TensorsArg::Collected(t) => {
+            guard = t.bind(py).try_borrow_mut()?;
+            &mut guard
+        }
+    };
+    let (specs, bytes) = tensors.take();
     let result = py.allow_threads(|| {
         let data = specs
             .into_iter()
-            .zip(&buffers)
-            // SAFETY: each `PyBuffer` keeps its exporter's memory alive and
-            // contiguous, `len_bytes` long, until `buffers` is dropped below,
-            // after this closure returns.
-            .map(|(s, b)| (s, unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const u8, b.len_bytes()) }))
+            .zip(bytes)
+            // SAFETY: `tensors` keeps each exporter's buffer (or torch
+            // tensor) alive and its memory contiguous, `len` bytes long,
+            // until it is dropped, after this closure returns. A length of
+            // zero needs no valid address.
+            .map(|(s, (ptr, len))| {
+                let bytes: &[u8] =
+                    if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr as *const u8, len) } };
+                (s, bytes)
+            })
             .collect();
         write(data)
     });
-    drop(buffers);
+    drop(arg);
     result.py(py)
 }
 
@@ -63,7 +78,8 @@ pub(crate) fn parse_format(format: &str) -> PyResult<Format> {
     }
 }
 
-/// Saves tensors atomically. The buffers' memory goes to the file without a
+/// Saves tensors (a list of items, or what `collect` made of a dict)
+/// atomically. The buffers' memory goes to the file without a
 /// copy, with the GIL released; they must not be modified meanwhile.
 #[pyfunction]
 #[pyo3(signature = (path, tensors, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false))]
@@ -71,7 +87,7 @@ pub(crate) fn parse_format(format: &str) -> PyResult<Format> {
 pub fn save(
     py: Python<'_>,
     path: std::path::PathBuf,
-    tensors: Vec<Item<'_>>,
+    tensors: Bound<'_, PyAny>,
     global_metadata: Option<Metadata>,
     checksum: bool,
     durable: bool,
@@ -87,6 +103,6 @@ pub fn save(
     let mut options =
         WriteOptions { format, checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
     crate::keys::apply(py, &mut options, encrypt, sign, cipher, chunk_size, seal_header)?;
-    with_tensors(py, tensors, |data| io_save(&path, data, &options).map(|_| ()))?;
+    with_tensors(py, &tensors, |data| io_save(&path, data, &options).map(|_| ()))?;
     Ok(())
 }

@@ -163,3 +163,50 @@ print("ok")
 """
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_views_with_offsets_grad_and_any_mapping_are_saved_as_their_values(tmp_path):
+    """The native fast path takes numpy arrays and torch tensors by their
+    memory: views that start inside their buffer, tensors that require
+    grad, and mappings that are not dicts must save exactly their values."""
+    import collections
+
+    base = np.arange(40, dtype=np.int32)
+    tbase = torch.arange(40, dtype=torch.float32)
+    cases = collections.OrderedDict(
+        np_view=base[3:11].reshape(2, 4),
+        torch_view=tbase[5:17].reshape(3, 4),
+        torch_grad=torch.ones(3, requires_grad=True),
+        torch_scalar=torch.tensor(7, dtype=torch.int64),
+        np_scalar=np.float32(2.5),
+        torch_bf16_view=tbase.to(torch.bfloat16)[1:4],
+    )
+
+    class Tensors(collections.abc.Mapping):
+        def __getitem__(self, k):
+            return cases[k]
+
+        def __iter__(self):
+            return iter(cases)
+
+        def __len__(self):
+            return len(cases)
+
+    for what, mapping in (("dict", dict(cases)), ("mapping", Tensors())):
+        path = tmp_path / f"{what}.dt"
+        dt.save(path, mapping)
+        with dt.open(path) as f:
+            assert f.keys() == list(cases)
+            for k, v in cases.items():
+                got = f.get_tensor(k, framework="torch")
+                want = torch.as_tensor(np.asarray(v)) if not isinstance(v, torch.Tensor) else v.detach()
+                assert got.dtype == want.dtype and got.shape == want.shape, k
+                assert torch.equal(got, want), k
+
+
+def test_non_str_names_are_refused(tmp_path):
+    with pytest.raises(dt.DeathTensorsError, match="names must be str"):
+        dt.save(tmp_path / "m.dt", {1: np.zeros(2)})
+    with pytest.raises(dt.DeathTensorsError, match="names must be str"):
+        dt.save_sharded(tmp_path / "s", {("a",): torch.zeros(2)})
+    assert list(tmp_path.iterdir()) == []

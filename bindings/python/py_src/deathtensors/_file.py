@@ -72,15 +72,10 @@ def save(
     unknown = set(metadata) - set(tensors)
     if unknown:
         raise DeathTensorsError(f"metadata names tensors that are not saved: {sorted(unknown)}")
-    items = []
-    for name, value in tensors.items():
-        if not isinstance(name, str):
-            raise DeathTensorsError(f"tensor names must be str, got {name!r}")
-        dtype, shape, buf = _convert.to_buffer(name, value)
-        items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", metadata.get(name))))
+    checked = {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items()}
     _native_save(
         os.fspath(path),
-        items,
+        _convert.collect(tensors, checked),
         _check_metadata("global_metadata", global_metadata),
         checksum,
         durable,

@@ -73,9 +73,20 @@ class Reader:
     def verify(self) -> bool: ...
     def verify_tensor(self, name: str) -> None: ...
 
+class Tensors:
+    """Tensors ready to write (what :func:`collect` made of a dict): specs,
+    and the tensors' memory, kept alive and borrowed without a copy."""
+
+def collect(
+    tensors: dict[str, Any],
+    metadata: Optional[Mapping[str, Mapping[str, str]]],
+    fallback: Any,
+    torch_dtypes: Optional[Mapping[Any, str]] = None,
+) -> Tensors: ...
+
 def save(
     path: str | os.PathLike[str],
-    tensors: Sequence[tuple[str, str, Sequence[int], Any, Optional[Mapping[str, str]]]],
+    tensors: Tensors | Sequence[tuple[str, str, Sequence[int], Any, Optional[Mapping[str, str]]]],
     global_metadata: Optional[Mapping[str, str]] = None,
     checksum: bool = False,
     durable: bool = True,
@@ -103,7 +114,7 @@ class ShardedIndex:
 
 def save_sharded(
     path: str | os.PathLike[str],
-    tensors: Sequence[tuple[str, str, Sequence[int], Any, Optional[Mapping[str, str]]]],
+    tensors: Tensors | Sequence[tuple[str, str, Sequence[int], Any, Optional[Mapping[str, str]]]],
     max_shard_bytes: int,
     global_metadata: Optional[Mapping[str, str]] = None,
     checksum: bool = False,

@@ -52,12 +52,9 @@ def save_sharded(
     if not isinstance(tensors, Mapping):
         raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
     metadata = dict(metadata or {})
-    items = []
-    for name, value in tensors.items():
-        dtype, shape, buf = _convert.to_buffer(name, value)
-        items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", metadata.get(name))))
+    checked = {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items() if name in tensors}
     _index, shards = _native_save_sharded(
-        os.fspath(path), items, int(max_shard_bytes), _check_metadata("global_metadata", global_metadata),
+        os.fspath(path), _convert.collect(tensors, checked), int(max_shard_bytes), _check_metadata("global_metadata", global_metadata),
         checksum and format == "deathtensors", durable, format, 64,
         None if encrypt is None else _keys.keyring(encrypt),
         None if sign is None else _keys.keyring(sign),

@@ -82,10 +82,7 @@ def save_file(
     if hasattr(config, "to_dict"):
         config = config.to_dict()
     config = dict(config or {})
-    items = []
-    for name, value in tensors.items():
-        dtype, shape, buf = _convert.to_buffer(name, value)
-        items.append((name, dtype, shape, buf, None))
+    items = _convert.collect(tensors)
     meta = dict(metadata or {})
     if not config:
         _native.save(os.fspath(filename), items, meta or None, False, True, "safetensors", 1)

@@ -1,0 +1,274 @@
+//! `deathtensors._native.collect`: Python tensors as specs and borrowed
+//! bytes for the writers.
+//!
+//! numpy arrays (through the buffer protocol) and CPU torch tensors (through
+//! a few attributes) in C order are taken here, without a Python call per
+//! tensor: saving 20,000 small tensors spent most of its time turning each
+//! into a buffer in Python. Anything else (other layouts, devices, byte
+//! orders, dtypes, objects) goes through the Python `fallback`, which
+//! converts or explains the refusal.
+
+use std::ffi::CStr;
+use std::mem::MaybeUninit;
+
+use deathtensors_io::format::{Dtype, Metadata, TensorSpec};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::{ffi, intern};
+
+/// A buffer exported by a Python object, released on drop.
+struct Buffer(Box<ffi::Py_buffer>);
+
+impl Buffer {
+    /// The object's buffer with shape, strides and format, if it has one.
+    fn get(obj: &Bound<'_, PyAny>) -> Option<Buffer> {
+        let mut view = Box::new(MaybeUninit::<ffi::Py_buffer>::uninit());
+        // SAFETY: `view` is valid for writes; on success the exporter filled
+        // it in, and `Drop` releases it exactly once.
+        let rc = unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), view.as_mut_ptr(), ffi::PyBUF_RECORDS_RO) };
+        if rc != 0 {
+            // Not an exporter (or not of this kind): the fallback decides.
+            let _ = PyErr::take(obj.py());
+            return None;
+        }
+        // SAFETY: initialised by the successful call above.
+        Some(Buffer(unsafe { Box::from_raw(Box::into_raw(view).cast::<ffi::Py_buffer>()) }))
+    }
+
+    fn is_c_contiguous(&self) -> bool {
+        // SAFETY: a valid, exported view.
+        unsafe { ffi::PyBuffer_IsContiguous(&*self.0, b'C' as std::os::raw::c_char) != 0 }
+    }
+
+    /// The struct-module format without its byte-order prefix, if it is
+    /// little-endian or native (we only build for little-endian targets).
+    fn format(&self) -> Option<&CStr> {
+        if self.0.format.is_null() {
+            return Some(c"B");
+        }
+        // SAFETY: a NUL-terminated string owned by the exporter for the
+        // view's lifetime.
+        let f = unsafe { CStr::from_ptr(self.0.format) }.to_bytes_with_nul();
+        let f = match f.first() {
+            Some(b'<' | b'=' | b'@') => f.get(1..)?,
+            Some(b'>' | b'!') => return None,
+            _ => f,
+        };
+        CStr::from_bytes_with_nul(f).ok()
+    }
+
+    fn shape(&self) -> Vec<u64> {
+        let ndim = usize::try_from(self.0.ndim).unwrap_or(0);
+        if self.0.shape.is_null() || ndim == 0 {
+            return Vec::new();
+        }
+        // SAFETY: the exporter provides `ndim` dimensions.
+        unsafe { std::slice::from_raw_parts(self.0.shape, ndim) }.iter().map(|&d| d as u64).collect()
+    }
+
+    fn bytes(&self) -> (*const u8, usize) {
+        (self.0.buf as *const u8, usize::try_from(self.0.len).unwrap_or(0))
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        // Buffers are made and dropped with the GIL held (`Tensors` is
+        // `unsendable`, and `with_tensors` drops them after the write).
+        // SAFETY: exported once by `get`, released once here.
+        unsafe { ffi::PyBuffer_Release(&mut *self.0) }
+    }
+}
+
+/// Where a tensor's bytes are, and what keeps them alive.
+enum Source {
+    Buffer(Buffer),
+    /// A torch tensor's memory: `len` bytes at `ptr`, owned by the tensor.
+    Raw {
+        ptr: *const u8,
+        len: usize,
+        _owner: Py<PyAny>,
+    },
+}
+
+impl Source {
+    fn bytes(&self) -> (*const u8, usize) {
+        match self {
+            Source::Buffer(b) => b.bytes(),
+            Source::Raw { ptr, len, .. } => (*ptr, *len),
+        }
+    }
+}
+
+/// The dtype of a buffer's struct-module format.
+fn struct_dtype(format: &CStr) -> Option<Dtype> {
+    Some(match format.to_bytes() {
+        b"?" => Dtype::BOOL,
+        b"B" | b"c" => Dtype::U8,
+        b"b" => Dtype::I8,
+        b"h" => Dtype::I16,
+        b"H" => Dtype::U16,
+        b"e" => Dtype::F16,
+        b"i" => Dtype::I32,
+        b"I" => Dtype::U32,
+        b"f" => Dtype::F32,
+        b"d" => Dtype::F64,
+        b"q" | b"l" => Dtype::I64,
+        b"Q" | b"L" => Dtype::U64,
+        b"Zf" => Dtype::C64,
+        b"Zd" => Dtype::C128,
+        _ => return None,
+    })
+}
+
+/// Tensors ready to write: their specs, and their bytes borrowed from the
+/// Python objects, kept alive (and exported) until this is dropped.
+#[pyclass(name = "Tensors", module = "deathtensors._native", unsendable)]
+pub struct Tensors {
+    specs: Vec<TensorSpec>,
+    sources: Vec<Source>,
+}
+
+impl std::fmt::Debug for Tensors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tensors").field("len", &self.specs.len()).finish_non_exhaustive()
+    }
+}
+
+impl Tensors {
+    pub(crate) fn with_capacity(n: usize) -> Tensors {
+        Tensors { specs: Vec::with_capacity(n), sources: Vec::with_capacity(n) }
+    }
+
+    /// Adds a tensor given as a dtype name, a shape and a C-contiguous buffer.
+    pub(crate) fn push_buffer(
+        &mut self,
+        name: String,
+        dtype: &str,
+        shape: Vec<u64>,
+        obj: &Bound<'_, PyAny>,
+        metadata: Option<Metadata>,
+    ) -> PyResult<()> {
+        let dtype = Dtype::from_name(dtype)
+            .ok_or_else(|| PyValueError::new_err(format!("tensor {name:?}: unknown dtype {dtype:?}")))?;
+        let Some(buf) = Buffer::get(obj) else {
+            let kind = obj.get_type().name().map_or_else(|_| "object".to_string(), |n| n.to_string());
+            return Err(PyTypeError::new_err(format!("tensor {name:?}: a {kind} has no buffer of bytes")));
+        };
+        if !buf.is_c_contiguous() {
+            return Err(PyValueError::new_err(format!("tensor {name:?}: buffer is not C-contiguous")));
+        }
+        let mut spec = TensorSpec::new(name, dtype, shape);
+        spec.metadata = metadata.unwrap_or_default();
+        self.specs.push(spec);
+        self.sources.push(Source::Buffer(buf));
+        Ok(())
+    }
+
+    /// The specs and bytes, for a write with the GIL released: the slices
+    /// stay valid while `self` lives.
+    pub(crate) fn take(&mut self) -> (Vec<TensorSpec>, Vec<(usize, usize)>) {
+        let bytes = self.sources.iter().map(|s| s.bytes()).map(|(p, n)| (p as usize, n)).collect();
+        (std::mem::take(&mut self.specs), bytes)
+    }
+}
+
+/// A numpy array in C order with a little-endian dtype of ours.
+fn from_numpy(obj: &Bound<'_, PyAny>) -> Option<(Dtype, Vec<u64>, Buffer)> {
+    let buf = Buffer::get(obj)?;
+    if !buf.is_c_contiguous() {
+        return None;
+    }
+    let dtype = struct_dtype(buf.format()?)?;
+    if usize::try_from(buf.0.itemsize).ok()? as u64 != dtype.bits() / 8 {
+        return None;
+    }
+    Some((dtype, buf.shape(), buf))
+}
+
+/// A contiguous, strided CPU torch tensor of a dtype in `dtypes`.
+fn from_torch(
+    t: &Bound<'_, PyAny>,
+    strided: &Bound<'_, PyAny>,
+    dtypes: &Bound<'_, PyDict>,
+) -> PyResult<Option<(Dtype, Vec<u64>, Source)>> {
+    let py = t.py();
+    if !t.getattr(intern!(py, "layout"))?.is(strided) || !t.getattr(intern!(py, "is_cpu"))?.is_truthy()? {
+        return Ok(None);
+    }
+    let Some(name) = dtypes.get_item(t.getattr(intern!(py, "dtype"))?)? else {
+        return Ok(None);
+    };
+    let Some(dtype) = Dtype::from_name(name.downcast::<PyString>()?.to_str()?) else {
+        return Ok(None);
+    };
+    // F4 (two values a byte) counts its shape differently: the fallback.
+    if dtype == Dtype::F4 || !t.call_method0(intern!(py, "is_contiguous"))?.is_truthy()? {
+        return Ok(None);
+    }
+    let shape: Vec<u64> = t.getattr(intern!(py, "shape"))?.extract()?;
+    let len: usize = t.getattr(intern!(py, "nbytes"))?.extract()?;
+    let ptr: usize = if len == 0 { 0 } else { t.call_method0(intern!(py, "data_ptr"))?.extract()? };
+    Ok(Some((dtype, shape, Source::Raw { ptr: ptr as *const u8, len, _owner: t.clone().unbind() })))
+}
+
+/// Collects a dict of name to tensor (`tensors`), with per-tensor metadata
+/// from `metadata` (a dict of name to validated string dict), for
+/// `_native.save` and `_native.save_sharded`. `torch_dtypes` maps torch
+/// dtypes to our names; `fallback(name, value)` returns `(dtype, shape,
+/// buffer)` for every value the fast paths leave (or raises).
+#[pyfunction]
+#[pyo3(signature = (tensors, metadata, fallback, torch_dtypes = None))]
+pub fn collect(
+    py: Python<'_>,
+    tensors: &Bound<'_, PyDict>,
+    metadata: Option<&Bound<'_, PyDict>>,
+    fallback: &Bound<'_, PyAny>,
+    torch_dtypes: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Tensors> {
+    let modules = py.import("sys")?.getattr("modules")?;
+    // A module set to None in sys.modules is one that must not be imported.
+    let module = |name: &str| modules.get_item(name).ok().filter(|m| !m.is_none());
+    let ndarray = module("numpy").map(|m| m.getattr("ndarray")).transpose()?;
+    let torch = module("torch");
+    let tensor = torch.as_ref().map(|m| m.getattr("Tensor")).transpose()?;
+    let strided = torch.as_ref().map(|m| m.getattr("strided")).transpose()?;
+    let mut out = Tensors::with_capacity(tensors.len());
+    for (key, value) in tensors.iter() {
+        let Ok(name) = key.downcast::<PyString>() else {
+            return Err(crate::errors::error(py, format!("tensor names must be str, got {}", key.repr()?)));
+        };
+        let meta: Option<Metadata> = match metadata {
+            Some(m) => m.get_item(name)?.map(|m| m.extract()).transpose()?,
+            None => None,
+        };
+        let fast = if ndarray.as_ref().is_some_and(|t| value.is_instance(t).unwrap_or(false)) {
+            from_numpy(&value).map(|(d, s, b)| (d, s, Source::Buffer(b)))
+        } else if let (Some(t), Some(strided), Some(dtypes)) = (&tensor, &strided, torch_dtypes) {
+            if value.is_instance(t)? {
+                from_torch(&value, strided, dtypes)?
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        let name = name.to_str()?.to_string();
+        match fast {
+            Some((dtype, shape, source)) => {
+                let mut spec = TensorSpec::new(name, dtype, shape);
+                spec.metadata = meta.unwrap_or_default();
+                out.specs.push(spec);
+                out.sources.push(source);
+            }
+            None => {
+                let converted = fallback.call1((name.as_str(), &value))?;
+                let converted = converted.downcast::<PyTuple>()?;
+                let (dtype, shape, buf): (String, Vec<u64>, Bound<'_, PyAny>) = converted.extract()?;
+                out.push_buffer(name, &dtype, shape, &buf, meta)?;
+            }
+        }
+    }
+    Ok(out)
+}
