@@ -338,7 +338,8 @@ class DtFile:
         heap = arena is None
         if heap:
             arena = self._reader.read_all()
-        return _convert.from_blob(framework, self._reader.layout(heap), arena)
+        with _convert.gc_paused():
+            return _convert.from_blob(framework, self._reader.layout(heap), arena)
 
     # -- integrity ----------------------------------------------------------
     def verify(self) -> bool:

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, Union
 
 from .. import _dtypes, _keys, _native
-from .._convert import MAP_BY_DEFAULT, MAP_MIN
+from .._convert import MAP_BY_DEFAULT, MAP_MIN, gc_paused
 from ..errors import DeathTensorsError, TensorNotFoundError
 from . import _slicing
 from ._errors import SafetensorError
@@ -377,6 +377,10 @@ class safe_open:
         copied. Otherwise large files are read by a few threads at once: the
         copies run without the GIL, and filling fresh memory is bound by
         page faults, which parallelise."""
+        with gc_paused():  # tens of thousands of tensors are made
+            return self._get_tensors()
+
+    def _get_tensors(self) -> dict[str, Any]:
         names = self.offset_keys()
         reader = self._open()
         if self._mapping_ok:
