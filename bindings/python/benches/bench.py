@@ -8,6 +8,12 @@ operation adds, then the goals as ratios.
     python bench.py [--runs N] [--mib 1024] [--out DIR] [--legacy-python PATH]
                     [--ct-python PATH] [--ops save,open,load-all,load-one,enc-save,enc-load-all,enc-load-one]
     python bench.py --ops blob [--runs N] [--mib 1024]
+    python bench.py --datasets tiny --ops save,open,load-all,load-one [--before-python PATH]
+
+The 20,000-tensor dataset (`tiny`) also runs bintensors 0.2 (its numpy and
+torch modules, each on its own file: its binary header) and, with
+`--before-python`, an older build of ours installed in another venv, so
+that a change is measured before and after in one run.
 
 The `enc-*` operations (1 GiB model only) save with AES-256-GCM and an
 Ed25519 signature and load with the key: ours (`dt.save(encrypt=, sign=)`,
@@ -70,7 +76,9 @@ def model_spec(mib: int):
 
 
 def tiny_spec(n: int = 20000):
-    return [(f"model.layers.{i // 16}.block.{i % 16}.weight", ["f32", "half", "i64"][i % 3], (4,)) for i in range(n)]
+    """20,000 tensors of shape [16] F32 (issue 12's case: MoE experts,
+    per-layer scales, optimizer states)."""
+    return [(f"model.layers.{i // 16}.block.{i % 16}.weight", "f32", (16,)) for i in range(n)]
 
 
 # Appendable collections: rows of 768 float32 (an embedding), appended in
@@ -121,6 +129,12 @@ def rss_peak():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+# Up to this many bytes of results, `touch` reads them all in one pass over
+# their concatenation, with one small call per tensor: for 20,000 tiny
+# tensors the per-tensor sums cost more than the loads they check.
+TOUCH_BATCH_MAX = 64 << 20
+
+
 def touch(values):
     """Read every byte of every result: a sum of each tensor's bytes as
     64-bit words (and the few bytes after the last whole word).
@@ -133,6 +147,11 @@ def touch(values):
     make every page be mapped and read, not to measure that kernel."""
     import numpy as np
 
+    values = list(values)
+    if len(values) > 256:
+        small = touch_batched(values)
+        if small is not None:
+            return small
     acc = 0
     for v in values:
         if hasattr(v, "numpy"):
@@ -143,6 +162,27 @@ def touch(values):
             whole = v.size - v.size % 8
             acc += int(v[:whole].view(np.uint64).sum(dtype=np.uint64)) + int(v[whole:].sum())
     return acc
+
+
+def touch_batched(values):
+    """`touch` for many small results: every byte read once, by one
+    concatenation of all of them (torch: per dtype, then as bytes; numpy:
+    as bytes), then a byte sum. None if they hold more than
+    TOUCH_BATCH_MAX bytes."""
+    import numpy as np
+
+    if hasattr(values[0], "numpy"):
+        import torch
+
+        if sum(v.numel() * v.element_size() for v in values) > TOUCH_BATCH_MAX:
+            return None
+        groups = {}
+        for v in values:
+            groups.setdefault(v.dtype, []).append(v.reshape(-1) if v.dim() != 1 else v)
+        return sum(int(torch.cat(g).view(torch.uint8).sum(dtype=torch.int64)) for g in groups.values())
+    if sum(v.nbytes for v in values) > TOUCH_BATCH_MAX:
+        return None
+    return int(np.concatenate([v.reshape(-1).view(np.uint8) for v in values]).sum(dtype=np.uint64))
 
 
 def rss_reset():
@@ -287,10 +327,14 @@ def worker(impl, op, dataset, path, mib):
     if framework == "torch":
         import torch  # noqa: F401
     data = make(spec, framework) if op in ("save", "enc-save", "fsync-write") else None
-    if impl.startswith("ours") or impl == "dt030":
+    if impl.startswith("ours") or impl == "dt030" or impl.startswith("before"):
         import deathtensors as dt
     if impl.startswith("ours"):
         import deathtensors.cryptotensors as dtct  # not in deathtensors 0.3.0
+    if impl.startswith("bt"):
+        import bintensors.numpy as btn
+        import bintensors.torch as btt
+        from bintensors import safe_open as bt_open
     if impl.startswith("st"):
         import safetensors.numpy as stn
         import safetensors.torch as stt
@@ -306,11 +350,16 @@ def worker(impl, op, dataset, path, mib):
         if op != "enc-save":
             cryptotensors.register_direct_key_provider(keys=[enc, sign])
     one = spec[len(spec) // 2][0]
+    parts = {}  # the time until the results were returned, apart from touching them
     before = rss_peak()
     t0 = time.perf_counter()
     if op == "save":
-        if impl == "ours-numpy" or impl == "ours-torch":
+        if impl in ("ours-numpy", "ours-torch", "before-numpy", "before-torch"):
             dt.save(path, data, durable=False)
+        elif impl == "bt-numpy":
+            btn.save_file(data, path)
+        elif impl == "bt-torch":
+            btt.save_file(data, path)
         elif impl == "ours-durable":
             dt.save(path, data, durable=True)
         elif impl == "st-numpy":
@@ -326,21 +375,29 @@ def worker(impl, op, dataset, path, mib):
             f.flush()
             os.fsync(f.fileno())
     elif op == "open":
-        if impl.startswith("ours") or impl == "dt030":
+        if impl.startswith("ours") or impl == "dt030" or impl.startswith("before"):
             names = dt.open(path).keys()
+        elif impl.startswith("bt"):
+            with bt_open(path, framework="np") as f:
+                names = list(f.keys())
         else:
             with safe_open(path, framework="np") as f:
                 names = list(f.keys())
         assert len(names) == len(spec)
     elif op == "load-all":
-        if impl.startswith("ours"):
+        if impl.startswith("ours") or impl.startswith("before"):
             values = dt.open(path).get_tensors(framework=framework).values()
+        elif impl == "bt-numpy":
+            values = btn.load_file(path).values()
+        elif impl == "bt-torch":
+            values = btt.load_file(path).values()
         elif impl == "st-numpy":
             values = stn.load_file(path).values()
         elif impl == "st-torch":
             values = stt.load_file(path).values()
         elif impl == "dt030":
             values = dt.open(path).get_tensors(framework="numpy").values()
+        parts["load"] = time.perf_counter() - t0
         touch(values)
     elif op == "enc-save":
         if impl == "ours-enc" or impl == "ours-enc-durable":
@@ -378,14 +435,17 @@ def worker(impl, op, dataset, path, mib):
                 v = f.get_tensor(one)
         touch([v])
     elif op == "load-one":
-        if impl.startswith("ours") or impl == "dt030":
+        if impl.startswith("ours") or impl == "dt030" or impl.startswith("before"):
             v = dt.open(path).get_tensor(one, framework=framework)
+        elif impl.startswith("bt"):
+            with bt_open(path, framework="pt" if framework == "torch" else "np") as f:
+                v = f.get_tensor(one)
         else:
             with safe_open(path, framework="pt" if framework == "torch" else "np") as f:
                 v = f.get_tensor(one)
         touch([v])
     elapsed = time.perf_counter() - t0
-    print(json.dumps({"seconds": elapsed, "rss_added": max(0, rss_peak() - before)}))
+    print(json.dumps({"seconds": elapsed, "rss_added": max(0, rss_peak() - before), **parts}))
 
 
 def bench_keys():
@@ -412,6 +472,10 @@ def main():
     ap.add_argument("--out", default=str(HERE.parents[3] / "target" / "bench-py"))
     ap.add_argument("--legacy-python", default=str(HERE.parents[3] / ".venv-dt030" / "bin" / "python"))
     ap.add_argument("--ct-python", default=str(HERE.parents[3] / ".venv-ct023" / "bin" / "python"))
+    ap.add_argument("--before-python", default=None,
+                    help="a Python whose deathtensors is an older build of ours: measured beside this one "
+                         "(`before-numpy`, `before-torch`) on the 20,000-tensor dataset")
+    ap.add_argument("--datasets", default="model,tiny", help="model, tiny (20,000 tensors of [16] F32), or both")
     ap.add_argument("--worker", nargs=4)
     ap.add_argument("--ops", default="save,open,load-all,load-one,enc-save,enc-load-all,enc-load-one",
                     help="the operations to measure (loads reuse the files of an earlier run's saves); "
@@ -465,7 +529,8 @@ def main():
             path.unlink(missing_ok=True)
 
     def once(impl, op, dataset, path):
-        py = str(legacy) if impl == "dt030" else str(ct_python) if impl == "ct" else sys.executable
+        py = (str(legacy) if impl == "dt030" else str(ct_python) if impl == "ct"
+              else args.before_python if impl.startswith("before") else sys.executable)
         if op in ("save", "enc-save", "fsync-write"):
             os.sync()  # every save starts with no dirty pages of earlier runs
         elif op in ("blob-append", "blob-flush"):
@@ -601,11 +666,15 @@ def main():
             print(f"| {name} | {ratio:.2f} | {target} |")
 
     results = {}
-    impls = ["ours-numpy", "ours-torch", "st-numpy", "st-torch", "dt030"]
-    for dataset in ("model", "tiny") if file_ops else ():
+    for dataset in args.datasets.split(",") if file_ops else ():
+        impls = ["ours-numpy", "ours-torch", "st-numpy", "st-torch", "dt030"]
+        if dataset == "tiny":
+            # bintensors (its binary header), and ours before this change.
+            impls += ["bt-numpy", "bt-torch"] + (["before-numpy", "before-torch"] if args.before_python else [])
         size = sum(_nbytes(k, s) for _, k, s in (model_spec(args.mib) if dataset == "model" else tiny_spec()))
         print(f"{dataset}: {size / 2**20:.1f} MiB", flush=True)
-        files = {i: out / f"{dataset}-{i}.{'safetensors' if i.startswith('st') else 'dt'}" for i in impls}
+        ext = lambda i: "safetensors" if i.startswith("st") else "bt" if i.startswith("bt") else "dt"  # noqa: E731
+        files = {i: out / f"{dataset}-{i}.{ext(i)}" for i in impls}
         if "save" in ops:
             jobs = [(i, files[i]) for i in impls]
             if dataset == "model":
@@ -641,6 +710,16 @@ def main():
         ("load all numpy vs safetensors.numpy.load_file", r("model", "load-all", "ours-numpy") / r("model", "load-all", "st-numpy"), "<= 0.5"),
         ("open 20k tensors vs safetensors", r("tiny", "open", "ours-numpy") / r("tiny", "open", "st-numpy"), "<= 0.33"),
         ("load one tiny tensor vs safetensors", r("tiny", "load-one", "ours-numpy") / r("tiny", "load-one", "st-numpy"), "<= 1"),
+        ("20k: open, list names, ms (numpy)", r("tiny", "open", "ours-numpy") * 1000, "<= 5"),
+        ("20k: open, list names, ms (torch)", r("tiny", "open", "ours-torch") * 1000, "<= 5"),
+        ("20k: load one tensor, ms (numpy)", r("tiny", "load-one", "ours-numpy") * 1000, "<= 5"),
+        ("20k: load one tensor, ms (torch)", r("tiny", "load-one", "ours-torch") * 1000, "<= 5"),
+        ("20k: load all, ms (numpy)", r("tiny", "load-all", "ours-numpy") * 1000, "<= 100"),
+        ("20k: load all, ms (torch)", r("tiny", "load-all", "ours-torch") * 1000, "<= 100"),
+        ("20k: save numpy vs safetensors.numpy.save_file", r("tiny", "save", "ours-numpy") / r("tiny", "save", "st-numpy"), "<= 0.8"),
+        ("20k: save torch vs safetensors.numpy.save_file", r("tiny", "save", "ours-torch") / r("tiny", "save", "st-numpy"), "<= 0.8"),
+        ("20k: open vs bintensors' open of its own file", r("tiny", "open", "ours-numpy") / r("tiny", "open", "bt-numpy"), "< 1"),
+        ("20k: load one vs bintensors", r("tiny", "load-one", "ours-numpy") / r("tiny", "load-one", "bt-numpy"), "< 1"),
         ("encrypted+signed save vs plain save with checksum (durable=False)", r("model", "enc-save", "ours-enc") / r("model", "enc-save", "ours-ck"), "<= 1.3"),
         ("(same, durable=True)", r("model", "enc-save", "ours-enc-durable") / r("model", "enc-save", "ours-ck-durable"), "<= 1.3"),
         ("encrypted save: peak RSS added / data size", rss("model", "enc-save", "ours-enc") / size, "<= 0.10"),
@@ -651,6 +730,13 @@ def main():
         ("cryptotensors' file: ours load_file vs cryptotensors load_file", r("model", "enc-load-all", "ours-ct-file") / r("model", "enc-load-all", "ct"), "<= 0.33"),
         ("cryptotensors' file: ours load one tensor vs cryptotensors", r("model", "enc-load-one", "ours-ct-file") / r("model", "enc-load-one", "ct"), ""),
     ]
+    if ("tiny", "size", "") in results:
+        cols = [i for i in ("ours-numpy", "ours-torch", "before-numpy", "before-torch", "bt-numpy", "bt-torch",
+                            "st-numpy", "st-torch", "dt030") if any(k[0] == "tiny" and k[2] == i for k in results)]
+        print("\n| 20,000 tensors [16] F32, ms | " + " | ".join(cols) + " |\n| --- |" + " ---: |" * len(cols))
+        for op in ("save", "open", "load-all", "load-one"):
+            if any(k[:2] == ("tiny", op) for k in results):
+                print(f"| {op} | " + " | ".join(f"{r('tiny', op, i) * 1000:.1f}" for i in cols) + " |")
     if file_ops:
         print("\n| goal | ratio | target |\n| --- | --- | --- |")
         for name, ratio, target in goals:
