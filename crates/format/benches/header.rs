@@ -10,7 +10,10 @@
 //! - `header_20k`, `header_300`: decoding the whole head of a file.
 //!   `safetensors_read_metadata` is `safetensors::SafeTensors::read_metadata`
 //!   on the safetensors file; `ours_safetensors` and `ours_deathtensors` are
-//!   `Head::parse` on the safetensors and the deathtensors file.
+//!   `Head::parse` on the safetensors and the deathtensors file; the
+//!   `_2_threads` rows are `Head::parse_with` and a `Fork` of two scoped
+//!   threads (what `deathtensors-io` opens files with): a large object of
+//!   tensors decoded in two halves at once.
 //! - `header_20k_escaped_name`: the 20k safetensors file with one tensor
 //!   name holding a `"`, escaped in JSON. Our fast path takes only headers
 //!   without escapes, so this measures our full (serde) decoder.
@@ -19,7 +22,20 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use deathtensors_format::{Dtype, Flags, Head, Header, Limits, Metadata, TensorSpec};
+use deathtensors_format::{Dtype, Flags, Fork, Head, Header, Limits, Metadata, TensorSpec};
+
+/// The second job on a scoped thread, as `deathtensors-io` does it.
+struct Threads;
+
+impl Fork for Threads {
+    fn join(&self, a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
+        std::thread::scope(|s| {
+            let h = s.spawn(b);
+            a();
+            h.join().expect("no panic");
+        });
+    }
+}
 
 /// Per-layer tensors of a Llama-like decoder: (suffix, dtype, shape).
 const LAYER: &[(&str, Dtype, &[u64])] = &[
@@ -133,6 +149,12 @@ fn decode(c: &mut Criterion, group: &str, input: &Input) {
     });
     g.bench_function("ours_deathtensors", |b| {
         b.iter(|| Head::parse(black_box(dt), dt.len() as u64, &limits).expect("parse"))
+    });
+    g.bench_function("ours_safetensors_2_threads", |b| {
+        b.iter(|| Head::parse_with(black_box(st), st.len() as u64, &limits, &Threads).expect("parse"))
+    });
+    g.bench_function("ours_deathtensors_2_threads", |b| {
+        b.iter(|| Head::parse_with(black_box(dt), dt.len() as u64, &limits, &Threads).expect("parse"))
     });
     g.finish();
 }

@@ -13,7 +13,7 @@ impl Fork for Threads {
     fn join(&self, a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
         self.0.fetch_add(1, Ordering::Relaxed);
         std::thread::scope(|s| {
-            let h = s.spawn(|| b());
+            let h = s.spawn(b);
             a();
             h.join().unwrap();
         });
