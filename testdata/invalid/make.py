@@ -3,7 +3,8 @@
 
 Every file here must be rejected by `Head::parse` with the `ErrorKind` variant
 that manifest.json lists for it. Each file breaks exactly one rule: apart from
-the fault it is named after, it is a valid deathtensors v1 or safetensors file.
+the fault it is named after, it is a valid deathtensors v1, safetensors or
+bintensors 0.2 file.
 
 Run from anywhere with `python3 testdata/invalid/make.py`. Python 3 standard
 library only; the output is the same on every run (no randomness, no dates).
@@ -121,6 +122,52 @@ def st(header=None, *, data=ONES, header_len=None):
     """A safetensors file: length, JSON padded with spaces to 8 bytes, data."""
     body = text(st_top() if header is None else header)
     body += b" " * (-len(body) % 8)
+    n = len(body) if header_len is None else header_len
+    return struct.pack("<Q", n) + body + data
+
+
+# bintensors 0.2: an 8-byte length, then bincode 2 (standard: varints) of
+# (Option<metadata map>, list of (name, dtype index, shape, (begin, end))),
+# padded with spaces to a multiple of 8. Index 11 is F32.
+BT_F32 = 11
+BT_U8 = 1
+
+
+def bt_varint(v):
+    """bincode's shortest varint of `v`."""
+    if v <= 250:
+        return bytes([v])
+    if v < 2**16:
+        return b"\xfb" + struct.pack("<H", v)
+    if v < 2**32:
+        return b"\xfc" + struct.pack("<I", v)
+    return b"\xfd" + struct.pack("<Q", v)
+
+
+def bt_str(s):
+    b = s if isinstance(s, bytes) else s.encode("utf-8")
+    return bt_varint(len(b)) + b
+
+
+def bt_entry(name="a", dtype=BT_F32, shape=(2,), offsets=(0, 8)):
+    out = bt_str(name) + bt_varint(dtype) + bt_varint(len(shape)) + b"".join(bt_varint(d) for d in shape)
+    return out + bt_varint(offsets[0]) + bt_varint(offsets[1])
+
+
+def bt_body(entries=None, metadata=None):
+    """The encoded header: metadata (None, or a list of pairs) and raw entries."""
+    if metadata is None:
+        out = b"\x00"
+    else:
+        out = b"\x01" + bt_varint(len(metadata)) + b"".join(bt_str(k) + bt_str(v) for k, v in metadata)
+    entries = [bt_entry()] if entries is None else entries
+    return out + bt_varint(len(entries)) + b"".join(entries)
+
+
+def bt(body=None, *, data=ONES, pad=None, header_len=None):
+    """A bintensors file: length, header padded with spaces to 8 bytes, data."""
+    body = bt_body() if body is None else body
+    body += b" " * (-len(body) % 8) if pad is None else pad
     n = len(body) if header_len is None else header_len
     return struct.pack("<Q", n) + body + data
 
@@ -565,6 +612,57 @@ def build():
     st_many = {k: st_tensor(dtype="U8", shape=(1,), offsets=(i, i + 1)) for i, k in enumerate(many)}
     both("tensor-count-over-limit", "LimitExceeded", "Five tensors where the test's limits allow four (max_tensors = 4).",
          dt(dt_top(dt_many), data=bytes(5)), st(st_top(st_many), data=bytes(5)), limits={"max_tensors": 4})
+
+    # ---- bintensors 0.2 (docs/FORMAT.md, "bintensors files")
+    def bt_add(stem, data, kind, why, limits=None):
+        add(f"bt-{stem}.bt", data, kind, why, limits)
+
+    def two_bt(a, b, data=bytes(16)):
+        return bt(bt_body([bt_entry("a", offsets=a), bt_entry("b", offsets=b)]), data=data)
+
+    bt_add("varint-u128-tag", bt(b"\x00\xfe" + bytes(16) + bt_entry()), "InvalidBintensors", "The tensor count is a 128-bit varint (tag 0xfe), which no field may hold.")
+    bt_add("varint-reserved-tag", bt(b"\x00\x01\xff" + bt_entry()[2:]), "InvalidBintensors", "The name length uses the reserved varint tag 0xff.")
+    bt_add("varint-u64-in-dtype", bt(b"\x00\x01" + bt_str("a") + b"\xfd" + struct.pack("<Q", BT_F32) + b"\x01\x02\x00\x08"), "InvalidBintensors", "The dtype index 11 is written as a 9-byte varint (bintensors refuses a u64 there; we refuse any long form).")
+    bt_add("varint-not-shortest", bt(b"\x00\xfb\x01\x00" + bt_entry()), "InvalidBintensors", "The tensor count 1 is written as a 3-byte varint: bintensors reads it, but its writer never writes it, and one value must have one spelling.")
+    bt_add("varint-not-shortest-everywhere", bt(b"\x00" + b"\xfd" + struct.pack("<Q", 1) + b"\xfc" + struct.pack("<I", 1) + b"a" + b"\xfb\x0b\x00" + b"\xfb\x01\x00" + b"\xfb\x02\x00" + b"\xfb\x00\x00" + b"\xfb\x08\x00"), "InvalidBintensors", "Every integer in its longest form (bintensors' hostile noncanonical_varints, which it accepts).")
+    bt_add("varint-truncated", bt(b"\x00\x01\x01a\x0b\x01\xfc\x02", pad=b""), "Truncated", "The header ends inside a 5-byte varint (a shape dimension).")
+    bt_add("name-len-past-end", bt(b"\x00\x01\xc8abcdefgh"), "Truncated", "The name length is 200 but the header holds 8 bytes of it.")
+    bt_add("string-len-over-budget", bt(b"\x00\x01\xfc" + struct.pack("<I", 200_000_000) + b"abcdefgh"), "LimitExceeded", "The name length is 200,000,000: past bincode's decode budget of 100,000,000, which bintensors enforces.")
+    bt_add("count-over-budget", bt(b"\x00\xfc" + struct.pack("<I", 2_000_000) + bt_entry()), "LimitExceeded", "2,000,000 tensors claim 144,000,000 bytes of bincode's budget of 100,000,000.")
+    bt_add("count-past-end", bt(b"\x00\xfc" + struct.pack("<I", 1_000_000) + bt_entry()), "Truncated", "The tensor count is 1,000,000 (within the budget) but the header holds one entry.")
+    bt_add("rank-over-budget", bt(b"\x00\x01\x01a\x0b\xfc" + struct.pack("<I", 20_000_000) + b"\x02\x00\x08"), "LimitExceeded", "A rank of 20,000,000 claims 160,000,000 bytes of bincode's budget.")
+    bt_add("rank-65", bt(bt_body([bt_entry(dtype=BT_U8, shape=(1,) * 65, offsets=(0, 1))]), data=b"\x00"), "LimitExceeded", "A tensor of rank 65: over the default limit of 64.")
+    bt_add("tensor-count-over-limit", bt(bt_body([bt_entry(f"t{i}", BT_U8, (1,), (i, i + 1)) for i in range(5)]), data=bytes(5)), "LimitExceeded", "Five tensors where the test's limits allow four (max_tensors = 4).", limits={"max_tensors": 4})
+    bt_add("unsorted-offsets", two_bt((8, 16), (0, 8)), "UnexpectedGap", "Entries list (8,16) then (0,8): the data must follow the header's order, the first at 0.")
+    bt_add("overlap", two_bt((0, 8), (4, 12), data=bytes(12)), "Overlap", "Tensor b starts inside tensor a (bytes 4..8 are shared).")
+    bt_add("overlap-alias", two_bt((0, 8), (0, 8), data=bytes(8)), "Overlap", "Two tensors share the same 8 bytes.")
+    bt_add("hole", two_bt((0, 8), (12, 20), data=bytes(20)), "UnexpectedGap", "Bytes 8..12 between the two tensors belong to no tensor.")
+    bt_add("first-tensor-not-at-zero", bt(bt_body([bt_entry(offsets=(4, 12))]), data=bytes(12)), "UnexpectedGap", "The only tensor starts at byte 4; bytes 0..4 belong to no tensor.")
+    bt_add("offsets-reversed", two_bt((0, 8), (8, 0), data=bytes(8)), "OffsetsReversed", "The second tensor's offsets are (8, 0): the end comes before the start.")
+    bt_add("duplicate-tensor-name", two_bt((0, 8), (8, 16)).replace(b"\x01b\x0b", b"\x01a\x0b"), "DuplicateKey", "Two entries named a, with consecutive offsets.")
+    bt_add("metadata-keys-unsorted", bt(bt_body(metadata=[("z", "1"), ("a", "2")])), "InvalidBintensors", "Metadata keys z then a: bintensors reads them, but its writer sorts them, and a head we accept is the one bintensors writes.")
+    bt_add("duplicate-metadata-key", bt(bt_body(metadata=[("k", "1"), ("k", "2")])), "DuplicateKey", "The metadata map lists key k twice: bintensors keeps the last value, another reader might keep the first.")
+    bt_add("header-len-past-end", bt(header_len=64), "Truncated", "The header length is 64 but the file holds 16 header bytes and 8 of data.")
+    bt_add("header-len-over-cap", bt(header_len=100_000_001), "LimitExceeded", "The header length is 100,000,001: one over bintensors' cap.")
+    bt_add("header-len-u64-max", bt(header_len=U64_MAX), "LimitExceeded", "The header length is 2^64 - 1.")
+    bt_add("trailing-bytes", bt(data=ONES + bytes(4)), "UnownedBytes", "4 bytes after the last tensor belong to no tensor.")
+    bt_add("polyglot-zip-appended", bt(data=ONES + ZIP), "UnownedBytes", "A zip archive hidden after the last tensor: the file is also a zip.")
+    bt_add("truncated-data", bt(data=ONES[:4]), "OffsetOutOfBounds", "The header places 8 bytes but the file holds 4.")
+    bt_add("zero-tensors-with-data", bt(bt_body([])), "UnownedBytes", "An empty tensor list followed by 8 bytes of data.")
+    bt_add("byte-length-mismatch", bt(bt_body([bt_entry(shape=(3,))])), "ByteLengthMismatch", "Three F32 elements need 12 bytes but the offsets span 8.")
+    bt_add("numel-overflow", bt(bt_body([bt_entry(dtype=BT_U8, shape=(2**32, 2**32), offsets=(0, 8))])), "Overflow", "The shape [2^32, 2^32] has more elements than a u64 counts.")
+    bt_add("huge-end-offset", bt(bt_body([bt_entry(dtype=BT_U8, shape=(2**63,), offsets=(0, 2**63))])), "Overflow", "A U8 [2^63] tensor at (0, 2^63) in a short file: 2^66 bits, and sizes are counted in bits (for sub-byte dtypes), so a u64 overflows first.")
+    bt_add("dtype-15", bt(bt_body([bt_entry(dtype=15)])), "UnknownDtype", "The dtype index is 15, one past U64 (bintensors has 15 dtypes).")
+    bt_add("metadata-option-tag-2", bt(b"\x02" + bt_body()[1:]), "UnrecognizedFormat", "The metadata option tag is 2: neither bintensors (0 or 1) nor safetensors ({).")
+    bt_add("name-not-utf8", bt(bt_body([bt_entry(b"\xff\xfe")])), "InvalidUtf8", "The tensor name is the bytes ff fe, not UTF-8.")
+    bt_add("metadata-not-utf8", bt(bt_body(metadata=[("k", b"\xc3\x28")])), "InvalidUtf8", "A metadata value is the bytes c3 28, not UTF-8.")
+    bt_add("padding-garbage", bt(pad=b"XYZ!\xff\xff\xff"), "InvalidBintensors", "The header is padded with XYZ! and ff bytes instead of spaces (bintensors ignores them; its writer writes spaces).")
+    bt_add("padding-nul", bt(pad=bytes(7)), "InvalidBintensors", "The header is padded with NUL bytes instead of spaces.")
+    bt_add("padding-too-long", bt(pad=b" " * 15), "InvalidBintensors", "15 spaces of padding: the writer pads to the next multiple of 8 only (7 here).")
+    bt_add("header-unpadded", bt(pad=b""), "InvalidBintensors", "A 9-byte header without padding: the writer pads it to 16, and the data starts misaligned.")
+    bt_add("empty-name", bt(bt_body([bt_entry("")])), "EmptyName", "A tensor named \"\" (bintensors allows it; our formats do not).")
+    bt_add("name-newline", bt(bt_body([bt_entry("a\nb")])), "ControlCharacterInName", "A tensor name holds a newline, which forges lines in logs.")
+    bt_add("name-4097-bytes", bt(bt_body([bt_entry("n" * (MAX_NAME_LEN + 1))])), "LimitExceeded", "A 4097-byte tensor name: one over the default limit of 4096.")
 
 
 def main():

@@ -125,12 +125,13 @@ impl PyReader {
         Ok(self.get()?.path().to_path_buf())
     }
 
-    /// "deathtensors" or "safetensors".
+    /// "deathtensors", "safetensors" or "bintensors".
     #[getter]
     fn format(&self) -> PyResult<&'static str> {
         Ok(match self.get()?.format() {
             Format::Deathtensors => "deathtensors",
             Format::Safetensors => "safetensors",
+            Format::Bintensors => "bintensors",
         })
     }
 

@@ -89,6 +89,7 @@ pub fn parse_head<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyTu
     let format = match header.format() {
         Format::Deathtensors => "deathtensors",
         Format::Safetensors => "safetensors",
+        Format::Bintensors => "bintensors",
     };
     let metadata = match header.metadata() {
         Some(m) => {

@@ -1,4 +1,4 @@
-//! Prints the header of a deathtensors or safetensors file, reading only
+//! Prints the header of a deathtensors, safetensors or bintensors file, reading only
 //! the head of the file (the format crate itself does no I/O).
 //!
 //! ```text

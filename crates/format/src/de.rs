@@ -333,7 +333,9 @@ impl<'de> Visitor<'de> for Top<'_> {
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> core::result::Result<RawHeader, A::Error> {
         match self.format {
             Format::Deathtensors => deathtensors_top(self.ctx, map),
-            Format::Safetensors => safetensors_top(self.ctx, map),
+            // bintensors headers are not JSON: `Header::parse` never sends
+            // them here. Should one come, it is read with safetensors' rules.
+            Format::Safetensors | Format::Bintensors => safetensors_top(self.ctx, map),
         }
     }
 

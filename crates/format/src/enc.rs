@@ -66,7 +66,9 @@ pub(crate) fn json(h: &Header) -> Vec<u8> {
             }
             out.extend_from_slice(b"}}");
         }
-        Format::Safetensors => {
+        // bintensors headers are binary (`Head::encode`); as JSON, one reads
+        // like a safetensors header of the same tensors.
+        Format::Safetensors | Format::Bintensors => {
             out.push(b'{');
             let mut first = true;
             if let Some(m) = h.metadata() {

@@ -31,7 +31,7 @@ pub enum ErrorKind {
         /// Bytes that were available.
         available: u64,
     },
-    /// The input is neither a deathtensors nor a safetensors file.
+    /// The input is not a deathtensors, safetensors or bintensors file.
     UnrecognizedFormat {
         /// What the bytes look like instead, when recognisable
         /// (a Git LFS pointer, an HTML page, ...).
@@ -183,6 +183,22 @@ pub enum ErrorKind {
         /// What is wrong with it.
         what: &'static str,
     },
+    /// The binary header of a bintensors file breaks a rule of
+    /// `docs/FORMAT.md`, "bintensors files" (a varint, the metadata option
+    /// tag, the padding).
+    InvalidBintensors {
+        /// The field.
+        what: &'static str,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// The format cannot store this dtype (bintensors has 15 of ours).
+    UnsupportedDtype {
+        /// The dtype's name.
+        dtype: &'static str,
+        /// The format.
+        format: &'static str,
+    },
 }
 
 impl Error {
@@ -197,6 +213,14 @@ impl Error {
     pub(crate) fn with_tensor(mut self, name: &str) -> Error {
         if self.tensor.is_none() {
             self.tensor = Some(name.into());
+        }
+        self
+    }
+
+    /// Sets the offset where the problem was found, unless one is set.
+    pub(crate) fn at_offset(mut self, offset: u64) -> Error {
+        if self.offset.is_none() {
+            self.offset = Some(offset);
         }
         self
     }
@@ -256,9 +280,11 @@ impl fmt::Display for ErrorKind {
                 write!(f, "truncated {what}: needs {needed} bytes, {available} available")
             }
             UnrecognizedFormat { looks_like: Some(what) } => {
-                write!(f, "not a deathtensors or safetensors file: it looks like {what}")
+                write!(f, "not a deathtensors, safetensors or bintensors file: it looks like {what}")
             }
-            UnrecognizedFormat { looks_like: None } => f.write_str("not a deathtensors or safetensors file"),
+            UnrecognizedFormat { looks_like: None } => {
+                f.write_str("not a deathtensors, safetensors or bintensors file")
+            }
             UnsupportedVersion(v) => write!(f, "unsupported deathtensors version {v}"),
             UnknownFlags(bits) => write!(f, "unknown flag bits {bits:#x}"),
             Unsupported { what } => write!(f, "{what} is not supported by this version"),
@@ -309,6 +335,8 @@ impl fmt::Display for ErrorKind {
             InvalidCryptotensors { what } => write!(f, "invalid cryptotensors field: bad {what}"),
             InvalidSignatureBlock { what } => write!(f, "invalid signature block: bad {what}"),
             InvalidCollection { message } => write!(f, "invalid collection: {message}"),
+            InvalidBintensors { what, problem } => write!(f, "invalid bintensors header: {what} is {problem}"),
+            UnsupportedDtype { dtype, format } => write!(f, "{format} files cannot store dtype {dtype}"),
         }
     }
 }

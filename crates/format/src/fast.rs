@@ -42,6 +42,8 @@ pub(crate) fn parse(json: &str, format: Format, limits: &Limits, fork: &dyn Fork
     let raw = match format {
         Format::Deathtensors => p.deathtensors(fork)?,
         Format::Safetensors => p.safetensors(fork)?,
+        // Not JSON: `Header::parse` decodes it elsewhere.
+        Format::Bintensors => return None,
     };
     p.skip_ws();
     (p.at == json.len()).then_some(raw)

@@ -1,5 +1,5 @@
-//! The head of a file of either format: prefix, header, and where the data
-//! blob and the footer are.
+//! The head of a file of any of the three formats: prefix, header, and
+//! where the data blob and the footer are.
 
 use alloc::vec::Vec;
 
@@ -13,7 +13,7 @@ use crate::tensor::Format;
 use crate::{Error, ErrorKind, Limits, Result};
 
 /// safetensors refuses headers longer than this (its `MAX_HEADER_SIZE`), so
-/// our safetensors encoder and decoder do too.
+/// our safetensors encoder and decoder do too (bintensors has the same cap).
 pub const SAFETENSORS_MAX_HEADER: u64 = 100_000_000;
 
 /// Length of the SHA-256 footer.
@@ -31,19 +31,19 @@ const LEGACY_DATA_ALIGN: u64 = 8;
 /// default alignment every tensor is 64-byte aligned in the file too.
 const DATA_START_ALIGN: u64 = 64;
 
-/// The parsed head of a file of either format.
+/// The parsed head of a file of any of the three formats.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Head {
     /// The validated header.
     pub header: Header,
-    /// Prefix flags (always empty for safetensors).
+    /// Prefix flags (always empty for safetensors and bintensors).
     pub flags: Flags,
     /// File offset where the data blob starts.
     pub data_start: u64,
     /// File offset where the data blob ends (and the footer, if any, starts).
     pub data_end: u64,
-    /// File offset where the JSON header ends (`24 + L`, or `8 + n` for
-    /// safetensors): a signature signs `file[0 .. header_end]`.
+    /// File offset where the header ends (`24 + L`, or `8 + n` for
+    /// safetensors and bintensors): a signature signs `file[0 .. header_end]`.
     pub header_end: u64,
     /// Where the tag table and header MAC are, for an encrypted file.
     pub tables: Option<TableLayout>,
@@ -59,7 +59,7 @@ impl Head {
     /// shorter).
     ///
     /// # Errors
-    /// - `UnrecognizedFormat` if the bytes are neither format, naming what
+    /// - `UnrecognizedFormat` if the bytes are none of the formats, naming what
     ///   they look like when that is recognisable.
     /// - `Truncated` if the bytes end inside the prefix.
     /// - `LimitExceeded` if the header is longer than `limits.max_header_len`.
@@ -71,13 +71,23 @@ impl Head {
             let end = (Prefix::LEN as u64) + prefix.header_len;
             return align_up(end, LEGACY_DATA_ALIGN, "data start");
         }
-        // A safetensors file: a length within the limit, then a JSON object.
-        // Checked before sniffing, because some lengths look like other
-        // formats' magic numbers (640 starts with a pickle's 0x80 0x02).
+        // A safetensors file: a length within the limit, then a JSON object;
+        // a bintensors file: a length within the same limit, then its
+        // metadata option tag, 0x00 or 0x01. Checked before sniffing,
+        // because some lengths look like other formats' magic numbers (640
+        // starts with a pickle's 0x80 0x02).
         let len_field = start.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok());
         let cap = safetensors_limits(limits);
         if let Some(n) = len_field.map(u64::from_le_bytes) {
             if start.get(8) == Some(&b'{') && n <= cap.max_header_len {
+                return Ok(8 + n);
+            }
+            // bintensors: its writer makes `n` a multiple of 8. Another
+            // length is refused as bintensors' unless the bytes look like
+            // something else (a gzip file with no timestamp reads as a
+            // length of 559,903 and a 0x00 tag).
+            if matches!(start.get(8), Some(0 | 1)) && n <= cap.max_header_len && (n % 8 == 0 || sniff(start).is_none())
+            {
                 return Ok(8 + n);
             }
         }
@@ -87,13 +97,13 @@ impl Head {
         let n = Reader::new(start).u64_le("safetensors header length")?;
         check_header_len(n, &cap, 0)?;
         if start.len() > 8 {
-            // Not a JSON object after the length: neither format.
+            // Neither a JSON object nor an option tag after the length.
             return Err(Error::new(ErrorKind::UnrecognizedFormat { looks_like: None }));
         }
         Ok(8 + n)
     }
 
-    /// Parses the head of a file of either format, detected by content.
+    /// Parses the head of a file of any of the three formats, detected by content.
     ///
     /// `bytes` holds the start of the file, at least [`Head::needed`] bytes
     /// of it (a mapping of the whole file is fine); `file_len` is the length
@@ -138,6 +148,8 @@ impl Head {
         let head = &bytes[..needed as usize];
         if bytes.starts_with(&MAGIC) {
             Head::parse_deathtensors(head, file_len, limits, fork)
+        } else if is_bintensors(head) {
+            Head::parse_bintensors(head, file_len, limits)
         } else {
             Head::parse_safetensors(head, file_len, limits, fork)
         }
@@ -281,6 +293,21 @@ impl Head {
         crate::enc::json(&header.without_encryption()).len()
     }
 
+    fn parse_bintensors(head: &[u8], file_len: u64, limits: &Limits) -> Result<Head> {
+        let header = Header::parse_bintensors(&head[8..], limits).map_err(|e| shift(e, 8))?;
+        let data_start = head.len() as u64;
+        check_blob(header.tensors(), header.data_len(), file_len - data_start)?;
+        Ok(Head {
+            header,
+            flags: Flags::EMPTY,
+            data_start,
+            data_end: file_len,
+            header_end: data_start,
+            tables: None,
+            sealed: None,
+        })
+    }
+
     fn parse_safetensors(head: &[u8], file_len: u64, limits: &Limits, fork: &dyn crate::Fork) -> Result<Head> {
         let json = &head[8..];
         if json.first() != Some(&b'{') {
@@ -301,12 +328,17 @@ impl Head {
     }
 
     /// Encodes the head of a file for `header`: the prefix or length, the
-    /// JSON header and its padding. The data blob follows it directly, at a
-    /// file offset that is a multiple of 8 (safetensors) or of 64 and of the
-    /// header's alignment (deathtensors). Same header, same bytes.
+    /// header (JSON, or bintensors' binary header) and its padding. The data
+    /// blob follows it directly, at a file offset that is a multiple of 8
+    /// (safetensors, bintensors) or of 64 and of the header's alignment
+    /// (deathtensors). Same header, same bytes: for bintensors, the bytes
+    /// bintensors 0.2 writes.
     ///
     /// # Errors
-    /// - `Unsupported` if `flags` are given for a safetensors header, or if
+    /// - `LimitExceeded` for a bintensors header that bintensors' reader
+    ///   would refuse (longer than 100,000,000 bytes, or past bincode's
+    ///   decode budget).
+    /// - `Unsupported` if `flags` are given for a safetensors or bintensors header, or if
     ///   `ENCRYPTED` is set for a header without an `encryption` section (or
     ///   the reverse), or with `ZSTD`, or if `SIGNED` is set and a tensor has
     ///   no `sha256` digest.
@@ -316,9 +348,9 @@ impl Head {
     /// - `LimitExceeded` if the JSON is longer than the default header limit,
     ///   which readers would refuse.
     pub fn encode(header: &Header, flags: Flags) -> Result<Vec<u8>> {
-        let json = crate::enc::json(header);
         match header.format() {
             Format::Deathtensors => {
+                let json = crate::enc::json(header);
                 if flags.contains(Flags::ENCRYPTED) != header.encryption().is_some() {
                     return Err(Error::new(ErrorKind::Unsupported {
                         what: "flag bit 2 without an encryption section, or the reverse",
@@ -348,6 +380,7 @@ impl Head {
                 if flags != Flags::EMPTY {
                     return Err(Error::new(ErrorKind::Unsupported { what: "flags in a safetensors file" }));
                 }
+                let json = crate::enc::json(header);
                 let n = align_up(json.len() as u64, 8, "header length")?;
                 if n > SAFETENSORS_MAX_HEADER {
                     return Err(Error::limit("header length", n, SAFETENSORS_MAX_HEADER));
@@ -357,6 +390,12 @@ impl Head {
                 out.extend_from_slice(&json);
                 out.resize(8 + n as usize, b' ');
                 Ok(out)
+            }
+            Format::Bintensors => {
+                if flags != Flags::EMPTY {
+                    return Err(Error::new(ErrorKind::Unsupported { what: "flags in a bintensors file" }));
+                }
+                crate::bintensors::encode(header.metadata(), header.tensors())
             }
         }
     }
@@ -395,7 +434,13 @@ impl Head {
     }
 }
 
-/// `limits` for a safetensors header: never past safetensors' own cap, so
+/// Whether a head that is not deathtensors' is bintensors': its 9th byte is
+/// the metadata option tag (0x00 or 0x01), where safetensors has `{`.
+fn is_bintensors(head: &[u8]) -> bool {
+    matches!(head.get(8), Some(0 | 1))
+}
+
+/// `limits` for a safetensors (or bintensors) header: never past safetensors' own cap, so
 /// that what we read (and write) safetensors reads too.
 pub(crate) fn safetensors_limits(limits: &Limits) -> Limits {
     Limits { max_header_len: limits.max_header_len.min(SAFETENSORS_MAX_HEADER), ..limits.clone() }

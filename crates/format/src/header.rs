@@ -13,7 +13,7 @@ use crate::{de, layout, Dtype, Error, ErrorKind, Limits, Result};
 /// The name written in `created_by` by this crate's deathtensors encoder.
 pub const CREATED_BY: &str = concat!("deathtensors ", env!("CARGO_PKG_VERSION"), " (rust)");
 
-/// A validated header of either format.
+/// A validated header of any of the three formats.
 ///
 /// Every `Header` satisfies the validation rules of its format (see
 /// `docs/FORMAT.md`): unique valid names, known dtypes, sizes that fit in a
@@ -71,10 +71,26 @@ impl Header {
         Header::parse(json, Format::Safetensors, limits)
     }
 
-    /// Decodes and validates a JSON header of the given format.
+    /// Decodes and validates the binary header of a bintensors 0.2 file:
+    /// the `N` bytes after its 8-byte length, padding included.
     ///
     /// # Errors
-    /// As [`Header::parse_deathtensors`].
+    /// Every rule of bintensors' reader, and ours (see `docs/FORMAT.md`,
+    /// "bintensors files"): `Truncated` if a length runs past the header,
+    /// `InvalidBintensors` for a malformed varint, option tag or padding,
+    /// `InvalidUtf8`, `UnknownDtype`, `LimitExceeded` (header length,
+    /// bincode's decode budget, tensor count, rank, name length),
+    /// `DuplicateKey` for a repeated metadata key or tensor name, bad names,
+    /// and offsets that do not pack the tensors in header order.
+    pub fn parse_bintensors(header: &[u8], limits: &Limits) -> Result<Header> {
+        Header::parse(header, Format::Bintensors, limits)
+    }
+
+    /// Decodes and validates a header of the given format: JSON for
+    /// deathtensors and safetensors, binary for bintensors.
+    ///
+    /// # Errors
+    /// As [`Header::parse_deathtensors`] or [`Header::parse_bintensors`].
     pub fn parse(json: &[u8], format: Format, limits: &Limits) -> Result<Header> {
         Header::parse_forked(json, format, limits, &crate::Serial)
     }
@@ -84,6 +100,10 @@ impl Header {
         let cap = match format {
             Format::Safetensors => crate::head::safetensors_limits(limits).max_header_len,
             Format::Deathtensors => limits.max_header_len,
+            Format::Bintensors => {
+                let decoded = crate::bintensors::decode(json, limits)?;
+                return Header::build(Format::Bintensors, None, decoded.metadata, 1, decoded.tensors);
+            }
         };
         if json.len() as u64 > cap {
             return Err(Error::limit("header length", json.len() as u64, cap));
@@ -142,6 +162,32 @@ impl Header {
         Header::build(Format::Safetensors, None, metadata, 1, tensors)
     }
 
+    /// Lays out a bintensors 0.2 header exactly as bintensors 0.2 does:
+    /// tensors sorted by descending dtype (bintensors numbers its 15 dtypes
+    /// in [`Dtype`]'s order), then by name, packed with no padding.
+    /// `metadata` `None` and `Some` of an empty map are different files, as
+    /// in bintensors. Per-tensor metadata and digests are dropped.
+    ///
+    /// # Errors
+    /// As [`Header::new_deathtensors`], plus `UnsupportedDtype` (naming the
+    /// tensor) for a dtype bintensors does not have.
+    pub fn new_bintensors(mut specs: Vec<TensorSpec>, metadata: Option<Metadata>, limits: &Limits) -> Result<Header> {
+        if let Some(spec) = specs.iter().find(|s| crate::bintensors::dtype_index(s.dtype).is_none()) {
+            return Err(crate::bintensors::unsupported(spec.dtype).with_tensor(&spec.name));
+        }
+        // The dtype index is the key, said explicitly: it is what bintensors sorts by.
+        specs.sort_by(|a, b| {
+            let index = |s: &TensorSpec| crate::bintensors::dtype_index(s.dtype);
+            index(b).cmp(&index(a)).then_with(|| a.name.cmp(&b.name))
+        });
+        for spec in &mut specs {
+            spec.metadata.clear();
+            spec.sha256 = None;
+        }
+        let tensors = layout::plan(specs, 1, limits)?;
+        Header::build(Format::Bintensors, None, metadata, 1, tensors)
+    }
+
     fn build(
         format: Format,
         created_by: Option<String>,
@@ -161,7 +207,7 @@ impl Header {
             match entry {
                 hashbrown::hash_table::Entry::Occupied(_) => {
                     let within = match format {
-                        Format::Deathtensors => "tensors",
+                        Format::Deathtensors | Format::Bintensors => "tensors",
                         Format::Safetensors => "header",
                     };
                     return Err(Error::new(ErrorKind::DuplicateKey { within, key: t.name.as_str().into() }));
@@ -180,7 +226,15 @@ impl Header {
                 return Err(Error::new(ErrorKind::UnknownDtype("C128".into())).with_tensor(&t.name));
             }
         }
-        let data_len = layout::check(&tensors, alignment)?;
+        let data_len = match format {
+            Format::Bintensors => {
+                if let Some(t) = tensors.iter().find(|t| crate::bintensors::dtype_index(t.dtype).is_none()) {
+                    return Err(crate::bintensors::unsupported(t.dtype).with_tensor(&t.name));
+                }
+                layout::check_in_order(&tensors)?
+            }
+            Format::Deathtensors | Format::Safetensors => layout::check(&tensors, alignment)?,
+        };
         Ok(Header {
             format,
             created_by,
@@ -215,7 +269,7 @@ impl Header {
     /// As [`Header::with_encryption`].
     pub fn with_encryption_within(mut self, encryption: Encryption, limits: &Limits) -> Result<Header> {
         if self.format != Format::Deathtensors {
-            return Err(Error::new(ErrorKind::Unsupported { what: "encryption in a safetensors file" }));
+            return Err(Error::new(ErrorKind::Unsupported { what: "encryption in a safetensors or bintensors file" }));
         }
         encryption.check()?;
         // Bounded before anything else: a reader reads the whole table when
@@ -290,7 +344,8 @@ impl Header {
     }
 
     /// Global metadata: `global_metadata` of deathtensors (always present),
-    /// `__metadata__` of safetensors (`None` when absent).
+    /// `__metadata__` of safetensors (`None` when absent), bintensors'
+    /// optional map (`None` and an empty map are different files).
     pub fn metadata(&self) -> Option<&Metadata> {
         self.metadata.as_ref()
     }

@@ -112,6 +112,36 @@ pub(crate) fn check(tensors: &[TensorInfo], alignment: u64) -> Result<u64> {
     Ok(covered)
 }
 
+/// Checks the layout of bintensors' `tensors` and returns the length of the
+/// data blob they describe: in header order, each tensor starts where the
+/// previous one ended (the first at 0) and owns exactly the bytes its dtype
+/// and shape need. bintensors' reader checks the same, in the same order.
+pub(crate) fn check_in_order(tensors: &[TensorInfo]) -> Result<u64> {
+    let mut covered = 0u64;
+    let mut prev: Option<&TensorInfo> = None;
+    for t in tensors {
+        let (start, end) = t.data_offsets;
+        let located = |e: Error| e.with_tensor(&t.name);
+        if end < start {
+            return Err(located(Error::new(ErrorKind::OffsetsReversed { start, end })));
+        }
+        if start < covered {
+            let other = prev.map_or("", |p| p.name.as_str());
+            return Err(located(Error::new(ErrorKind::Overlap { other: other.into() })));
+        }
+        if start > covered {
+            return Err(located(Error::new(ErrorKind::UnexpectedGap { expected: covered, actual: start })));
+        }
+        let expected = tensor_bytes(t.dtype, &t.shape).map_err(located)?;
+        if end - start != expected {
+            return Err(located(Error::new(ErrorKind::ByteLengthMismatch { expected, actual: end - start })));
+        }
+        covered = end;
+        prev = Some(t);
+    }
+    Ok(covered)
+}
+
 /// Checks that a data blob of `blob_len` bytes holds exactly the tensors of
 /// a header whose layout ends at `data_len`.
 pub(crate) fn check_blob(tensors: &[TensorInfo], data_len: u64, blob_len: u64) -> Result<()> {

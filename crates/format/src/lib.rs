@@ -1,5 +1,5 @@
-//! Parsing, validation, layout and encoding of the headers of deathtensors v1
-//! and safetensors files.
+//! Parsing, validation, layout and encoding of the headers of deathtensors v1,
+//! safetensors and bintensors 0.2 files.
 //!
 //! This crate is sans-IO: bytes in, typed values or errors out. It never
 //! panics on any input, checks every size and offset computation, and bounds
@@ -39,10 +39,12 @@ extern crate std;
 
 // Modules, bottom to top: each uses only modules named before it (rustfmt
 // keeps the `mod` lines sorted, so the order is written here):
-// limits, error, fork, dtype, reader (the byte cursor), sniff, prefix, signature;
-// tensor (plain types), layout, tree, json; crypt (the encryption section),
-// raw, fast, de (the decoders); header (`Header`), enc, head (`Head`),
+// limits, error, fork, dtype, reader (the byte cursor), varint (bincode's),
+// sniff, prefix, signature; tensor (plain types), layout, tree, json; crypt
+// (the encryption section), raw, fast, de, bintensors (the decoders, and
+// bintensors' encoder); header (`Header`), enc, head (`Head`),
 // cryptotensors, collection.
+mod bintensors;
 mod collection;
 mod crypt;
 mod cryptotensors;
@@ -64,8 +66,10 @@ mod signature;
 mod sniff;
 mod tensor;
 mod tree;
+mod varint;
 
 pub use crate::{
+    bintensors::BINTENSORS_MAX_HEADER,
     collection::{
         check_block_name, BlockRef, Manifest, RowLayout, BLOCK_ALIGNMENT, BLOCK_TENSOR, COLLECTION_FORMAT,
         DEFAULT_BLOCK_ROWS, LOCK_NAME, MANIFEST_NAME, MAX_BLOCKS, MAX_BLOCK_BYTES, MAX_BLOCK_NAME_LEN,

@@ -38,4 +38,22 @@ impl<'a> Reader<'a> {
     pub(crate) fn u64_le(&mut self, what: &'static str) -> Result<u64> {
         Ok(u64::from_le_bytes(self.array(what)?))
     }
+
+    pub(crate) fn u16_le(&mut self, what: &'static str) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.array(what)?))
+    }
+
+    pub(crate) fn u8(&mut self, what: &'static str) -> Result<u8> {
+        Ok(self.array::<1>(what)?[0])
+    }
+
+    /// How many bytes have been read.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// How many bytes are left.
+    pub(crate) fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
 }

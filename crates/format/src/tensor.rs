@@ -19,6 +19,9 @@ pub enum Format {
     Deathtensors,
     /// safetensors (8-byte length prefix).
     Safetensors,
+    /// bintensors 0.2 (8-byte length prefix, then a binary header): read and
+    /// written as bintensors' own code does.
+    Bintensors,
 }
 
 /// One tensor of a header: what it is and where its bytes are.

@@ -53,7 +53,7 @@ impl Default for ReadOptions {
     }
 }
 
-/// An open deathtensors or safetensors file.
+/// An open deathtensors, safetensors or bintensors file.
 ///
 /// Opening reads and validates only the head of the file (prefix and
 /// header): its cost depends on the header, not on the file size. Tensor

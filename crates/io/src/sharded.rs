@@ -361,6 +361,7 @@ pub fn save_sharded(
     let ext = match options.format {
         Format::Deathtensors => "deathtensors",
         Format::Safetensors => "safetensors",
+        Format::Bintensors => "bt",
     };
     let stem = stem_of(path);
     let mut groups: Vec<Vec<(TensorSpec, &[u8])>> = vec![Vec::new()];

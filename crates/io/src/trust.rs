@@ -84,7 +84,7 @@ pub(crate) fn check(
     let io = |e| Error::io(e, path, DOING);
     let ct = match head.header.format() {
         Format::Safetensors => Cryptotensors::from_header(&head.header).map_err(|e| Error::format(e, path, DOING))?,
-        Format::Deathtensors => None,
+        Format::Deathtensors | Format::Bintensors => None,
     };
     let encrypted = head.flags.contains(Flags::ENCRYPTED) || ct.is_some();
     if options.require_encryption && !encrypted {

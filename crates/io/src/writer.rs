@@ -18,7 +18,7 @@ pub struct WriteOptions {
     /// The file format. Default deathtensors.
     pub format: Format,
     /// Where tensors start in the data blob: multiples of this power of two
-    /// (deathtensors only; safetensors packs). Default 64.
+    /// (deathtensors only; safetensors and bintensors pack). Default 64.
     pub alignment: u64,
     /// Record a SHA-256 digest of every tensor in the header and a SHA-256
     /// footer over the file (deathtensors only). Default off.
@@ -28,7 +28,8 @@ pub struct WriteOptions {
     /// partial file under the target's name. Off only skips the fsyncs; the
     /// write stays atomic for crashes of the process.
     pub durable: bool,
-    /// Global metadata (`global_metadata` / `__metadata__`).
+    /// Global metadata (`global_metadata` / `__metadata__` / bintensors'
+    /// optional map, where `None` and an empty map are different files).
     pub metadata: Option<Metadata>,
     /// The `created_by` field of deathtensors headers. Default
     /// [`deathtensors_format::CREATED_BY`].
@@ -113,6 +114,22 @@ fn plan(path: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<(
             let header = Header::new_safetensors(specs, options.metadata.clone(), &options.limits).map_err(fmt)?;
             Ok((header, Flags::EMPTY))
         }
+        Format::Bintensors => {
+            if options.checksum {
+                return Err(Error::input("bintensors files have no checksum; write deathtensors", path, DOING));
+            }
+            if options.encryption.is_some() || !options.signers.is_empty() {
+                return Err(Error::input(
+                    "bintensors files cannot be encrypted or signed; write deathtensors",
+                    path,
+                    DOING,
+                ));
+            }
+            // `metadata: None` is written as bintensors' "no metadata"
+            // (0x00), an empty map as an empty map (0x01 0x00): two files.
+            let header = Header::new_bintensors(specs, options.metadata.clone(), &options.limits).map_err(fmt)?;
+            Ok((header, Flags::EMPTY))
+        }
     }
 }
 
@@ -170,11 +187,11 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
             spec.sha256 = Some(d);
         }
     }
-    // deathtensors keeps the given order; safetensors sorts, so remember
-    // the names to find each tensor's bytes again.
+    // deathtensors keeps the given order; safetensors and bintensors sort,
+    // so remember the names to find each tensor's bytes again.
     let names: Vec<String> = match options.format {
         Format::Deathtensors => Vec::new(),
-        Format::Safetensors => specs.iter().map(|s| s.name.clone()).collect(),
+        Format::Safetensors | Format::Bintensors => specs.iter().map(|s| s.name.clone()).collect(),
     };
     let (header, flags) = plan(path, specs, options)?;
     let head = Head::encode(&header, flags).map_err(|e| Error::format(e, path, DOING))?;

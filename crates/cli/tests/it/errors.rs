@@ -78,7 +78,7 @@ fn lfs_pointers_and_html_pages_are_named_as_such() {
         let path = testdata().join("invalid").join(name);
         for sub in ["inspect", "verify", "stats", "ls"] {
             let r = check([sub.as_ref(), path.as_os_str()], 1);
-            assert_one_error_line(&r, &[name, "not a deathtensors or safetensors file", says]);
+            assert_one_error_line(&r, &[name, "not a deathtensors, safetensors or bintensors file", says]);
             // Each part of the message once.
             assert_eq!(r.stderr.matches("not a deathtensors").count(), 1, "{}", r.stderr);
         }

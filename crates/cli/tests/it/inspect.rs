@@ -16,7 +16,11 @@ fn inspect_json_matches_the_manifest_of_every_fixture() {
         }
         let path = valid(&name);
         let doc = json(["inspect".as_ref(), path.as_os_str()], 0);
-        let format = if name.contains(".safetensors") { "safetensors" } else { "deathtensors" };
+        let format = match () {
+            _ if name.contains(".safetensors") => "safetensors",
+            _ if name.ends_with(".bt") => "bintensors",
+            _ => "deathtensors",
+        };
         assert_eq!(doc["format"], format, "{name}");
         let mut flags = json!({ "checksum": false, "compressed": false });
         if let Value::Object(given) = &expected["flags"] {
@@ -29,8 +33,12 @@ fn inspect_json_matches_the_manifest_of_every_fixture() {
             flags[k] = json!(false);
         }
         assert_eq!(doc["flags"], flags, "{name}");
-        // The manifest writes a safetensors file without __metadata__ as {}.
+        // The manifest writes a safetensors file without __metadata__ as {},
+        // and a bintensors file without metadata too.
         let metadata = if doc["metadata"].is_null() { json!({}) } else { doc["metadata"].clone() };
+        if expected["metadata_is_none"] == true {
+            assert!(doc["metadata"].is_null(), "{name}");
+        }
         assert_eq!(metadata, expected["global_metadata"], "{name}");
         let tensors = doc["tensors"].as_array().unwrap();
         let listed = expected["tensors"].as_object().unwrap();

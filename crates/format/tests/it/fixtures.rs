@@ -1,6 +1,7 @@
-//! Files written by deathtensors 0.3.0 and safetensors 0.8.0 (`testdata/valid`)
-//! decode to exactly what their manifest states, and our safetensors encoder
-//! reproduces their headers byte for byte.
+//! Files written by deathtensors 0.3.0, safetensors 0.8.0 and bintensors
+//! 0.2.0 (`testdata/valid`) decode to exactly what their manifest states, and
+//! our safetensors and bintensors encoders reproduce their heads byte for
+//! byte.
 
 use deathtensors_format::{Dtype, Flags, Format, Head, Header, Limits, Metadata, TensorSpec};
 use serde_json::Value;
@@ -23,6 +24,8 @@ fn check_file(rel: &str, expected: &Value) {
         assert_eq!(head.flags.contains(Flags::CHECKSUM), flags["checksum"].as_bool().unwrap(), "{rel}");
         assert_eq!(head.flags.contains(Flags::ZSTD), flags["compressed"].as_bool().unwrap(), "{rel}");
         assert_eq!(header.format(), Format::Deathtensors, "{rel}");
+    } else if expected["format"] == "bintensors" {
+        assert_eq!(header.format(), Format::Bintensors, "{rel}");
     } else {
         assert_eq!(header.format(), Format::Safetensors, "{rel}");
     }
@@ -31,6 +34,20 @@ fn check_file(rel: &str, expected: &Value) {
         Format::Deathtensors => assert_eq!(header.metadata(), Some(&global), "{rel}"),
         // safetensors: absent `__metadata__` is `None`, and the manifest says `{}`.
         Format::Safetensors => assert_eq!(header.metadata().cloned().unwrap_or_default(), global, "{rel}"),
+        // bintensors: `None` and `{}` are different files.
+        Format::Bintensors => {
+            let none = expected["metadata_is_none"].as_bool().unwrap();
+            assert_eq!(header.metadata(), (!none).then_some(&global), "{rel}");
+        }
+    }
+    if let Some(order) = expected.get("order_in_file") {
+        let names: Vec<&str> = header.tensors().iter().map(|t| t.name.as_str()).collect();
+        let want: Vec<&str> = order.as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
+        assert_eq!(names, want, "{rel}");
+        for t in header.tensors() {
+            let o = &expected["tensors"][&t.name]["data_offsets"];
+            assert_eq!([t.data_offsets.0, t.data_offsets.1], [o[0].as_u64().unwrap(), o[1].as_u64().unwrap()], "{rel}");
+        }
     }
     let tensors = expected["tensors"].as_object().unwrap();
     assert_eq!(header.len(), tensors.len(), "{rel}");
@@ -137,4 +154,80 @@ fn safetensors_sort_order_follows_dtype_then_name() {
     let head = Head::encode(&h, Flags::EMPTY).unwrap();
     assert_eq!(head.len() % 8, 0);
     assert!(head[8..].starts_with(br#"{"z":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},"m""#));
+}
+
+/// Every bintensors fixture: its head, rebuilt by our encoder from its
+/// tensors (given in another order), byte for byte.
+#[test]
+fn bintensors_encoder_reproduces_every_fixture_head() {
+    let manifest = manifest();
+    let mut checked = 0;
+    for (rel, expected) in manifest["files"].as_object().unwrap() {
+        if expected["format"] != "bintensors" {
+            continue;
+        }
+        let bytes = std::fs::read(crate::testdata().join("valid").join(rel)).unwrap();
+        let head = Head::parse(&bytes, bytes.len() as u64, &Limits::DEFAULT).unwrap();
+        let mut specs: Vec<TensorSpec> =
+            head.header.tensors().iter().map(|t| TensorSpec::new(t.name.clone(), t.dtype, t.shape.clone())).collect();
+        specs.reverse();
+        let rebuilt = Header::new_bintensors(specs, head.header.metadata().cloned(), &Limits::DEFAULT).unwrap();
+        assert_eq!(rebuilt, head.header, "{rel}");
+        let ours = Head::encode(&rebuilt, Flags::EMPTY).unwrap();
+        assert_eq!(ours, bytes[..head.data_start as usize], "{rel}");
+        checked += 1;
+    }
+    assert!(checked >= 15, "only {checked} bintensors fixtures");
+}
+
+#[test]
+fn bintensors_sort_order_is_bintensors_dtype_index_then_name() {
+    // bintensors numbers F64 12, I64 13, U64 14: not by size.
+    let specs = vec![
+        TensorSpec::new("b", Dtype::BOOL, [1]),
+        TensorSpec::new("f", Dtype::F64, [1]),
+        TensorSpec::new("u", Dtype::U64, [1]),
+        TensorSpec::new("a", Dtype::BOOL, [1]),
+        TensorSpec::new("i", Dtype::I64, [1]),
+        TensorSpec::new("e", Dtype::F8_E4M3, [1]),
+        TensorSpec::new("d", Dtype::F8_E5M2, [1]),
+    ];
+    let h = Header::new_bintensors(specs, None, &Limits::DEFAULT).unwrap();
+    let names: Vec<&str> = h.tensors().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["u", "i", "f", "e", "d", "a", "b"]);
+}
+
+#[test]
+fn bintensors_refuses_dtypes_it_lacks_naming_the_tensor() {
+    for dtype in Dtype::ALL {
+        let specs = vec![TensorSpec::new("w", dtype, [2, 4])];
+        let result = Header::new_bintensors(specs, None, &Limits::DEFAULT);
+        let supported = !matches!(
+            dtype,
+            Dtype::F4
+                | Dtype::F6_E2M3
+                | Dtype::F6_E3M2
+                | Dtype::F8_E8M0
+                | Dtype::F8_E4M3FNUZ
+                | Dtype::F8_E5M2FNUZ
+                | Dtype::C64
+                | Dtype::C128
+        );
+        match result {
+            Ok(_) => assert!(supported, "{dtype} accepted"),
+            Err(e) => {
+                assert!(!supported, "{dtype}: {e}");
+                assert_eq!(e.to_string(), format!("tensor \"w\": bintensors files cannot store dtype {dtype}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn bintensors_metadata_none_and_empty_are_different_files() {
+    let none = Header::new_bintensors(vec![], None, &Limits::DEFAULT).unwrap();
+    let empty = Header::new_bintensors(vec![], Some(Metadata::new()), &Limits::DEFAULT).unwrap();
+    assert_eq!(Head::encode(&none, Flags::EMPTY).unwrap(), b"\x08\0\0\0\0\0\0\0\0\0      ");
+    assert_eq!(Head::encode(&empty, Flags::EMPTY).unwrap(), b"\x08\0\0\0\0\0\0\0\x01\0\0     ");
+    assert_ne!(none, empty);
 }

@@ -1,5 +1,6 @@
 //! Integration tests of `deathtensors-format`.
 
+mod bintensors;
 mod collection;
 mod crypt;
 mod fixtures;

@@ -1,6 +1,7 @@
 //! Property tests: any valid header within the limits survives encode then
 //! decode unchanged, encoding is deterministic, and decoding a mutated
-//! encoding never panics.
+//! encoding never panics (a mutated bintensors head that is still accepted
+//! is still canonical).
 
 use deathtensors_format::{Dtype, Flags, Format, Head, Header, Limits, Metadata, TensorSpec};
 use proptest::prelude::*;
@@ -51,6 +52,42 @@ fn specs() -> impl Strategy<Value = Vec<TensorSpec>> {
         v.retain(|s| seen.insert(s.name.clone()));
         v
     })
+}
+
+/// bintensors has 15 of our dtypes.
+fn bintensors_specs() -> impl Strategy<Value = Vec<TensorSpec>> {
+    specs().prop_map(|mut v| {
+        v.retain(|s| {
+            !matches!(
+                s.dtype,
+                Dtype::F4
+                    | Dtype::F6_E2M3
+                    | Dtype::F6_E3M2
+                    | Dtype::F8_E8M0
+                    | Dtype::F8_E4M3FNUZ
+                    | Dtype::F8_E5M2FNUZ
+                    | Dtype::C64
+                    | Dtype::C128
+            )
+        });
+        v
+    })
+}
+
+/// Overwrites, flips, inserts bytes or truncates.
+fn mutate(bytes: &mut Vec<u8>, edits: Vec<(prop::sample::Index, u8, u8)>) {
+    for (at, byte, op) in edits {
+        if bytes.is_empty() {
+            break;
+        }
+        let i = at.index(bytes.len());
+        match op {
+            0 => bytes[i] = byte,
+            1 => bytes[i] ^= 1 << (byte % 8),
+            2 => bytes.insert(i, byte),
+            _ => bytes.truncate(i),
+        }
+    }
 }
 
 fn alignment() -> impl Strategy<Value = u64> {
@@ -105,6 +142,32 @@ proptest! {
     }
 
     #[test]
+    fn bintensors_roundtrip(specs in bintensors_specs(), meta in proptest::option::of(metadata())) {
+        let header = Header::new_bintensors(specs, meta, &Limits::DEFAULT).unwrap();
+        prop_assert_eq!(header.format(), Format::Bintensors);
+        let bytes = file(&header, Flags::EMPTY);
+        prop_assert_eq!((bytes.len() - header.data_len() as usize) % 8, 0);
+        let head = parse(&bytes).unwrap();
+        prop_assert_eq!(&head.header, &header);
+        prop_assert_eq!(file(&head.header, Flags::EMPTY), bytes);
+    }
+
+    #[test]
+    fn mutated_bintensors_files_never_panic(
+        specs in bintensors_specs(),
+        meta in proptest::option::of(metadata()),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..4), 1..8),
+    ) {
+        let header = Header::new_bintensors(specs, meta, &Limits::DEFAULT).unwrap();
+        let mut bytes = file(&header, Flags::EMPTY);
+        mutate(&mut bytes, edits);
+        if let Ok(head) = parse(&bytes) {
+            // What is accepted is canonical: it encodes to the same head.
+            prop_assert_eq!(&file(&head.header, head.flags)[..head.data_start as usize], &bytes[..head.data_start as usize]);
+        }
+    }
+
+    #[test]
     fn mutated_files_never_panic(
         specs in safetensors_specs(),
         safetensors in any::<bool>(),
@@ -116,18 +179,7 @@ proptest! {
             Header::new_deathtensors(specs, Metadata::new(), 64, None, &Limits::DEFAULT).unwrap()
         };
         let mut bytes = file(&header, Flags::EMPTY);
-        for (at, byte, op) in edits {
-            if bytes.is_empty() {
-                break;
-            }
-            let i = at.index(bytes.len());
-            match op {
-                0 => bytes[i] = byte,
-                1 => bytes[i] ^= 1 << (byte % 8),
-                2 => bytes.insert(i, byte),
-                _ => bytes.truncate(i),
-            }
-        }
+        mutate(&mut bytes, edits);
         // Whatever the bytes, parsing returns; if it accepts them, the
         // result is a valid header that round-trips.
         if let Ok(head) = parse(&bytes) {
