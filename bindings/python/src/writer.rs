@@ -74,7 +74,10 @@ pub(crate) fn parse_format(format: &str) -> PyResult<Format> {
     match format {
         "deathtensors" => Ok(Format::Deathtensors),
         "safetensors" => Ok(Format::Safetensors),
-        other => Err(PyValueError::new_err(format!("unknown format {other:?}: use 'deathtensors' or 'safetensors'"))),
+        "bintensors" => Ok(Format::Bintensors),
+        other => Err(PyValueError::new_err(format!(
+            "unknown format {other:?}: use 'deathtensors', 'safetensors' or 'bintensors'"
+        ))),
     }
 }
 

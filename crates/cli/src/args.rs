@@ -407,6 +407,8 @@ pub enum FormatArg {
     Deathtensors,
     /// safetensors.
     Safetensors,
+    /// bintensors 0.2 (written byte for byte as bintensors writes it).
+    Bintensors,
 }
 
 /// Options of `convert`.

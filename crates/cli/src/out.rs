@@ -77,6 +77,7 @@ pub fn format_name(format: deathtensors_io::format::Format) -> &'static str {
     match format {
         deathtensors_io::format::Format::Deathtensors => "deathtensors",
         deathtensors_io::format::Format::Safetensors => "safetensors",
+        deathtensors_io::format::Format::Bintensors => "bintensors",
     }
 }
 

@@ -203,6 +203,7 @@ pub fn convert(
         let ext = match format {
             Format::Deathtensors => "deathtensors",
             Format::Safetensors => "safetensors",
+            Format::Bintensors => "bt",
         };
         let dir = output.parent().unwrap_or(Path::new(""));
         let count = sharded.shard_paths().len();

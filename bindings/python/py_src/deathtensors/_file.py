@@ -35,6 +35,7 @@ def save(
     checksum: bool = False,
     durable: bool = True,
     *,
+    format: str = "deathtensors",
     alignment: int = 64,
     encrypt: Any = None,
     sign: Any = None,
@@ -51,6 +52,12 @@ def save(
     string dict for the file. ``checksum`` records a SHA-256 digest of every
     tensor and a SHA-256 footer. ``durable`` (default) fsyncs before the file
     replaces the target; ``durable=False`` skips only the fsyncs.
+
+    ``format`` is ``"deathtensors"`` (default), ``"safetensors"`` or
+    ``"bintensors"`` (bintensors 0.2, byte for byte as its own writer writes
+    the same tensors; ``global_metadata=None`` and ``{}`` are different
+    files there). The other two formats have no per-tensor metadata,
+    checksum, alignment, encryption or signature.
 
     The tensors' memory goes to the file without copies, with the GIL
     released. Same tensors, same bytes (unless encrypted).
@@ -79,7 +86,7 @@ def save(
         _check_metadata("global_metadata", global_metadata),
         checksum,
         durable,
-        "deathtensors",
+        format,
         alignment,
         None if encrypt is None else _keys.keyring(encrypt),
         None if sign is None else _keys.keyring(sign),
@@ -123,7 +130,7 @@ def save_file(
 
 
 class DtFile:
-    """An open deathtensors (or safetensors) file.
+    """An open deathtensors (or safetensors, or bintensors) file.
 
     Opening reads only the header. Tensors are read when asked for: as
     tensors the caller owns (``get_tensor``: copy-on-write views of the

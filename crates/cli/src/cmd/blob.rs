@@ -82,11 +82,13 @@ pub fn run(args: BlobArgs) -> anyhow::Result<ExitCode> {
             let format = match to {
                 Some(FormatArg::Safetensors) => Format::Safetensors,
                 Some(FormatArg::Deathtensors) => Format::Deathtensors,
+                Some(FormatArg::Bintensors) => Format::Bintensors,
                 None if output.extension().is_some_and(|e| e == "safetensors") => Format::Safetensors,
+                None if output.extension().is_some_and(|e| e == "bt") => Format::Bintensors,
                 None => Format::Deathtensors,
             };
-            if checksum && format == Format::Safetensors {
-                bail!("--checksum: safetensors files have no checksum");
+            if checksum && format != Format::Deathtensors {
+                bail!("--checksum: {} files have no checksum", out::format_name(format));
             }
             let options = WriteOptions { format, checksum, ..WriteOptions::default() };
             let n = range.end - range.start;

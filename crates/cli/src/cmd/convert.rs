@@ -1,11 +1,11 @@
-//! `deathtensors convert`: safetensors to deathtensors and back, streaming
-//! and atomic.
+//! `deathtensors convert`: between deathtensors, safetensors and bintensors,
+//! streaming and atomic.
 
 use std::io::Write;
 use std::path::Path;
 
 use anyhow::bail;
-use deathtensors_io::format::{Dtype, Format, TensorInfo, TensorSpec, DEFAULT_ALIGNMENT};
+use deathtensors_io::format::{Dtype, Format, Header, Limits, TensorInfo, TensorSpec, DEFAULT_ALIGNMENT};
 use deathtensors_io::WriteOptions;
 
 use crate::args::{ConvertArgs, FormatArg};
@@ -21,6 +21,7 @@ fn format_of(path: &Path) -> Option<Format> {
     match Path::new(name).extension()?.to_str()? {
         "safetensors" => Some(Format::Safetensors),
         "dt" | "deathtensors" => Some(Format::Deathtensors),
+        "bt" | "bintensors" => Some(Format::Bintensors),
         _ => None,
     }
 }
@@ -39,11 +40,12 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
         let format = match args.to {
             Some(FormatArg::Deathtensors) => Some(Format::Deathtensors),
             Some(FormatArg::Safetensors) => Some(Format::Safetensors),
+            Some(FormatArg::Bintensors) => Some(Format::Bintensors),
             None => format_of(&args.output),
         };
         if args.output.extension().is_some() && format.is_none() {
             bail!(
-                "cannot tell the output format of {}: name it .safetensors or .dt to export the rows, \
+                "cannot tell the output format of {}: name it .safetensors, .dt or .bt to export the rows, \
                  or give a directory without an extension for a new collection",
                 args.output.display()
             );
@@ -53,16 +55,17 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
     let format = match args.to {
         Some(FormatArg::Deathtensors) => Format::Deathtensors,
         Some(FormatArg::Safetensors) => Format::Safetensors,
+        Some(FormatArg::Bintensors) => Format::Bintensors,
         None => match format_of(&args.output) {
             Some(format) => format,
             None => bail!(
-                "cannot tell the output format of {}: name it .safetensors, .dt or .deathtensors, or pass --to",
+                "cannot tell the output format of {}: name it .safetensors, .dt, .deathtensors or .bt, or pass --to",
                 args.output.display()
             ),
         },
     };
     if crate::sharded::is_index(&args.input) {
-        if format == Format::Safetensors && (args.checksum || args.alignment.is_some()) {
+        if format != Format::Deathtensors && (args.checksum || args.alignment.is_some()) {
             bail!("--checksum and --alignment apply to deathtensors output only");
         }
         crate::sharded::convert(&args.input, &args.output, format, args.checksum, args.alignment)?;
@@ -122,13 +125,48 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
             }
             false
         }
+        Format::Bintensors => {
+            let name = "bintensors";
+            if args.checksum {
+                bail!("--checksum: {name} files have no checksum; convert to deathtensors to keep one");
+            }
+            if args.alignment.is_some() {
+                bail!("--alignment: {name} files pack their tensors with no alignment; convert to deathtensors");
+            }
+            // bintensors has 15 of our dtypes: ask the format crate which.
+            let storable = |t: &TensorInfo| Header::new_bintensors(vec![t.to_spec()], None, &Limits::DEFAULT).is_ok();
+            if let Some(t) = header.tensors().iter().find(|t| !storable(t)) {
+                bail!(
+                    "cannot convert {} to {name}: tensor {:?} is {}, which {name} cannot store; keep it in \
+                     deathtensors or safetensors",
+                    args.input.display(),
+                    t.name,
+                    t.dtype
+                );
+            }
+            let with_metadata: Vec<&str> =
+                header.tensors().iter().filter(|t| !t.metadata.is_empty()).map(|t| t.name.as_str()).collect();
+            if let Some(first) = with_metadata.first() {
+                out::warn(&format!(
+                    "per-tensor metadata of {} tensor(s) (first {first:?}) is dropped: {name} has none",
+                    with_metadata.len()
+                ));
+            }
+            if had_checksum {
+                out::warn(&format!("the input's checksums are dropped: {name} has none"));
+            }
+            false
+        }
         Format::Deathtensors => args.checksum || (had_checksum && !args.no_checksum),
     };
-    let metadata = match (format, reader.model_metadata()) {
+    let metadata = match (format, header.format(), reader.model_metadata()) {
         // An empty global_metadata becomes no __metadata__ at all, as
-        // safetensors writes a file saved without metadata.
-        (Format::Safetensors, Some(m)) if m.is_empty() => None,
-        (_, m) => m,
+        // safetensors writes a file saved without metadata; and no
+        // metadata in bintensors (which tells it from an empty map) unless
+        // the input is bintensors with an empty map.
+        (Format::Safetensors, _, Some(m)) if m.is_empty() => None,
+        (Format::Bintensors, from, Some(m)) if m.is_empty() && from != Format::Bintensors => None,
+        (_, _, m) => m,
     };
     let specs: Vec<TensorSpec> = header.tensors().iter().map(TensorInfo::to_spec).collect();
     let options = WriteOptions {

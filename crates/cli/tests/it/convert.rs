@@ -234,3 +234,60 @@ fn a_killed_conversion_leaves_no_partial_output() {
     convert(&src, &out, &["--checksum"], 0);
     check(["verify".as_ref(), out.as_os_str()], 0);
 }
+
+/// The bintensors fixtures (written by bintensors 0.2.0's wheel).
+fn bintensors_fixtures() -> Vec<(String, Value)> {
+    manifest().into_iter().filter(|(_, e)| e["format"] == "bintensors").collect()
+}
+
+#[test]
+fn bintensors_round_trips_byte_for_byte_through_deathtensors_and_safetensors() {
+    let dir = Scratch::new("convert-bintensors");
+    let fixtures = bintensors_fixtures();
+    assert!(fixtures.len() >= 15);
+    for (name, expected) in fixtures {
+        let src = valid(&name);
+        // bintensors to bintensors: the same bytes (no extension: --to).
+        let same = dir.path("same");
+        convert(&src, &same, &["--to", "bintensors"], 0);
+        assert_eq!(std::fs::read(&same).unwrap(), std::fs::read(&src).unwrap(), "{name}");
+        // Through deathtensors and back: the same bytes, except that an
+        // empty map becomes no metadata (deathtensors has one metadata map
+        // always; the empty one is written as bintensors' "none").
+        let (dt, back) = (dir.path("model.dt"), dir.path("back.bt"));
+        convert(&src, &dt, &["--checksum"], 0);
+        check(["verify".as_ref(), dt.as_os_str()], 0);
+        check(["diff".as_ref(), src.as_os_str(), dt.as_os_str()], 0);
+        let r = convert(&dt, &back, &[], 0);
+        assert!(r.stdout.contains("bintensors,"), "{}", r.stdout);
+        assert!(r.stderr.contains("checksums are dropped: bintensors has none"), "{}", r.stderr);
+        assert_same_tensors(&src, &back);
+        let empty_map = expected["metadata_is_none"] == false && expected["global_metadata"] == json!({});
+        if !empty_map {
+            assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&src).unwrap(), "{name}");
+        }
+        // Through safetensors (which has every bintensors dtype).
+        let (st, back) = (dir.path("model.safetensors"), dir.path("back2.bt"));
+        convert(&src, &st, &[], 0);
+        convert(&st, &back, &[], 0);
+        if !empty_map {
+            assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&src).unwrap(), "{name}");
+        }
+    }
+}
+
+#[test]
+fn to_bintensors_refuses_what_bintensors_cannot_hold() {
+    let dir = Scratch::new("convert-to-bintensors");
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let out = dir.path("out.bt");
+    let r = convert(&src, &out, &[], 2);
+    assert_one_error_line(&r, &["cannot convert", "to bintensors: tensor", "which bintensors cannot store"]);
+    assert!(!out.exists());
+    let src = valid("bintensors-0.2.0/np_all_dtypes.bt");
+    for flag in ["--checksum", "--alignment=64"] {
+        let r = convert(&src, &out, &["--to", "bintensors", flag], 2);
+        assert_one_error_line(&r, &["bintensors files"]);
+        assert!(!out.exists());
+    }
+}

@@ -1,5 +1,6 @@
 //! Integration tests of `deathtensors-io`.
 
+mod bintensors;
 mod collection;
 mod collection_hostile;
 mod collection_model;
