@@ -24,6 +24,7 @@ pub const TARGETS: &[(&str, Property)] = &[
     ("file", file),
     ("signatures", signatures),
     ("manifest", manifest),
+    ("bintensors", bintensors),
 ];
 
 /// Length of the safetensors header-length field that precedes its JSON.
@@ -49,6 +50,20 @@ pub fn deathtensors_header(data: &[u8]) {
         if header.has_tensor_digests() {
             laid_out(&header, flags | Flags::CHECKSUM | Flags::SIGNED);
         }
+    }
+}
+
+/// A bintensors header (the bytes after the 8-byte length) that parses is
+/// canonical: encoding it gives back exactly its bytes after the length
+/// (bintensors' writer writes one head for one header). Laid out as a
+/// whole file, it parses to the same header.
+pub fn bintensors(data: &[u8]) {
+    if let Ok(header) = Header::parse_bintensors(data, &Limits::DEFAULT) {
+        let head = Head::encode(&header, Flags::EMPTY)
+            .unwrap_or_else(|e| panic!("a bintensors header that parsed does not encode: {e}\n{header:#?}"));
+        assert_eq!(&head[..SAFETENSORS_LEN_FIELD], &(data.len() as u64).to_le_bytes(), "header length field");
+        assert!(head[SAFETENSORS_LEN_FIELD..] == *data, "an accepted bintensors header is not the one we write for it");
+        laid_out(&header, Flags::EMPTY);
     }
 }
 
