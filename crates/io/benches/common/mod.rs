@@ -90,14 +90,21 @@ pub fn bench_dir() -> PathBuf {
 /// and a save replacing a file frees the old one's page cache), and every
 /// implementation starts from the same state.
 pub fn clean_writes(b: &mut criterion::Bencher<'_>, out: &Path, mut write: impl FnMut()) {
+    clean_runs(b, out, || {
+        let start = Instant::now();
+        write();
+        start.elapsed()
+    })
+}
+
+/// As [`clean_writes`], for a `run` that times the part it measures itself.
+pub fn clean_runs(b: &mut criterion::Bencher<'_>, out: &Path, mut run: impl FnMut() -> Duration) {
     b.iter_custom(|iters| {
         let mut total = Duration::ZERO;
         for _ in 0..iters {
             let _ = std::fs::remove_file(out);
             rustix::fs::sync();
-            let start = Instant::now();
-            write();
-            total += start.elapsed();
+            total += run();
         }
         total
     })
