@@ -38,6 +38,7 @@ mod sha_lanes;
 mod sharded;
 mod signing;
 mod trust;
+mod writeback;
 mod writer;
 
 pub use crate::{

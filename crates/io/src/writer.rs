@@ -11,6 +11,7 @@ use crate::crypt::{EncryptOptions, SigningKey};
 use crate::error::{Error, Result};
 use crate::hash::{self, Hasher};
 use crate::pread::{read_exact_at, write_all_at};
+use crate::writeback::{Sequential, Writeback};
 
 /// Options for writing a file.
 #[derive(Clone)]
@@ -217,7 +218,7 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
 
     let temp = TempFile::create(path, options.durable).map_err(|e| Error::io(e, path, DOING))?;
     let write = || -> std::io::Result<()> {
-        let mut out = BufWriter::with_capacity(1 << 20, temp.file());
+        let mut out = BufWriter::with_capacity(1 << 20, Sequential::new(temp.file(), options.durable));
         for piece in pieces {
             out.write_all(piece)?;
         }
@@ -262,6 +263,7 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
 pub struct Writer {
     path: PathBuf,
     temp: TempFile,
+    writeback: Writeback,
     header: Header,
     flags: Flags,
     data_start: u64,
@@ -302,6 +304,7 @@ impl Writer {
         Ok(Writer {
             path: path.to_path_buf(),
             temp,
+            writeback: Writeback::new(options.durable),
             header,
             flags,
             data_start,
@@ -337,7 +340,8 @@ impl Writer {
                 DOING,
             ));
         }
-        write_all_at(self.temp.file(), bytes, self.data_start + info.data_offsets.0)
+        self.writeback
+            .write_at(self.temp.file(), bytes, self.data_start + info.data_offsets.0)
             .map_err(|e| Error::io(e, path, DOING))?;
         if self.flags.contains(Flags::CHECKSUM) {
             self.digests[i] = hash::sha256(bytes);
@@ -374,7 +378,9 @@ impl Writer {
         while done < len {
             let n = (len - done).min(buf.len() as u64) as usize;
             fill(done, &mut buf[..n])?;
-            write_all_at(self.temp.file(), &buf[..n], start + done).map_err(|e| Error::io(e, path, DOING))?;
+            self.writeback
+                .write_at(self.temp.file(), &buf[..n], start + done)
+                .map_err(|e| Error::io(e, path, DOING))?;
             if let Some(h) = &mut hasher {
                 h.update(&buf[..n]);
             }
