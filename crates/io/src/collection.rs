@@ -52,6 +52,7 @@ pub use self::lock::LOCK_NAME;
 pub use self::transfer::convert_collection;
 pub use self::view::RowsView;
 use crate::error::{Error, Result};
+use crate::writeback::Writeback;
 
 /// How a writer commits.
 #[derive(Clone, Debug)]
@@ -107,6 +108,9 @@ struct Slot {
     /// Counts writes to the block (keys background digests).
     version: u64,
     handle: OnceLock<Arc<BlockFile>>,
+    /// Hands the rows written since the last commit to the disk (durable
+    /// writers), so that the commit's sync finds little left.
+    writeback: Option<Writeback>,
 }
 
 impl Slot {
@@ -120,6 +124,7 @@ impl Slot {
             dirty: false,
             version: 0,
             handle: OnceLock::new(),
+            writeback: None,
         }
     }
 }
@@ -458,8 +463,9 @@ impl Collection {
                 self.copy_on_write(b, self.slots[b].rows)?;
             }
             let block = self.block(b)?;
-            block.write(&self.layout, o, part)?;
+            let durable = self.writer.as_ref().is_some_and(|w| w.durable);
             let slot = &mut self.slots[b];
+            block.write(&self.layout, o, part, slot.writeback.get_or_insert_with(|| Writeback::new(durable)))?;
             slot.rows = slot.rows.max(o + take);
             slot.dirty = true;
             slot.sha256 = None;
@@ -718,6 +724,7 @@ impl Collection {
             dirty: true,
             version: 0,
             handle: OnceLock::new(),
+            writeback: None,
         };
         let _ = slot.handle.set(Arc::new(handle));
         Ok(slot)
@@ -757,6 +764,7 @@ impl Collection {
                     dirty: false,
                     version: 0,
                     handle: OnceLock::new(),
+                    writeback: None,
                 });
             }
         }

@@ -349,13 +349,14 @@ pub fn save_cryptotensors(
             .map(|_| {
                 s.spawn(|| -> std::io::Result<Vec<(String, CtData)>> {
                     let mut done = Vec::new();
+                    let mut writeback = crate::writeback::Writeback::new(options.durable);
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(t) = tasks.get(i) else { return Ok(done) };
                         let plain = by_name[&t.name];
                         let at = head.len() as u64 + t.data_offsets.0;
                         let Some((dek, entry)) = deks.get(&t.name) else {
-                            crate::pread::write_all_at(temp.file(), plain, at)?;
+                            writeback.write_at(temp.file(), plain, at)?;
                             continue;
                         };
                         let key = key_of(options.alg, dek).expect("a key of the cipher's length");
@@ -372,7 +373,7 @@ pub fn save_cryptotensors(
                                     )
                                     .expect("within limits");
                                 tag.copy_from_slice(t.as_ref());
-                                crate::pread::write_all_at(temp.file(), &buf, at)?;
+                                writeback.write_at(temp.file(), &buf, at)?;
                             }
                             CtData::Chunked { base_iv, tags } => {
                                 let c = chunked.unwrap_or(deathtensors_format::CT_DEFAULT_CHUNK_SIZE);
@@ -396,7 +397,7 @@ pub fn save_cryptotensors(
                                         )
                                         .expect("within limits");
                                     tags[16 * j as usize..16 * (j as usize + 1)].copy_from_slice(t.as_ref());
-                                    crate::pread::write_all_at(temp.file(), &buf, at + cs)?;
+                                    writeback.write_at(temp.file(), &buf, at + cs)?;
                                 }
                             }
                         }

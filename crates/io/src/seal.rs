@@ -15,6 +15,7 @@ use crate::atomic::TempFile;
 use crate::crypt::{new_file_keys, ChunkCipher, EncryptOptions};
 use crate::error::{Error, Result};
 use crate::pread::write_all_at;
+use crate::writeback::Writeback;
 use crate::writer::WriteOptions;
 
 const DOING: &str = "cannot write";
@@ -24,13 +25,15 @@ const DOING: &str = "cannot write";
 const BATCH: usize = 4 << 20;
 
 /// Encrypts `data` (in the order of `header`'s tensors) into `temp`, whose
-/// blob starts at `data_start`; returns the tag table.
+/// blob starts at `data_start`; returns the tag table. Each worker hands
+/// its run of the file to the disk as it goes when `durable`.
 fn encrypt_blob(
     temp: &TempFile,
     header: &Header,
     data: &[&[u8]],
     cipher: &ChunkCipher,
     data_start: u64,
+    durable: bool,
 ) -> std::io::Result<Vec<u8>> {
     let tensors = header.tensors();
     let size = cipher.chunk_size();
@@ -67,6 +70,7 @@ fn encrypt_blob(
             rest = tail;
             handles.push(s.spawn(move || -> std::io::Result<()> {
                 let mut buf: Vec<u8> = Vec::with_capacity(BATCH + size as usize);
+                let mut writeback = Writeback::new(durable);
                 // File offset of buf[0].
                 let mut buf_at: Option<u64> = None;
                 let mut chunks = None;
@@ -88,13 +92,13 @@ fn encrypt_blob(
                     let tag = c.seal(j, &mut buf[pos..]);
                     mine[k * TAG_LEN..(k + 1) * TAG_LEN].copy_from_slice(&tag);
                     if buf.len() >= BATCH {
-                        write_all_at(temp.file(), &buf, start)?;
+                        writeback.write_at(temp.file(), &buf, start)?;
                         buf.clear();
                         buf_at = None;
                     }
                 }
                 if let Some(start) = buf_at {
-                    write_all_at(temp.file(), &buf, start)?;
+                    writeback.write_at(temp.file(), &buf, start)?;
                 }
                 Ok(())
             }));
@@ -191,7 +195,7 @@ pub(crate) fn save_encrypted(
     let data_end = tables.data_start + header.data_len();
     // The padding and gaps read as zeros.
     temp.file().set_len(data_end).map_err(io)?;
-    let tags = encrypt_blob(&temp, &header, data, &cipher, tables.data_start).map_err(io)?;
+    let tags = encrypt_blob(&temp, &header, data, &cipher, tables.data_start, options.durable).map_err(io)?;
     section.tag_table_sha256 = crate::hash::sha256(&tags);
     if checksum {
         // The digests of the ciphertext, read back from the page cache on all cores.

@@ -10,6 +10,7 @@ use deathtensors_format::{Limits, RowLayout};
 use crate::error::{Error, Result};
 use crate::pread::{read_exact_at, write_all_at};
 use crate::reader::read_head;
+use crate::writeback::Writeback;
 
 /// An open block file.
 #[derive(Debug)]
@@ -82,10 +83,10 @@ impl BlockFile {
         read_exact_at(&self.file, out, at).map_err(|e| Error::io(e, &self.path, "cannot read"))
     }
 
-    /// Writes rows from `first`.
-    pub(crate) fn write(&self, layout: &RowLayout, first: u64, rows: &[u8]) -> Result<()> {
+    /// Writes rows from `first`, handed to the disk by `writeback`.
+    pub(crate) fn write(&self, layout: &RowLayout, first: u64, rows: &[u8], writeback: &mut Writeback) -> Result<()> {
         let at = self.data_start + first * layout.row_bytes();
-        write_all_at(&self.file, rows, at).map_err(|e| Error::io(e, &self.path, "cannot write"))
+        writeback.write_at(&self.file, rows, at).map_err(|e| Error::io(e, &self.path, "cannot write"))
     }
 
     /// Copies the first `rows` rows of `from` into this (new) block, in the

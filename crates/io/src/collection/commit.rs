@@ -113,6 +113,7 @@ pub(crate) fn flush(c: &mut Collection) -> Result<()> {
         slot.committed = true;
         slot.frozen = slot.rows;
         slot.dirty = false;
+        slot.writeback = None;
     }
     // (4) files no longer named. A reader of an older state that has not
     // opened one yet is told to refresh.

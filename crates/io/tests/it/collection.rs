@@ -15,6 +15,26 @@ fn rows(start: u8, n: usize, width: usize) -> Vec<u8> {
 }
 
 #[test]
+fn durable_appends_larger_than_a_writeback_range_read_back() {
+    // Rows of 3,000 bytes in batches of 1,000 rows: 4 MiB ranges go to the
+    // disk as they fill, cut across rows and batches; blocks of 5,000 rows.
+    let dir = tmp("durable-appends");
+    let layout = RowLayout::new(Dtype::U8, vec![3000], 5000).unwrap();
+    let mut w = Collection::create(&dir, layout, CollectionOptions { durable: true }).unwrap();
+    let batches: Vec<Vec<u8>> = (0..12).map(|b| rows(b * 7, 1000, 3000)).collect();
+    for (b, batch) in batches.iter().enumerate() {
+        w.write_rows(b as u64 * 1000, batch).unwrap();
+    }
+    w.flush().unwrap();
+    drop(w);
+    let r = Collection::open(&dir).unwrap();
+    let mut all = vec![0u8; 12_000 * 3000];
+    r.read_rows(0, &mut all).unwrap();
+    assert!(all == batches.concat());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn append_flush_reopen_and_overwrite_copies_committed_blocks() {
     let dir = tmp("basic");
     let layout = RowLayout::new(Dtype::U8, vec![4], 3).unwrap();

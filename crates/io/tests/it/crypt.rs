@@ -112,6 +112,50 @@ fn large_tensor_decrypts_on_all_cores() {
 }
 
 #[test]
+fn durable_saves_larger_than_a_writeback_range_read_back() {
+    // Each worker's run of chunks goes to the disk in 4 MiB ranges as it is
+    // written: tensors across several, at unaligned offsets.
+    let dir = scratch("crypt-durable");
+    let pattern = |n: u64, seed: u64| (0..n).map(|k| ((k * 7 + seed) % 253) as u8).collect::<Vec<u8>>();
+    let data = vec![
+        (TensorSpec::new("a", Dtype::U8, [(9 << 20) + 5]), pattern((9 << 20) + 5, 1)),
+        (TensorSpec::new("b", Dtype::U8, [3]), pattern(3, 2)),
+        (TensorSpec::new("c", Dtype::U8, [6 << 20]), pattern(6 << 20, 3)),
+    ];
+    let mut options = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm);
+    assert!(options.durable);
+    options.encryption.as_mut().unwrap().chunk_size = 1 << 20;
+    let path = dir.join("durable.dt");
+    write(&path, &data, &options);
+    check_contents(&Reader::open_with(&path, with_key(key())).unwrap(), &data);
+    // cryptotensors' files, chunked and whole, written the same way.
+    for version in [1, 2] {
+        let signer = Arc::new(SigningKey::generate());
+        let ct = deathtensors_io::CryptotensorsOptions {
+            master: key(),
+            alg: deathtensors_format::CtAlg::Aes256Gcm,
+            signer: signer.clone(),
+            sign_kid: Some("signer".into()),
+            version,
+            chunk_size: 2 << 20,
+            policy: None,
+            tensors: Some(vec!["a".into(), "c".into()]),
+            durable: true,
+        };
+        let path = dir.join(format!("durable-v{version}.safetensors"));
+        let borrowed = data.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
+        deathtensors_io::save_cryptotensors(&path, borrowed, None, &ct).unwrap();
+        let mut keys = KeyRing::new();
+        keys.add_symmetric(key());
+        keys.add_jwk_value(&signer.verifying_key().to_jwk(Some("signer")), None).unwrap();
+        let r = Reader::open_with(&path, ReadOptions { keys, ..ReadOptions::default() }).unwrap();
+        for (spec, bytes) in &data {
+            assert_eq!(&r.read(&spec.name).unwrap(), bytes, "v{version} {}", spec.name);
+        }
+    }
+}
+
+#[test]
 fn every_recipient_kind_unwraps_and_others_do_not() {
     let dir = scratch("crypt-recipients");
     let data = tensors();
