@@ -485,6 +485,7 @@ def main():
                     help="a Python whose deathtensors is an older build of ours: measured beside this one "
                          "(`before-numpy`, `before-torch`) on the 20,000-tensor dataset")
     ap.add_argument("--datasets", default="model,tiny", help="model, tiny (20,000 tensors of [16] F32), or both")
+    ap.add_argument("--impls", default=None, help="only these implementations (comma-separated names, as printed)")
     ap.add_argument("--worker", nargs=4)
     ap.add_argument("--ops", default="save,open,load-all,load-one,enc-save,enc-load-all,enc-load-one",
                     help="the operations to measure (loads reuse the files of an earlier run's saves); "
@@ -558,6 +559,10 @@ def main():
         round runs every implementation once, so that whatever drifts on
         the machine during the measurement (memory fragmentation, the
         host's load) falls on all of them alike."""
+        if args.impls:
+            jobs = [(impl, path) for impl, path in jobs if impl in args.impls.split(",")]
+        if not jobs:
+            return
         samples = {impl: [] for impl, _ in jobs}
         for _ in range(args.runs):
             for impl, path in jobs:
