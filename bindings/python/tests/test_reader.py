@@ -284,3 +284,28 @@ def test_verify_on_read_detects_a_corrupt_tensor(tmp_path):
         f.get_tensor("a", verify=True)
     with pytest.raises(dt.IntegrityError, match='"a"'):
         f.verify()
+
+
+def test_loads_leave_the_garbage_collector_as_they_found_it(tmp_path):
+    """Loading many tensors pauses Python's cyclic GC while they are made;
+    it must be back on afterwards, after an error too, and stay off if the
+    caller had turned it off."""
+    import gc
+
+    path = tmp_path / "m.dt"
+    dt.save(path, {f"t{i}": np.full(3, i, np.float32) for i in range(50)})
+    odd = tmp_path / "odd.dt"
+    dt.save_file(odd, [("odd", "F4", [2, 3], bytes(3), None)])
+    assert gc.isenabled()
+    with dt.open(path) as f:
+        assert len(f.get_tensors("numpy")) == 50 and gc.isenabled()
+    with dt.open(odd) as f, pytest.raises(dt.DeathTensorsError, match="even last dimension"):
+        f.get_tensors("torch")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with dt.open(path) as f:
+            f.get_tensors("torch")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
