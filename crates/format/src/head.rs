@@ -295,6 +295,13 @@ impl Head {
 
     fn parse_bintensors(head: &[u8], file_len: u64, limits: &Limits) -> Result<Head> {
         let header = Header::parse_bintensors(&head[8..], limits).map_err(|e| shift(e, 8))?;
+        Head::after_length(head, header, file_len)
+    }
+
+    /// The head of a file whose header follows an 8-byte length and whose
+    /// data follows the header up to the end of the file (safetensors,
+    /// bintensors): no flags, no tables.
+    fn after_length(head: &[u8], header: Header, file_len: u64) -> Result<Head> {
         let data_start = head.len() as u64;
         check_blob(header.tensors(), header.data_len(), file_len - data_start)?;
         Ok(Head {
@@ -314,17 +321,7 @@ impl Head {
             return Err(Error::new(ErrorKind::UnrecognizedFormat { looks_like: None }));
         }
         let header = Header::parse_forked(json, Format::Safetensors, limits, fork).map_err(|e| shift(e, 8))?;
-        let data_start = head.len() as u64;
-        check_blob(header.tensors(), header.data_len(), file_len - data_start)?;
-        Ok(Head {
-            header,
-            flags: Flags::EMPTY,
-            data_start,
-            data_end: file_len,
-            header_end: head.len() as u64,
-            tables: None,
-            sealed: None,
-        })
+        Head::after_length(head, header, file_len)
     }
 
     /// Encodes the head of a file for `header`: the prefix or length, the
