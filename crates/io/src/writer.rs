@@ -27,7 +27,9 @@ pub struct WriteOptions {
     /// fsync the file before it replaces the target, and the directory
     /// after. Default on: without it a power loss can leave an empty or
     /// partial file under the target's name. Off only skips the fsyncs; the
-    /// write stays atomic for crashes of the process.
+    /// write stays atomic for crashes of the process. On Linux a durable
+    /// write hands its data to the disk as it goes, so that the fsync at the
+    /// end has little left to do: it costs about the disk's own time.
     pub durable: bool,
     /// Global metadata (`global_metadata` / `__metadata__` / bintensors'
     /// optional map, where `None` and an empty map are different files).
