@@ -83,6 +83,19 @@ impl Default for WriteOptions {
 
 const DOING: &str = "cannot write";
 
+/// Refuses a checksum, encryption or signatures for `format`, whose files
+/// (safetensors, bintensors) have no place for them.
+fn plain_only(format: &str, options: &WriteOptions, path: &Path) -> Result<()> {
+    if options.checksum {
+        return Err(Error::input(format!("{format} files have no checksum; write deathtensors"), path, DOING));
+    }
+    if options.encryption.is_some() || !options.signers.is_empty() {
+        let message = format!("{format} files cannot be encrypted or signed; write deathtensors");
+        return Err(Error::input(message, path, DOING));
+    }
+    Ok(())
+}
+
 /// Lays out the header for `specs`.
 fn plan(path: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<(Header, Flags)> {
     let fmt = |e| Error::format(e, path, DOING);
@@ -104,30 +117,12 @@ fn plan(path: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<(
             Ok((header, flags))
         }
         Format::Safetensors => {
-            if options.checksum {
-                return Err(Error::input("safetensors files have no checksum; write deathtensors", path, DOING));
-            }
-            if options.encryption.is_some() || !options.signers.is_empty() {
-                return Err(Error::input(
-                    "safetensors files cannot be encrypted or signed; write deathtensors",
-                    path,
-                    DOING,
-                ));
-            }
+            plain_only("safetensors", options, path)?;
             let header = Header::new_safetensors(specs, options.metadata.clone(), &options.limits).map_err(fmt)?;
             Ok((header, Flags::EMPTY))
         }
         Format::Bintensors => {
-            if options.checksum {
-                return Err(Error::input("bintensors files have no checksum; write deathtensors", path, DOING));
-            }
-            if options.encryption.is_some() || !options.signers.is_empty() {
-                return Err(Error::input(
-                    "bintensors files cannot be encrypted or signed; write deathtensors",
-                    path,
-                    DOING,
-                ));
-            }
+            plain_only("bintensors", options, path)?;
             // `metadata: None` is written as bintensors' "no metadata"
             // (0x00), an empty map as an empty map (0x01 0x00): two files.
             let header = Header::new_bintensors(specs, options.metadata.clone(), &options.limits).map_err(fmt)?;
