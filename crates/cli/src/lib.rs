@@ -21,10 +21,8 @@ mod copy;
 mod exit;
 mod keys;
 mod out;
-mod par;
 mod progress;
 mod sharded;
-mod values;
 
 use std::ffi::OsString;
 

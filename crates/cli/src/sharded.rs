@@ -231,6 +231,6 @@ pub fn convert(
     let mut metadata = sharded.metadata().clone();
     metadata.remove("total_size");
     let options = options_for(Some(metadata).filter(|m| !m.is_empty()));
-    copy::copy_from(|name| Ok(sharded.reader_of(name)?), output, specs, &options)?;
+    copy::copy_from(|name| sharded.reader_of(name), output, specs, &options)?;
     Ok(())
 }

@@ -24,12 +24,15 @@
 
 mod atomic;
 mod collection;
+mod copy;
 mod crypt;
 mod cryptotensors;
+mod diff;
 mod error;
 mod fork;
 mod hash;
 mod mmap;
+mod par;
 mod policy;
 mod pread;
 mod reader;
@@ -37,7 +40,9 @@ mod seal;
 mod sha_lanes;
 mod sharded;
 mod signing;
+mod stats;
 mod trust;
+pub mod values;
 mod writeback;
 mod writer;
 
@@ -46,16 +51,19 @@ pub use crate::{
         convert_collection, detect as detect_collection, dtype_from_name, BlockInfo, Collection, CollectionKind,
         CollectionOptions, RowsView, LOCK_NAME,
     },
+    copy::{copy_tensors, COPY_CHUNK},
     crypt::{
         EncryptOptions, KeyRing, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey,
         X25519SecretKey,
     },
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
+    diff::{diff, Compare, Diff, MetadataChange, ValueDiff},
     error::{Error, ErrorKind, Result},
     mmap::PrivateMap,
     reader::{ReadOptions, Reader, TensorRef},
     sharded::{save_sharded, write_index, ShardedReader, INDEX_SUFFIX},
     signing::sign_file,
+    stats::{tensor_stats, Stats},
     writer::{save, WriteOptions, Writer},
 };
 pub use deathtensors_format as format;

@@ -12,7 +12,7 @@ use crate::args::CatArgs;
 use crate::copy;
 use crate::exit::ExitCode;
 use crate::out::Out;
-use crate::values::{self, Value};
+use deathtensors_io::values::{self, Value};
 
 /// numpy's `threshold`: tensors with more elements are summarised.
 const THRESHOLD: u64 = 1000;

@@ -4,15 +4,16 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Runs `job(i)` for every `i` in `0..n` on all cores and returns the
 /// results in index order; stops at the first error, which it returns.
-pub fn map<T, F>(n: usize, job: F) -> anyhow::Result<Vec<T>>
+pub(crate) fn map<T, E, F>(n: usize, job: F) -> Result<Vec<T>, E>
 where
     T: Send,
-    F: Fn(usize) -> anyhow::Result<T> + Sync,
+    E: Send,
+    F: Fn(usize) -> Result<T, E> + Sync,
 {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(n.max(1));
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let per_worker: Vec<anyhow::Result<Vec<(usize, T)>>> = std::thread::scope(|s| {
+    let per_worker: Vec<Result<Vec<(usize, T)>, E>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 s.spawn(|| {
@@ -47,7 +48,7 @@ where
 
 /// Splits `len` bytes into ranges of at most `unit` bytes, each a whole
 /// number of `element`-byte elements, so that big tensors are shared out too.
-pub fn ranges(len: u64, unit: u64, element: u64) -> Vec<(u64, u64)> {
+pub(crate) fn ranges(len: u64, unit: u64, element: u64) -> Vec<(u64, u64)> {
     let unit = (unit / element.max(1)).max(1) * element.max(1);
     (0..len.div_ceil(unit)).map(|k| (k * unit, ((k + 1) * unit).min(len))).collect()
 }
@@ -58,10 +59,11 @@ mod tests {
 
     #[test]
     fn map_keeps_order_and_stops_on_errors() {
-        assert_eq!(map(100, |i| Ok(i * 2)).unwrap(), (0..100).map(|i| i * 2).collect::<Vec<_>>());
-        assert!(map(0, Ok).unwrap().is_empty());
-        let err = map(100, |i| if i == 42 { anyhow::bail!("no {i}") } else { Ok(i) }).unwrap_err();
-        assert_eq!(err.to_string(), "no 42");
+        let doubled: Result<Vec<usize>, String> = map(100, |i| Ok(i * 2));
+        assert_eq!(doubled.unwrap(), (0..100).map(|i| i * 2).collect::<Vec<_>>());
+        assert!(map::<usize, String, _>(0, Ok).unwrap().is_empty());
+        let err = map(100, |i| if i == 42 { Err(format!("no {i}")) } else { Ok(i) }).unwrap_err();
+        assert_eq!(err, "no 42");
     }
 
     #[test]

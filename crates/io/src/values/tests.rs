@@ -1,4 +1,4 @@
-use deathtensors_io::format::Dtype;
+use deathtensors_format::Dtype;
 
 use super::*;
 

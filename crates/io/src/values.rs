@@ -1,7 +1,7 @@
-//! Decoding tensor elements to numbers: every whole-byte dtype, including
-//! the 8-bit floats of the MX and FP8 formats.
+//! Decoding tensor elements to numbers, for stats, diff and `cat`: every
+//! whole-byte dtype, including the 8-bit floats of the MX and FP8 formats.
 
-use deathtensors_io::format::Dtype;
+use deathtensors_format::Dtype;
 
 /// One element, decoded exactly (integers keep all their digits).
 #[derive(Clone, Copy, Debug, PartialEq)]
