@@ -22,6 +22,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod append;
 mod atomic;
 mod collection;
 mod copy;
@@ -39,6 +40,7 @@ mod reader;
 mod seal;
 mod sha_lanes;
 mod sharded;
+mod sidecar;
 mod signing;
 mod stats;
 mod trust;
@@ -47,6 +49,7 @@ mod writeback;
 mod writer;
 
 pub use crate::{
+    append::append,
     collection::{
         convert_collection, detect as detect_collection, dtype_from_name, BlockInfo, Collection, CollectionKind,
         CollectionOptions, RowsView, LOCK_NAME,
@@ -61,7 +64,8 @@ pub use crate::{
     error::{Error, ErrorKind, Result},
     mmap::PrivateMap,
     reader::{ReadOptions, Reader, TensorRef},
-    sharded::{save_sharded, write_index, ShardedReader, INDEX_SUFFIX},
+    sharded::{save_sharded, save_sharded_legacy, write_index, ShardedReader, INDEX_SUFFIX},
+    sidecar::{manifest, write_manifest},
     signing::sign_file,
     stats::{tensor_stats, Stats},
     writer::{save, WriteOptions, Writer},

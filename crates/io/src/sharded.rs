@@ -23,6 +23,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::reader::Reader;
 use crate::writer::{save, WriteOptions};
 
+mod legacy;
+
+pub use legacy::save_sharded_legacy;
+
 /// The largest index file read: an index of a million tensors is ~100 MB.
 const MAX_INDEX_LEN: u64 = 256 << 20;
 
@@ -168,8 +172,15 @@ impl ShardedReader {
             .map_err(|e| invalid(path, format!("\"deathtensors.shards\" is not a list of shards: {e}")))?;
         let mut shard_names = Vec::new();
         let mut tensors = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for (i, s) in shards.into_iter().enumerate() {
             check_shard_name(path, &s.path)?;
+            for t in &s.tensors {
+                // deathtensors 0.3.0 lets the last shard listing a name win.
+                if !seen.insert(t.clone()) {
+                    return Err(invalid(path, format!("tensor {t:?} is listed in two shards")));
+                }
+            }
             shard_names.push(s.path);
             tensors.extend(s.tensors.into_iter().map(|t| (t, i)));
         }

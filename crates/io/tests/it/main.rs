@@ -8,6 +8,7 @@ mod collection_snapshot;
 mod crypt;
 mod cryptotensors;
 mod fixtures;
+mod parity;
 mod roundtrip;
 mod safety;
 mod sharded;
