@@ -49,6 +49,7 @@ pub enum Command {
 Examples:
   deathtensors inspect model.safetensors
   deathtensors inspect --json model.dt | jq '.tensors[].name'")]
+    #[command(visible_alias = "info")]
     Inspect(InspectArgs),
 
     /// List tensor names, one a line, in the order of the header.
@@ -56,7 +57,19 @@ Examples:
 Examples:
   deathtensors ls model.dt
   deathtensors ls model.safetensors | grep attn")]
+    #[command(visible_alias = "list")]
     Ls(LsArgs),
+
+    /// Write the header as a JSON manifest beside the file (deathtensors 0.3.0's sidecar).
+    #[command(after_help = "\
+The manifest holds the file's global metadata and, for every tensor, its dtype (with
+torch's and numpy's names), shape, byte offsets, size, metadata and digest, so that
+a model can be browsed without its data. OUT defaults to FILE.json.
+
+Examples:
+  deathtensors manifest model.dt
+  deathtensors manifest model.safetensors model.json")]
+    Manifest(ManifestArgs),
 
     /// Check the SHA-256 footer and every per-tensor digest, on all cores.
     #[command(after_help = "\
@@ -461,6 +474,15 @@ pub struct StatsArgs {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `manifest`.
+#[derive(Debug, Args)]
+pub struct ManifestArgs {
+    /// The file.
+    pub file: PathBuf,
+    /// Where to write the manifest [default: FILE.json].
+    pub out: Option<PathBuf>,
 }
 
 /// Options of `cat`.

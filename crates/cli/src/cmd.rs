@@ -7,6 +7,7 @@ mod crypt;
 mod diff;
 mod inspect;
 mod ls;
+mod manifest;
 mod meta;
 mod stats;
 mod verify;
@@ -19,6 +20,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Inspect(args) => inspect::run(args),
         Command::Ls(args) => ls::run(args),
+        Command::Manifest(args) => manifest::run(args),
         Command::Verify(args) => verify::run(args),
         Command::Convert(args) => convert::run(args),
         Command::Diff(args) => diff::run(args),

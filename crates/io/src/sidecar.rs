@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use deathtensors_format::{Dtype, Format, Metadata, TensorInfo};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::reader::Reader;
@@ -67,69 +67,98 @@ fn numpy_name(dtype: Dtype) -> Option<&'static str> {
     })
 }
 
-fn metadata_json(m: &Metadata) -> Value {
-    Value::Object(m.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
+/// One tensor: deathtensors 0.3.0's `info()` fields, in its order, and the
+/// digest when the file has one.
+#[derive(Serialize)]
+struct TensorEntry<'a> {
+    name: &'a str,
+    dtype: &'static str,
+    torch_dtype: Option<&'static str>,
+    numpy_dtype: Option<&'static str>,
+    shape: &'a [u64],
+    data_offsets: [u64; 2],
+    nbytes: u64,
+    metadata: &'a Metadata,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sha256: Option<String>,
 }
 
-/// What the manifest says of one tensor: deathtensors 0.3.0's `info()`
-/// fields, and its digest when the file has one.
-fn tensor_json(t: &TensorInfo) -> Value {
-    let mut v = json!({
-        "name": t.name,
-        "dtype": t.dtype.name(),
-        "torch_dtype": torch_name(t.dtype),
-        "numpy_dtype": numpy_name(t.dtype),
-        "shape": t.shape,
-        "data_offsets": [t.data_offsets.0, t.data_offsets.1],
-        "nbytes": t.byte_len(),
-        "metadata": metadata_json(&t.metadata),
-    });
-    if let Some(d) = &t.sha256 {
-        v["sha256"] = d.iter().map(|b| format!("{b:02x}")).collect::<String>().into();
+/// The tensors by name, in file order.
+struct Tensors<'a>(&'a [TensorInfo]);
+
+impl Serialize for Tensors<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|t| {
+            let entry = TensorEntry {
+                name: &t.name,
+                dtype: t.dtype.name(),
+                torch_dtype: torch_name(t.dtype),
+                numpy_dtype: numpy_name(t.dtype),
+                shape: &t.shape,
+                data_offsets: [t.data_offsets.0, t.data_offsets.1],
+                nbytes: t.byte_len(),
+                metadata: &t.metadata,
+                sha256: t.sha256.map(|d| d.iter().map(|b| format!("{b:02x}")).collect()),
+            };
+            (&t.name, entry)
+        }))
     }
-    v
 }
 
-/// The manifest of an open file: `deathtensors_version` (`version`),
-/// `format_version`, `magic` (`null` but for deathtensors files), `format`, `global_metadata`, `tensors` (by
-/// name, in file order) and `written_at` (now, ISO 8601 in UTC).
-pub fn manifest(reader: &Reader, version: &str) -> Value {
+#[derive(Serialize)]
+struct Manifest<'a> {
+    deathtensors_version: &'a str,
+    format_version: u32,
+    magic: Option<&'static str>,
+    format: &'static str,
+    global_metadata: &'a Metadata,
+    tensors: Tensors<'a>,
+    written_at: String,
+}
+
+/// The manifest of an open file, as JSON indented by two spaces:
+/// `deathtensors_version` (`version`), `format_version`, `magic` (`null`
+/// but for deathtensors files), `format`, `global_metadata`, `tensors` (by
+/// name, in file order: `name`, `dtype`, `torch_dtype`, `numpy_dtype`,
+/// `shape`, `data_offsets`, `nbytes`, `metadata`, and `sha256` when the
+/// file has digests) and `written_at` (now, ISO 8601 in UTC).
+pub fn manifest(reader: &Reader, version: &str) -> String {
     let header = reader.header();
-    let tensors: Map<String, Value> = header.tensors().iter().map(|t| (t.name.clone(), tensor_json(t))).collect();
     let (format, magic) = match header.format() {
         Format::Deathtensors => ("deathtensors", Some("DTLEGION")),
         Format::Safetensors => ("safetensors", None),
         Format::Bintensors => ("bintensors", None),
     };
-    json!({
-        "deathtensors_version": version,
-        "format_version": 1,
-        "magic": magic,
-        "format": format,
-        "global_metadata": header.metadata().map_or_else(|| json!({}), metadata_json),
-        "tensors": tensors,
-        "written_at": utc_now(),
-    })
+    let empty = Metadata::new();
+    let doc = Manifest {
+        deathtensors_version: version,
+        format_version: 1,
+        magic,
+        format,
+        global_metadata: header.metadata().unwrap_or(&empty),
+        tensors: Tensors(header.tensors()),
+        written_at: utc_now(),
+    };
+    // Strings, numbers and maps with string keys: this cannot fail.
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
 
-/// Writes the manifest of the file at `path` to `manifest_path` (default
-/// `path` + `.json`), atomically, as JSON indented by two spaces, and
+/// Writes the manifest of an open file to `manifest_path` (default: the
+/// file's path + `.json`), atomically, as JSON indented by two spaces, and
 /// returns where. `version` is the writing library's.
 ///
 /// # Errors
-/// As [`Reader::open`]; `Io` if the manifest cannot be written.
-pub fn write_manifest(path: &Path, manifest_path: Option<&Path>, version: &str, durable: bool) -> Result<PathBuf> {
-    let reader = Reader::open(path)?;
+/// `Io` if the manifest cannot be written.
+pub fn write_manifest(reader: &Reader, manifest_path: Option<&Path>, version: &str, durable: bool) -> Result<PathBuf> {
     let out = manifest_path.map_or_else(
         || {
-            let mut p = path.as_os_str().to_owned();
+            let mut p = reader.path().as_os_str().to_owned();
             p.push(".json");
             PathBuf::from(p)
         },
         Path::to_path_buf,
     );
-    let mut text = serde_json::to_vec_pretty(&manifest(&reader, version))
-        .map_err(|e| Error::input(e.to_string(), &out, "cannot write"))?;
+    let mut text = manifest(reader, version).into_bytes();
     text.push(b'\n');
     crate::atomic::write_file(&out, &text, durable).map_err(|e| Error::io(e, &out, "cannot write"))?;
     Ok(out)
