@@ -47,8 +47,11 @@ impl Drop for PyReader {
     }
 }
 
+/// `(count, finite, zeros, nan, inf, min, max, mean, std)`.
+type StatsTuple = (u64, u64, u64, u64, u64, Option<f64>, Option<f64>, Option<f64>, Option<f64>);
+
 impl PyReader {
-    fn get(&self) -> PyResult<Arc<Reader>> {
+    pub(crate) fn get(&self) -> PyResult<Arc<Reader>> {
         let guard = self.inner.read().map_err(|_| PyValueError::new_err("reader lock poisoned"))?;
         guard.clone().ok_or_else(|| PyValueError::new_err("I/O operation on a closed file"))
     }
@@ -378,6 +381,37 @@ impl PyReader {
         })
         .py(py)?;
         Ok(arena)
+    }
+
+    /// Reads `len` bytes of the tensor from byte `offset` into a fresh,
+    /// aligned buffer the caller owns (slices of big tensors: nothing else
+    /// of the tensor is read).
+    fn read_range(&self, py: Python<'_>, name: &str, offset: u64, len: usize) -> PyResult<crate::arena::PyArena> {
+        let r = self.get()?;
+        let mut arena = crate::arena::PyArena::new(len)?;
+        // SAFETY: the arena was just made and is not exported yet.
+        let buf = unsafe { arena.as_mut_slice() };
+        py.allow_threads(|| r.read_range_into(name, offset, buf)).py(py)?;
+        Ok(arena)
+    }
+
+    /// Statistics of the named tensors (streaming, on all cores), each
+    /// `(count, finite, zeros, nan, inf, min, max, mean, std)` with `None`
+    /// for the four without finite values, or `None` for a sub-byte dtype.
+    #[allow(clippy::type_complexity)]
+    fn stats(&self, py: Python<'_>, names: Vec<String>) -> PyResult<Vec<Option<StatsTuple>>> {
+        let r = self.get()?;
+        let infos = names.iter().map(|n| PyReader::tensor_info(&r, py, n)).collect::<PyResult<Vec<_>>>()?;
+        let stats = py.allow_threads(|| deathtensors_io::tensor_stats(&r, &infos, |_| {})).py(py)?;
+        Ok(stats
+            .into_iter()
+            .map(|s| {
+                s.map(|s| {
+                    let [min, max, mean, std] = s.summary().map_or([None; 4], |v| v.map(Some));
+                    (s.count, s.finite, s.zeros, s.nan, s.inf, min, max, mean, std)
+                })
+            })
+            .collect())
     }
 
     /// Checks the footer and every tensor digest; False if there is none.

@@ -4,11 +4,30 @@ Opening a file never runs code: a fixed binary prefix, a JSON header, raw
 tensor bytes. See :func:`save`, :func:`open` and :class:`DtFile`.
 """
 
+from ._append import append, append_file
 from ._blob import TensorBlob
+from ._diff import diff
 from ._file import DtFile, open, save, save_file, sign_file
+from ._formats import from_safetensors, to_safetensors
 from ._keys import KeyRing, Passphrase, fingerprint, generate_key, public_key, register_keys
+from ._legacy import (
+    CANONICAL_EXTENSION,
+    DT_DTYPE_MAP,
+    LEGACY_EXTENSION,
+    TORCH_DTYPE_MAP,
+    expand_path,
+    file_magic,
+    format_version,
+    library_author,
+    library_version,
+    main,
+    supported_dtypes,
+)
+from ._manifest import read_manifest, write_manifest
 from ._native import CREATED_BY, __version__
-from ._sharded import ShardedFile, open_sharded, save_sharded
+from ._schema import Schema
+from ._sharded import ShardedFile, ShardedReader, open_sharded, save_sharded
+from ._sparse import get_sparse, save_sparse
 from .errors import (
     DecryptionError,
     DeathTensorsError,
@@ -24,6 +43,7 @@ from .errors import (
 
 FORMAT_VERSION = 1
 MAGIC = b"DTLEGION"
+__author__ = library_author()
 
 __all__ = [
     "save",
@@ -55,4 +75,28 @@ __all__ = [
     "MAGIC",
     "CREATED_BY",
     "__version__",
+    "__author__",
+    # deathtensors 0.3.0's API (docs/MIGRATING.md)
+    "append",
+    "append_file",
+    "diff",
+    "from_safetensors",
+    "to_safetensors",
+    "save_sparse",
+    "get_sparse",
+    "Schema",
+    "write_manifest",
+    "read_manifest",
+    "supported_dtypes",
+    "expand_path",
+    "ShardedReader",
+    "CANONICAL_EXTENSION",
+    "LEGACY_EXTENSION",
+    "file_magic",
+    "format_version",
+    "library_version",
+    "library_author",
+    "TORCH_DTYPE_MAP",
+    "DT_DTYPE_MAP",
+    "main",
 ]

@@ -3,13 +3,7 @@ as the Rust binary)."""
 
 import sys
 
-from ._native import cli_main
-
-
-def main() -> None:
-    sys.stdout.flush()
-    sys.exit(cli_main(["deathtensors", *sys.argv[1:]]))
-
+from ._legacy import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,6 +8,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from . import _convert, _dtypes, _keys
 from . import _native
+from ._legacy import expand_path
 from ._native import Reader, save as _native_save
 from .errors import DeathTensorsError, IntegrityError
 
@@ -150,8 +151,9 @@ class DtFile:
         policy_input: Any = None,
     ) -> None:
         ring = _keys.keyring(keys) if keys is not None else _keys.default_keys()
+        path = expand_path(path)
         self._reader = Reader(
-            os.fspath(path),
+            path,
             True,
             ring,
             _keys.signer_keys(trusted_signers),
@@ -159,7 +161,7 @@ class DtFile:
             require_encryption,
             None if policy_input is None else json.dumps(policy_input),
         )
-        self.path = os.fspath(path)
+        self.path = path
         if verify:
             self.verify()
 
@@ -347,6 +349,87 @@ class DtFile:
             arena = self._reader.read_all()
         with _convert.gc_paused():
             return _convert.from_blob(framework, self._reader.layout(heap), arena)
+
+    def get_tensor_slice(
+        self, name: str, start: int = 0, count: Optional[int] = None, framework: str = "torch"
+    ) -> Any:
+        """Rows ``[start, start + count)`` of the tensor's first axis (all
+        remaining rows when ``count`` is None), reading only their bytes: a
+        10-million-row embedding table can be streamed a block at a time.
+        The result is a fresh tensor the caller owns. (deathtensors 0.3.0
+        read the whole tensor to slice it.)"""
+        dtype, shape, (begin, end) = self._reader.info(name)[:3]
+        if not shape:
+            raise DeathTensorsError(f"tensor {name!r} is a scalar; get_tensor_slice needs at least one axis")
+        rows = shape[0]
+        if not isinstance(start, int) or start < 0 or start >= rows:
+            raise DeathTensorsError(f"start={start} is out of range for tensor {name!r} with {rows} rows")
+        if count is None:
+            count = rows - start
+        if not isinstance(count, int) or count < 0 or start + count > rows:
+            raise DeathTensorsError(f"slice [{start}, {start}+{count}) exceeds the {rows} rows of tensor {name!r}")
+        row_bytes, odd = divmod(end - begin, rows)
+        if odd:
+            raise DeathTensorsError(f"the rows of tensor {name!r} ({dtype}) do not fill whole bytes: use get_bytes()")
+        arena = self._reader.read_range(name, start * row_bytes, count * row_bytes)
+        return _convert.from_buffer(framework, name, dtype, [count, *shape[1:]], arena)
+
+    def get_tensor_mmap(self, name: str) -> Any:
+        """A torch tensor viewing the tensor's bytes in the mapped file,
+        without a copy (read-only: see :meth:`get_tensor_view`). As in
+        deathtensors 0.3.0, compressed files refuse it."""
+        if self._reader.is_compressed():
+            raise DeathTensorsError("get_tensor_mmap() is not supported on compressed files; use get_tensor() instead")
+        return self.get_tensor_view(name, "torch")
+
+    def get_all_bytes(self) -> Dict[str, bytes]:
+        """Every tensor's raw bytes, by name in file order (copies)."""
+        return {name: self._reader.read(name) for name in self._reader.keys()}
+
+    def stats(self, name: str) -> Dict[str, Any]:
+        """Summary statistics of one tensor, computed streaming in native code
+        on all cores without materialising it: deathtensors 0.3.0's fields
+        ``dtype``, ``shape``, ``nbytes``, ``count`` (elements), ``min``,
+        ``max``, ``mean``, ``stddev`` (population) and ``nnz`` (finite
+        non-zero values), and ``finite``, ``zeros``, ``nan`` and ``inf``.
+
+        min, max, mean and stddev are over the finite values (NaN when there
+        are none; mean and stddev 0.0 for an empty tensor). Complex tensors
+        count their real and imaginary parts as separate values (0.3.0 used
+        magnitudes); BOOL's min and max are its real ones (0.3.0 always said
+        0 for min)."""
+        return self.all_stats([name])[name]
+
+    def all_stats(self, names: Optional[Iterable[str]] = None) -> Dict[str, Dict[str, Any]]:
+        """:meth:`stats` of every tensor (or of ``names``), computed in one
+        pass spread over all cores."""
+        names = list(self._reader.keys() if names is None else names)
+        out = {}
+        for name, s in zip(names, self._reader.stats(names)):
+            dtype, shape, (begin, end) = self._reader.info(name)[:3]
+            if s is None:
+                raise DeathTensorsError(f"stats of tensor {name!r}: not supported for packed sub-byte dtype {dtype}")
+            count, finite, zeros, nan, inf, lo, hi, mean, std = s
+            empty = 0.0 if count == 0 else float("nan")
+            numel = 1
+            for d in shape:
+                numel *= d
+            out[name] = {
+                "dtype": dtype,
+                "shape": list(shape),
+                "nbytes": end - begin,
+                "count": numel,
+                "min": float("nan") if lo is None else lo,
+                "max": float("nan") if hi is None else hi,
+                "mean": empty if mean is None else mean,
+                "stddev": empty if std is None else std,
+                "nnz": finite - zeros,
+                "finite": finite,
+                "zeros": zeros,
+                "nan": nan,
+                "inf": inf,
+            }
+        return out
 
     # -- integrity ----------------------------------------------------------
     def verify(self) -> bool:

@@ -1,11 +1,13 @@
 """Sharded checkpoints: save_sharded and open_sharded.
 
-The index follows Hugging Face's scheme (``model.deathtensors.index.json``
-with ``metadata.total_size`` and ``weight_map``; shards
-``model-00001-of-00003.deathtensors``). ``open_sharded`` also reads Hugging
-Face ``model.safetensors.index.json`` checkpoints and the sharded sets
-deathtensors 0.3.0 writes (a tensor-less index ``.deathtensors`` file).
-Shards are opened only when a tensor in them is asked for.
+Two layouts are written. Hugging Face's: an index
+``model.deathtensors.index.json`` (``metadata.total_size`` and
+``weight_map``) and shards ``model-00001-of-00003.deathtensors``.
+deathtensors 0.3.0's: the index is a tensor-less ``.deathtensors`` file at
+the path given, whose metadata lists the shards ``model-00001-of-0003.deathtensors``
+beside it. ``open_sharded`` reads both, and Hugging Face
+``model.safetensors.index.json`` checkpoints. Shards are opened only when a
+tensor in them is asked for.
 """
 
 from __future__ import annotations
@@ -13,10 +15,28 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
-from . import _convert, _keys
+from . import _convert, _keys, _native
 from ._file import DtFile, PathLike, _check_metadata
+from ._legacy import expand_path
 from ._native import ShardedIndex, save_sharded as _native_save_sharded
 from .errors import DeathTensorsError
+
+#: The two layouts ``save_sharded`` writes.
+LAYOUTS = ("huggingface", "deathtensors-0.3")
+
+
+def _layout(path: PathLike, format: str, layout: Optional[str]) -> str:
+    """deathtensors 0.3.0's layout when the path names a deathtensors file
+    (``model.deathtensors``, ``model.dt``), as 0.3.0 programs call it;
+    Hugging Face's otherwise (``out/model``, ``model.safetensors``)."""
+    if layout is not None:
+        if layout not in LAYOUTS:
+            raise DeathTensorsError(f"unknown layout {layout!r}: use one of {LAYOUTS}")
+        return layout
+    name = os.fspath(path).lower()
+    if format == "deathtensors" and name.endswith((".deathtensors", ".dt")):
+        return "deathtensors-0.3"
+    return "huggingface"
 
 
 def save_sharded(
@@ -34,16 +54,25 @@ def save_sharded(
     cipher: str = "AES-256-GCM",
     chunk_size: int = 1 << 20,
     seal_header: bool = False,
+    layout: Optional[str] = None,
 ) -> List[str]:
     """Save tensors over shards of at most ``max_shard_bytes`` of tensor data
-    (a larger tensor gets a shard of its own) and an index.
+    (a larger tensor gets a shard of its own) and an index. Returns the
+    shard paths, as deathtensors 0.3.0 does; the index is written last, so
+    it never names a missing shard.
 
-    ``path`` names the checkpoint: ``dir/model`` (or ``dir/model.deathtensors``)
-    gives ``dir/model-00001-of-0000N.deathtensors`` ... and
-    ``dir/model.deathtensors.index.json``. ``format="safetensors"`` writes a
-    Hugging Face checkpoint (``.safetensors`` shards, byte-identical to
-    safetensors). Returns the shard paths, as deathtensors 0.3.0 does; the
-    index is written last, so it never names a missing shard.
+    ``layout`` (default: from ``path``) is one of:
+
+    - ``"deathtensors-0.3"``, when ``path`` ends in ``.deathtensors`` or
+      ``.dt``: what deathtensors 0.3.0 writes for the same call. ``path`` is
+      the index, a deathtensors file without tensors whose metadata lists
+      the shards, ``model-00001-of-0003.deathtensors`` ... beside it; each
+      shard's metadata has ``deathtensors.shard.index`` and ``.count``.
+    - ``"huggingface"``, otherwise: ``dir/model`` gives
+      ``dir/model-00001-of-0000N.deathtensors`` ... and
+      ``dir/model.deathtensors.index.json``. ``format="safetensors"`` writes
+      a Hugging Face checkpoint (``.safetensors`` shards, byte-identical to
+      safetensors).
 
     ``encrypt``, ``sign``, ``cipher``, ``chunk_size`` and ``seal_header`` are :func:`save`'s:
     every shard is encrypted (with a data key of its own) and signed. The
@@ -53,6 +82,15 @@ def save_sharded(
         raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
     metadata = dict(metadata or {})
     checked = {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items() if name in tensors}
+    path = expand_path(path)
+    if _layout(path, format, layout) == "deathtensors-0.3":
+        if encrypt is not None or sign is not None:
+            raise DeathTensorsError("deathtensors 0.3.0's layout cannot be encrypted or signed: use layout='huggingface'")
+        shards = _native.save_sharded_legacy(
+            path, _convert.collect(tensors, checked), int(max_shard_bytes),
+            _check_metadata("global_metadata", global_metadata), checksum, durable,
+        )
+        return [os.fspath(p) for p in shards]
     _index, shards = _native_save_sharded(
         os.fspath(path), _convert.collect(tensors, checked), int(max_shard_bytes), _check_metadata("global_metadata", global_metadata),
         checksum and format == "deathtensors", durable, format, 64,
@@ -70,7 +108,7 @@ class ShardedFile:
     :class:`DtFile`, over all shards."""
 
     def __init__(self, path: PathLike, verify: bool = False, **trust: Any) -> None:
-        self.path = os.fspath(path)
+        self.path = _index_path(expand_path(path))
         self._index = ShardedIndex(self.path)
         self._files: Dict[str, DtFile] = {}
         # keys=, trusted_signers=, require_signature=, require_encryption=,
@@ -122,6 +160,19 @@ class ShardedFile:
     def shard_paths(self) -> List[str]:
         return [os.fspath(p) for p in self._index.shard_paths()]
 
+    @property
+    def index_path(self) -> str:
+        """The index (or single file) this checkpoint was opened from."""
+        return self.path
+
+    def which_shard(self, name: str) -> str:
+        """The file name of the shard holding ``name``."""
+        return os.path.basename(os.fspath(self._index.shard_of(name)))
+
+    def stats(self, name: str) -> Dict[str, Any]:
+        """:meth:`DtFile.stats` of ``name``, from its shard."""
+        return self._file(name).stats(name)
+
     def opened_shards(self) -> int:
         """How many shards have been opened so far."""
         return len(self._files)
@@ -164,6 +215,21 @@ class ShardedFile:
         return True
 
 
+def _index_path(path: str) -> str:
+    """``path``, or the index a Hugging Face save of ``path`` wrote (so that
+    ``open_sharded("out/model")`` opens what ``save_sharded("out/model")``
+    made)."""
+    if not os.path.exists(path):
+        for suffix in (".deathtensors.index.json", ".safetensors.index.json"):
+            if os.path.exists(path + suffix):
+                return path + suffix
+    return path
+
+
+#: deathtensors 0.3.0's name for :class:`ShardedFile`.
+ShardedReader = ShardedFile
+
+
 def open_sharded(
     path: PathLike,
     verify: bool = False,
@@ -189,4 +255,4 @@ def open_sharded(
     )
 
 
-__all__ = ["save_sharded", "open_sharded", "ShardedFile"]
+__all__ = ["save_sharded", "open_sharded", "ShardedFile", "ShardedReader"]

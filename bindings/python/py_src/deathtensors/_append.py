@@ -1,0 +1,64 @@
+"""append and append_file: adding tensors to an existing file."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping, Optional, Tuple
+
+from . import _convert, _native
+from ._file import PathLike, _check_metadata
+from ._legacy import expand_path
+from .errors import DeathTensorsError
+
+
+def append(
+    path: PathLike,
+    tensors: Mapping[str, Any],
+    metadata: Optional[Mapping[str, Mapping[str, str]]] = None,
+    extra_global_metadata: Optional[Mapping[str, str]] = None,
+    *,
+    durable: bool = True,
+) -> None:
+    """Adds ``tensors`` (what :func:`save` takes) after the tensors of the
+    file at ``path``, with their ``metadata``; ``extra_global_metadata`` is
+    merged into the file's global metadata, its values replacing those of
+    the same keys (as deathtensors 0.3.0 does, whatever its docstring says).
+
+    The file keeps its format, alignment and checksums. Its tensors stream
+    from the old file into a new one that replaces it atomically, so memory
+    stays bounded and a crash leaves the old file or the new one. A name the
+    file already has is an error, and so are encrypted and signed files."""
+    if not isinstance(tensors, Mapping):
+        raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
+    metadata = dict(metadata or {})
+    unknown = set(metadata) - set(tensors)
+    if unknown:
+        raise DeathTensorsError(f"metadata names tensors that are not appended: {sorted(unknown)}")
+    checked = {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items()}
+    _native.append(
+        expand_path(path),
+        _convert.collect(tensors, checked),
+        _check_metadata("extra_global_metadata", extra_global_metadata),
+        durable,
+    )
+
+
+def append_file(
+    path: PathLike,
+    tensors: Iterable[Tuple[str, str, Iterable[int], Any, Optional[Mapping[str, str]]]],
+    extra_global_metadata: Optional[Mapping[str, str]] = None,
+    *,
+    durable: bool = True,
+) -> None:
+    """The lower-level form of :func:`append`: ``(name, dtype, shape, bytes,
+    metadata)`` tuples, as :func:`save_file` takes."""
+    items = []
+    for entry in tensors:
+        name, dtype, shape, data = entry[:4]
+        meta = entry[4] if len(entry) > 4 else None
+        dtype, shape, buf = _convert.to_buffer(name, (dtype, shape, data))
+        items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", meta)))
+    _native.append(expand_path(path), items, _check_metadata("extra_global_metadata", extra_global_metadata), durable)
+
+
+__all__ = ["append", "append_file"]

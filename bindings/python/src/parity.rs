@@ -1,0 +1,156 @@
+//! What deathtensors 0.3.0's API adds over the reader and the writer:
+//! `append`, `diff`, the manifest sidecar and 0.3.0's sharded layout. The
+//! work is in `deathtensors-io`; this translates arguments and results.
+
+use std::path::PathBuf;
+
+use deathtensors_io::format::{Format, Metadata, TensorSpec};
+use deathtensors_io::{Compare, Reader, WriteOptions};
+use pyo3::prelude::*;
+
+use crate::errors::IntoPy;
+use crate::reader::PyReader;
+use crate::writer::{parse_format, with_tensors};
+
+/// Every dtype name of the format, in the format's order.
+#[pyfunction]
+pub fn supported_dtypes() -> Vec<&'static str> {
+    deathtensors_io::format::Dtype::ALL.iter().map(|d| d.name()).collect()
+}
+
+/// Adds tensors (a list of items, or what `collect` made of a dict) to the
+/// file at `path`: a streaming copy that replaces it atomically.
+#[pyfunction]
+#[pyo3(signature = (path, tensors, extra_global_metadata = None, durable = true))]
+pub fn append(
+    py: Python<'_>,
+    path: PathBuf,
+    tensors: Bound<'_, PyAny>,
+    extra_global_metadata: Option<Metadata>,
+    durable: bool,
+) -> PyResult<()> {
+    with_tensors(py, &tensors, |data| deathtensors_io::append(&path, data, extra_global_metadata.as_ref(), durable))
+}
+
+/// `(removed, added, retyped, values, metadata, tensor_metadata)`: names;
+/// names; names; `(name, differing, max_abs_diff)`; `(key, a, b)`;
+/// `(name, [(key, a, b)])`.
+type DiffTuple = (
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Vec<(String, u64, Option<f64>)>,
+    Vec<MetadataChange>,
+    Vec<(String, Vec<MetadataChange>)>,
+);
+type MetadataChange = (String, Option<String>, Option<String>);
+
+fn change(c: deathtensors_io::MetadataChange) -> MetadataChange {
+    (c.key, c.a, c.b)
+}
+
+/// Compares two open files (values exactly, or within `atol`/`rtol`).
+#[pyfunction]
+#[pyo3(signature = (a, b, atol = None, rtol = None))]
+pub fn diff(
+    py: Python<'_>,
+    a: PyRef<'_, PyReader>,
+    b: PyRef<'_, PyReader>,
+    atol: Option<f64>,
+    rtol: Option<f64>,
+) -> PyResult<DiffTuple> {
+    let compare = match (atol, rtol) {
+        (None, None) => Compare::Exact,
+        (atol, rtol) => {
+            let (atol, rtol) = (atol.unwrap_or(0.0), rtol.unwrap_or(0.0));
+            if !(atol >= 0.0 && rtol >= 0.0) {
+                return Err(crate::errors::error(py, "atol and rtol must be non-negative numbers".into()));
+            }
+            Compare::Close { atol, rtol }
+        }
+    };
+    let (ra, rb) = (a.get()?, b.get()?);
+    let d = py.allow_threads(|| deathtensors_io::diff(&ra, &rb, compare, |_| {})).py(py)?;
+    Ok((
+        d.removed,
+        d.added,
+        d.retyped,
+        d.values.into_iter().map(|(n, v)| (n, v.differing, v.max_abs_diff)).collect(),
+        d.metadata.into_iter().map(change).collect(),
+        d.tensor_metadata.into_iter().map(|(n, c)| (n, c.into_iter().map(change).collect())).collect(),
+    ))
+}
+
+/// The JSON manifest of an open file (`deathtensors_io::manifest`).
+#[pyfunction]
+pub fn manifest(reader: PyRef<'_, PyReader>) -> PyResult<String> {
+    Ok(deathtensors_io::manifest(&*reader.get()?, env!("CARGO_PKG_VERSION")))
+}
+
+/// Writes the manifest of an open file to `out` (default: its path +
+/// `.json`) atomically; returns where.
+#[pyfunction]
+#[pyo3(signature = (reader, out = None, durable = true))]
+pub fn write_manifest(
+    py: Python<'_>,
+    reader: PyRef<'_, PyReader>,
+    out: Option<PathBuf>,
+    durable: bool,
+) -> PyResult<PathBuf> {
+    let r = reader.get()?;
+    py.allow_threads(|| deathtensors_io::write_manifest(&r, out.as_deref(), env!("CARGO_PKG_VERSION"), durable)).py(py)
+}
+
+/// Converts the file at `src` into `format` at `dst`, streaming and
+/// atomically, with `global_metadata` as the new file's. Per-tensor
+/// metadata is kept where the format has it.
+#[pyfunction]
+#[pyo3(signature = (src, dst, format, checksum = false, global_metadata = None, durable = true))]
+pub fn convert(
+    py: Python<'_>,
+    src: PathBuf,
+    dst: PathBuf,
+    format: &str,
+    checksum: bool,
+    global_metadata: Option<Metadata>,
+    durable: bool,
+) -> PyResult<()> {
+    let format = parse_format(format)?;
+    let options = WriteOptions { format, checksum, durable, metadata: global_metadata, ..WriteOptions::default() };
+    py.allow_threads(|| {
+        let reader = Reader::open(&src)?;
+        let specs = reader
+            .header()
+            .tensors()
+            .iter()
+            .map(|t| {
+                let spec = TensorSpec { sha256: None, ..t.to_spec() };
+                match format {
+                    Format::Deathtensors => spec,
+                    _ => TensorSpec { metadata: Metadata::new(), ..spec },
+                }
+            })
+            .collect();
+        deathtensors_io::copy_tensors(|_| Ok(&reader), &dst, specs, &options, |_| {})
+    })
+    .py(py)
+}
+
+/// Saves tensors in deathtensors 0.3.0's sharded layout: the index file at
+/// `path`, the shards beside it. Returns the shard paths.
+#[pyfunction]
+#[pyo3(signature = (path, tensors, max_shard_bytes, global_metadata = None, checksum = true, durable = true, alignment = 64))]
+#[allow(clippy::too_many_arguments)]
+pub fn save_sharded_legacy(
+    py: Python<'_>,
+    path: PathBuf,
+    tensors: Bound<'_, PyAny>,
+    max_shard_bytes: u64,
+    global_metadata: Option<Metadata>,
+    checksum: bool,
+    durable: bool,
+    alignment: u64,
+) -> PyResult<Vec<PathBuf>> {
+    let options = WriteOptions { checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
+    with_tensors(py, &tensors, |data| deathtensors_io::save_sharded_legacy(&path, data, max_shard_bytes, &options))
+}
