@@ -143,7 +143,7 @@ res["sharded_direct"] = reader.keys() == res["sharded"]["keys"]
 reader.close()
 
 # -- sparse ---------------------------------------------------------------------------
-sparse = torch.sparse_coo_tensor([[0, 1, 2], [2, 0, 1]], [1.0, 2.0, 3.0], (3, 3))
+sparse = torch.sparse_coo_tensor([[0, 1, 2], [2, 0, 1]], [1.0, 2.0, 3.0], (3, 3), check_invariants=True)
 dt.save_sparse(p("sparse.deathtensors"), {"s": sparse, "d": torch.ones(2)}, checksum=True)
 with dt.open(p("sparse.deathtensors")) as f:
     res["sparse"] = [sorted(f.keys()), dt.get_sparse(f, "s").to_dense().tolist(), dt.get_sparse(f, "d").tolist(),
