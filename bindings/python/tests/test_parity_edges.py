@@ -192,3 +192,12 @@ def test_paths_expand_home_and_variables(tmp_path, monkeypatch):
     dt.save(tmp_path / "sub" / "m.dt", {"a": np.ones(1)})
     with dt.open("~/$DT_DIR/m.dt") as f:
         assert f.path == str(tmp_path / "sub" / "m.dt")
+
+
+def test_hub_functions_say_why_they_are_absent():
+    from deathtensors import huggingface
+
+    with pytest.raises(dt.DeathTensorsError, match="never touches the network"):
+        huggingface.load_from_hub("org/repo", "model.deathtensors")
+    with pytest.raises(dt.DeathTensorsError, match="hf_hub_download"):
+        huggingface.HubCachedFile(repo_id="org/repo", filename="m.dt")
