@@ -24,12 +24,14 @@
 
 mod atomic;
 mod collection;
+mod compress;
 mod crypt;
 mod cryptotensors;
 mod error;
 mod fork;
 mod hash;
 mod mmap;
+mod pack;
 mod policy;
 mod pread;
 mod reader;
@@ -53,6 +55,7 @@ pub use crate::{
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
     error::{Error, ErrorKind, Result},
     mmap::PrivateMap,
+    pack::{save_from, Compress},
     reader::{ReadOptions, Reader, TensorRef},
     sharded::{save_sharded, write_index, ShardedReader, INDEX_SUFFIX},
     signing::sign_file,
