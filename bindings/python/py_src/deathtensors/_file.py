@@ -27,12 +27,27 @@ def _check_metadata(what: str, m: Optional[Mapping[str, str]]) -> Optional[Dict[
     return out
 
 
+def _compress_mode(compress: Any, compress_level: Any) -> Tuple[str, int]:
+    """The native writer's ``compress`` mode and level, checked."""
+    if isinstance(compress_level, bool) or not isinstance(compress_level, int) or not 1 <= compress_level <= 22:
+        raise DeathTensorsError(f"compress_level must be an integer from 1 to 22, got {compress_level!r}")
+    if compress is None or compress is False:
+        return "off", compress_level
+    if compress is True:
+        return "chunks", compress_level
+    if compress == "blob":
+        return "blob", compress_level
+    raise DeathTensorsError(f"compress must be False, True or 'blob', got {compress!r}")
+
+
 def save(
     path: PathLike,
     tensors: Mapping[str, Any],
     metadata: Optional[Mapping[str, Mapping[str, str]]] = None,
     global_metadata: Optional[Mapping[str, str]] = None,
     checksum: bool = False,
+    compress: Union[bool, str] = False,
+    compress_level: int = 3,
     durable: bool = True,
     *,
     format: str = "deathtensors",
@@ -52,6 +67,15 @@ def save(
     string dict for the file. ``checksum`` records a SHA-256 digest of every
     tensor and a SHA-256 footer. ``durable`` (default) fsyncs before the file
     replaces the target; ``durable=False`` skips only the fsyncs.
+
+    ``compress=True`` compresses each tensor on its own with zstd at
+    ``compress_level`` (1 to 22), in 1 MiB chunks, floats grouped by byte
+    plane first (``docs/FORMAT.md`` section 15): loading one tensor
+    decompresses only its chunks, on all cores. Tensors that do not shrink
+    are stored raw. deathtensors 0.3.0 refuses such files.
+    ``compress="blob"`` writes deathtensors 0.3.0's whole-file zstd frame
+    instead, which 0.3.0 reads, but loading one tensor then decompresses
+    the whole file. Compression does not combine with ``encrypt``.
 
     ``format`` is ``"deathtensors"`` (default), ``"safetensors"`` or
     ``"bintensors"`` (bintensors 0.2, byte for byte as its own writer writes
@@ -80,6 +104,7 @@ def save(
     if unknown:
         raise DeathTensorsError(f"metadata names tensors that are not saved: {sorted(unknown)}")
     checked = {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items()}
+    mode, level = _compress_mode(compress, compress_level)
     _native_save(
         os.fspath(path),
         _convert.collect(tensors, checked),
@@ -93,6 +118,8 @@ def save(
         cipher,
         chunk_size,
         seal_header,
+        compress=mode,
+        compress_level=level,
     )
 
 
@@ -101,22 +128,16 @@ def save_file(
     tensors: Iterable[Tuple[str, str, Iterable[int], Any, Optional[Mapping[str, str]]]],
     global_metadata: Optional[Mapping[str, str]] = None,
     checksum: bool = False,
-    durable: bool = True,
-    compress: bool = False,
+    compress: Union[bool, str] = False,
     compress_level: int = 3,
+    durable: bool = True,
 ) -> None:
     """The lower-level form of :func:`save`: ``tensors`` is an iterable of
     ``(name, dtype, shape, bytes, metadata)`` with dtype names such as
-    ``"F32"`` and raw little-endian row-major bytes.
-
-    Whole-file compression (``compress=True``) is not written: it defeats
-    lazy loading. Files that deathtensors 0.2/0.3 compressed are read.
+    ``"F32"`` and raw little-endian row-major bytes. ``compress`` and
+    ``compress_level`` are :func:`save`'s.
     """
-    if compress:
-        raise DeathTensorsError(
-            "whole-file zstd compression is not written by this version: it forces reading the whole "
-            "file to load one tensor; save uncompressed (compressed files are still read)"
-        )
+    mode, level = _compress_mode(compress, compress_level)
     items = []
     for entry in tensors:
         name, dtype, shape, data = entry[:4]
@@ -125,7 +146,7 @@ def save_file(
         items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", meta)))
     _native_save(
         os.fspath(path), items, _check_metadata("global_metadata", global_metadata), checksum, durable,
-        "deathtensors", 64,
+        "deathtensors", 64, compress=mode, compress_level=level,
     )
 
 
@@ -209,7 +230,9 @@ class DtFile:
             "numpy_dtype": (numpy_spec[1] if isinstance(numpy_spec, tuple) else numpy_spec),
             "shape": list(shape),
             "data_offsets": tuple(offsets),
-            "nbytes": offsets[1] - offsets[0],
+            "nbytes": self._reader.nbytes(name),
+            "stored_nbytes": offsets[1] - offsets[0],
+            "compression": self._tensor_compression(name),
             "metadata": meta,
             "sha256": sha256,
             "file_offset": file_offset,
@@ -249,8 +272,37 @@ class DtFile:
         return [_native.fingerprint(k) for k in self._reader.signers()]
 
     def is_compressed(self) -> bool:
-        """Whether the data blob is zstd-compressed (deathtensors 0.2/0.3)."""
+        """Whether the file is compressed: tensors one by one in chunks
+        (``save(compress=True)``), or the whole data blob as one zstd frame
+        (deathtensors 0.2/0.3, ``compress="blob"``)."""
         return self._reader.is_compressed()
+
+    def compression(self) -> Optional[Dict[str, Any]]:
+        """How the file is compressed, or None: ``mode`` (``"chunks"`` or
+        ``"blob"``), ``codec``, ``level`` and ``chunk_size`` (None for a
+        blob: 0.3.0 does not record them), ``raw_bytes`` (the tensors'
+        bytes), ``stored_bytes`` (what they take in the file) and ``ratio``
+        (stored / raw)."""
+        c = self._reader.compression()
+        if c is None:
+            return None
+        mode, codec, level, chunk_size, raw, stored = c
+        return {
+            "mode": mode,
+            "codec": codec,
+            "level": level,
+            "chunk_size": chunk_size,
+            "raw_bytes": raw,
+            "stored_bytes": stored,
+            "ratio": stored / raw if raw else 1.0,
+        }
+
+    def _tensor_compression(self, name: str) -> Optional[Dict[str, Any]]:
+        c = self._reader.tensor_compression(name)
+        if c is None:
+            return None
+        raw, stored, chunks = c
+        return {"codec": "zstd", "raw_bytes": raw, "stored_bytes": stored, "chunks": chunks, "ratio": stored / raw}
 
     @property
     def format(self) -> str:
@@ -285,6 +337,8 @@ class DtFile:
         """
         info = self._reader.info(name)
         dtype, shape, (start, end), aligned = info[0], info[1], info[2], info[6]
+        # A compressed tensor spans fewer bytes in the file than it has.
+        end = start + self._reader.nbytes(name)
         if end == start:
             if verify:
                 self._reader.verify_tensor(name)

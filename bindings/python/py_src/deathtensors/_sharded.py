@@ -11,10 +11,10 @@ Shards are opened only when a tensor in them is asked for.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from . import _convert, _keys
-from ._file import DtFile, PathLike, _check_metadata
+from ._file import DtFile, PathLike, _check_metadata, _compress_mode
 from ._native import ShardedIndex, save_sharded as _native_save_sharded
 from .errors import DeathTensorsError
 
@@ -26,6 +26,8 @@ def save_sharded(
     metadata: Optional[Mapping[str, Mapping[str, str]]] = None,
     global_metadata: Optional[Mapping[str, str]] = None,
     checksum: bool = True,
+    compress: Union[bool, str] = False,
+    compress_level: int = 3,
     durable: bool = True,
     *,
     format: str = "deathtensors",
@@ -45,6 +47,7 @@ def save_sharded(
     safetensors). Returns the shard paths, as deathtensors 0.3.0 does; the
     index is written last, so it never names a missing shard.
 
+    ``compress`` and ``compress_level`` are :func:`save`'s, for every shard.
     ``encrypt``, ``sign``, ``cipher``, ``chunk_size`` and ``seal_header`` are :func:`save`'s:
     every shard is encrypted (with a data key of its own) and signed. The
     index itself is plain JSON.
@@ -53,6 +56,7 @@ def save_sharded(
         raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
     metadata = dict(metadata or {})
     checked = {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items() if name in tensors}
+    mode, level = _compress_mode(compress, compress_level)
     _index, shards = _native_save_sharded(
         os.fspath(path), _convert.collect(tensors, checked), int(max_shard_bytes), _check_metadata("global_metadata", global_metadata),
         checksum and format == "deathtensors", durable, format, 64,
@@ -61,6 +65,8 @@ def save_sharded(
         cipher,
         chunk_size,
         seal_header,
+        compress=mode,
+        compress_level=level,
     )
     return [os.fspath(p) for p in shards]
 
