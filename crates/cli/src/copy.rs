@@ -30,6 +30,26 @@ pub fn copy_from<'r>(
     specs: Vec<TensorSpec>,
     options: &WriteOptions,
 ) -> anyhow::Result<()> {
+    if options.compress != deathtensors_io::Compress::Off {
+        // Compressing writers stream from a fill function, chunks on all cores.
+        let total = specs.iter().map(|s| s.byte_len().unwrap_or(0)).sum();
+        let bar = progress::bar(total, "writing");
+        let readers = specs
+            .iter()
+            .map(|s| Ok((s.name.clone(), source(&s.name)?)))
+            .collect::<anyhow::Result<std::collections::HashMap<String, &Reader>>>()?;
+        let fill = |name: &str, offset: u64, buf: &mut [u8]| -> deathtensors_io::Result<()> {
+            // Every name of `specs` has a reader.
+            if let Some(reader) = readers.get(name) {
+                reader.read_range_into(name, offset, buf)?;
+            }
+            bar.inc(buf.len() as u64);
+            Ok(())
+        };
+        deathtensors_io::save_from(output, specs, options, fill).map_err(|e| exit::writing(e, output))?;
+        bar.finish_and_clear();
+        return Ok(());
+    }
     let mut writer = Writer::create(output, specs, options).map_err(|e| exit::writing(e, output))?;
     // In the output's order, so that the writes are sequential.
     let names: Vec<String> = writer.header().tensors().iter().map(|t| t.name.clone()).collect();
