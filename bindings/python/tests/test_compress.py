@@ -213,3 +213,14 @@ def test_real_model_compressed_loads_back_identically(tmp_path):
                 assert torch.equal(back[k], v), k
             ratio = f.compression()["ratio"]
         assert ratio < (0.95 if name == "f32" else 0.80), (name, ratio)
+
+
+def test_hostile_data_corpus_raises_format_errors():
+    folder = ROOT / "testdata" / "invalid-data"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for name, entry in manifest["files"].items():
+        with dt.open(folder / name) as f:
+            with pytest.raises(dt.FormatError, match=f"tensor \"{entry['tensor']}\", chunk {entry['chunk']}"):
+                f.get_tensor(entry["tensor"], framework="numpy")
+            with pytest.raises(dt.FormatError):
+                f.get_tensors(framework="numpy")

@@ -254,3 +254,33 @@ fn hostile_chunks_are_refused_naming_tensor_and_chunk() {
         assert_ne!(&bytes[4096..], &[7u8; 4096][..]);
     }
 }
+
+/// `testdata/invalid-data`: valid heads, hostile chunks. Each read of the
+/// tensor fails with the manifest's kind, naming tensor and chunk; the good
+/// chunk before it still reads.
+#[test]
+fn every_hostile_data_file_is_refused_on_read() {
+    let dir = crate::testdata().join("invalid-data");
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    let files = manifest["files"].as_object().unwrap();
+    assert!(files.len() >= 10);
+    for (name, entry) in files {
+        assert_eq!(entry["kind"], "DecompressChunk", "{name}");
+        let r = Reader::open(dir.join(name)).unwrap_or_else(|e| panic!("{name}: the head must parse: {e}"));
+        let tensor = entry["tensor"].as_str().unwrap();
+        let e = r.read(tensor).unwrap_err();
+        match e.kind() {
+            ErrorKind::DecompressChunk { tensor: t, chunk, .. } => {
+                assert_eq!((t.as_str(), *chunk), (tensor, entry["chunk"].as_u64().unwrap()), "{name}: {e}");
+            }
+            other => panic!("{name}: wrong kind {other:?}: {e}"),
+        }
+        let message = e.to_string();
+        assert!(!message.contains('\n') && message.contains("chunk 1"), "{name}: {message}");
+        let mut first = vec![0u8; 4096];
+        r.read_range_into(tensor, 0, &mut first).unwrap();
+        assert_eq!(first, [7u8; 4096], "{name}");
+        assert!(r.verify_tensor(tensor).is_err(), "{name}");
+    }
+}
