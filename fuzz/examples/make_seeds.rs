@@ -16,9 +16,27 @@
 use std::path::Path;
 
 use deathtensors_format::{
-    chunk_count, encode_signatures, Argon2Params, Cipher, Dtype, Encryption, Flags, Head, Header, Limits, Metadata,
-    Recipient, SignatureRecord, TensorSpec, FOOTER_LEN, MIN_CHUNK_SIZE, TAG_LEN,
+    chunk_count, encode_signatures, Argon2Params, Cipher, Codec, Compression, Dtype, Encryption, Flags, Head, Header,
+    Limits, Metadata, Recipient, SignatureRecord, TensorSpec, FOOTER_LEN, MIN_CHUNK_SIZE, TAG_LEN,
 };
+
+/// A header of compressed tensors (flag bit 5): a BF16 tensor of three
+/// 4 KiB chunks (one raw), an F32 one of one chunk, a tiny raw one.
+fn compressed(checksum: bool) -> Header {
+    let mut specs = vec![
+        TensorSpec::new("h", Dtype::BF16, [5000]),
+        TensorSpec::new("w", Dtype::F32, [1000]),
+        TensorSpec::new("b", Dtype::U8, [8]),
+    ];
+    if checksum {
+        for (i, s) in specs.iter_mut().enumerate() {
+            s.sha256 = Some([i as u8; 32]);
+        }
+    }
+    let tables = vec![Some(vec![4096, 17, 1808]), Some(vec![900]), None];
+    let c = Compression { codec: Codec::Zstd, level: 3, chunk_size: 4096 };
+    Header::new_compressed(specs, Metadata::new(), 64, Some("seeds".into()), c, tables, &Limits::DEFAULT).unwrap()
+}
 
 fn symmetric(kid: &str) -> Recipient {
     Recipient::Symmetric { kid: kid.into(), wrapped_key: [0x11; 48] }
@@ -135,11 +153,13 @@ fn main() {
         ),
         ("dt-signed-plain", header(specs(false, true), 64, None), Flags::CHECKSUM | Flags::SIGNED, 1),
         ("dt-signed-plain-no-footer", header(specs(false, true), 64, None), Flags::SIGNED, 3),
+        ("dt-compressed", compressed(false), Flags::COMPRESSED, 0),
+        ("dt-compressed-checksum-signed", compressed(true), Flags::COMPRESSED | Flags::CHECKSUM | Flags::SIGNED, 1),
     ];
     for (name, header, flags, signers) in &cases {
         let bytes = file(header, *flags, *signers);
         write(&seeds, "file", name, &bytes);
-        if header.encryption().is_some() {
+        if header.encryption().is_some() || header.compression().is_some() {
             let head = Head::encode(header, *flags).unwrap();
             write(&seeds, "deathtensors_header", name, &head[24..]);
         }

@@ -43,13 +43,37 @@ const MAX_LAID_OUT_FILE: u64 = 4 << 20;
 /// header, at the offsets the encoder chose.
 pub fn deathtensors_header(data: &[u8]) {
     if let Ok(header) = Header::parse_deathtensors(data, &Limits::DEFAULT) {
-        let flags = if header.encryption().is_some() { Flags::ENCRYPTED } else { Flags::EMPTY };
+        let mut flags = if header.encryption().is_some() { Flags::ENCRYPTED } else { Flags::EMPTY };
+        if header.compression().is_some() {
+            flags = flags | Flags::COMPRESSED;
+            chunks_tile(&header);
+        }
         roundtrip(&header, flags, Prefix::LEN, Header::parse_deathtensors);
         laid_out(&header, flags);
         // A signed file must give every tensor a digest.
         if header.has_tensor_digests() {
             laid_out(&header, flags | Flags::CHECKSUM | Flags::SIGNED);
         }
+    }
+}
+
+/// In a header of compressed tensors, each chunk table tiles its tensor:
+/// raw chunks back to back over the tensor's raw bytes, stored chunks back to
+/// back over its stored range, none stored longer than raw, and only
+/// non-empty tensors listed.
+fn chunks_tile(header: &Header) {
+    assert!(header.encryption().is_none(), "compression with encryption");
+    for (i, t) in header.tensors().iter().enumerate() {
+        let Some(table) = header.chunk_table(i) else { continue };
+        assert!(t.byte_len() > 0 && !table.is_empty(), "a table for an empty tensor: {}", t.name);
+        let (mut raw, mut stored) = (0u64, 0u64);
+        for c in table.chunks() {
+            assert_eq!((c.raw.0, c.stored.0), (raw, stored), "chunks of {} do not tile", t.name);
+            assert!(c.raw.1 > c.raw.0 && c.stored.1 > c.stored.0, "an empty chunk in {}", t.name);
+            assert!(c.stored.1 - c.stored.0 <= c.raw.1 - c.raw.0, "a chunk of {} stored longer than raw", t.name);
+            (raw, stored) = (c.raw.1, c.stored.1);
+        }
+        assert_eq!((raw, stored), (t.byte_len(), t.stored_len()), "chunks of {} do not cover it", t.name);
     }
 }
 

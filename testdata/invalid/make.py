@@ -23,6 +23,7 @@ FLAG_CHECKSUM = 1 << 1
 FLAG_ENCRYPTED = 1 << 2
 FLAG_SIGNED = 1 << 3
 FLAG_SEALED = 1 << 4
+FLAG_COMPRESSED = 1 << 5
 FOOTER_LEN = 32
 # Limits::DEFAULT of deathtensors-format.
 MAX_HEADER_LEN = 100 * 1024 * 1024
@@ -260,12 +261,46 @@ def build():
     add("dt-version-0.deathtensors", dt(version=0), "UnsupportedVersion", "Prefix version 0 does not exist.")
     add("dt-version-2.deathtensors", dt(version=2), "UnsupportedVersion", "Prefix version 2 is from the future.")
     add("dt-version-u32-max.deathtensors", dt(version=2**32 - 1), "UnsupportedVersion", "Prefix version 0xffffffff.")
-    add("dt-unknown-flag-bit5.deathtensors", dt(flags=1 << 5), "UnknownFlags", "Flag bit 5 is not defined, so an old reader must refuse the file.")
+    add("dt-unknown-flag-bit6.deathtensors", dt(flags=1 << 6), "UnknownFlags", "Flag bit 6 is not defined, so an old reader must refuse the file.")
     add("dt-unknown-flag-bit31.deathtensors", dt(flags=1 << 31), "UnknownFlags", "Flag bit 31 is not defined.")
     add("dt-unknown-flags-all.deathtensors", dt(flags=2**32 - 1), "UnknownFlags", "Every flag bit is set, undefined ones included.")
     add("dt-encrypted-flag.deathtensors", dt(flags=FLAG_ENCRYPTED), "MissingField", "Flag bit 2 (encryption) is set but the header has no encryption section.")
     add("dt-encrypted-checksum-flags.deathtensors", dt(flags=FLAG_ENCRYPTED | FLAG_CHECKSUM, footer=bytes(FOOTER_LEN)), "MissingField", "Encryption with a checksum footer, and still no encryption section.")
     add("dt-encrypted-zstd-flags.deathtensors", dt(flags=FLAG_ENCRYPTED | FLAG_ZSTD), "Unsupported", "Encryption cannot be combined with whole-blob zstd.")
+
+    # ---- compression section (docs/FORMAT.md section 15). The tensor "w" is
+    # 2,000 U8 bytes (one chunk of 4,096 at most) stored in 100 bytes.
+    def comp(tables=None, **fields):
+        c = {"codec": "zstd", "level": 3, "chunk_size": 4096, "tensors": {"w": [100]} if tables is None else tables}
+        c.update(fields)
+        return {k: v for k, v in c.items() if v is not OMIT}
+
+    def cw(offsets=(0, 100)):
+        return dt_tensor("U8", (2000,), offsets)
+
+    def cdt(section=None, tensors=None, flags=FLAG_COMPRESSED, data=bytes(100)):
+        top = dt_top({"w": cw()} if tensors is None else tensors, compression=comp() if section is None else section)
+        return dt(top, data=data, flags=flags)
+
+    add("dt-compressed-no-section.deathtensors", dt(flags=FLAG_COMPRESSED), "MissingField", "Flag bit 5 (per-tensor compression) is set but the header has no compression section.")
+    add("dt-compression-without-flag.deathtensors", cdt(flags=0), "Unsupported", "A compression section without flag bit 5.")
+    add("dt-compressed-zstd-flags.deathtensors", cdt(flags=FLAG_COMPRESSED | FLAG_ZSTD), "Unsupported", "Per-tensor compression cannot be combined with whole-blob zstd.")
+    add("dt-compressed-encrypted-flags.deathtensors", cdt(flags=FLAG_COMPRESSED | FLAG_ENCRYPTED), "Unsupported", "Per-tensor compression cannot be combined with encryption.")
+    add("dt-compression-bad-codec.deathtensors", cdt(comp(codec="lz4")), "InvalidCompression", "The codec is lz4; only zstd is defined.")
+    add("dt-compression-level-0.deathtensors", cdt(comp(level=0)), "InvalidCompression", "Level 0 is outside zstd's 1 to 22.")
+    add("dt-compression-chunk-size-not-power.deathtensors", cdt(comp(chunk_size=5000)), "InvalidCompression", "A chunk size of 5,000 is not a power of two.")
+    add("dt-compression-chunk-size-huge.deathtensors", cdt(comp(chunk_size=2**27)), "InvalidCompression", "A chunk size of 128 MiB is over the 64 MiB cap.")
+    add("dt-compression-missing-codec.deathtensors", cdt(comp(codec=OMIT)), "MissingField", "The compression section has no codec.")
+    add("dt-compression-unknown-field.deathtensors", cdt(comp(window=1)), "UnknownField", "The compression section has a field the format does not define.")
+    add("dt-compression-chunk-longer-than-raw.deathtensors", cdt(comp({"w": [2001]}), {"w": cw((0, 2001))}, data=bytes(2001)), "InvalidCompression", "A chunk stores 2,001 bytes for 2,000 raw bytes: stored chunks are never longer than raw ones.")
+    add("dt-compression-chunk-zero.deathtensors", cdt(comp({"w": [0]}), {"w": cw((0, 0))}, data=b""), "InvalidCompression", "A chunk of zero stored bytes cannot decompress to 2,000.")
+    add("dt-compression-too-many-chunks.deathtensors", cdt(comp({"w": [50, 50]})), "InvalidCompression", "Two chunks for 2,000 raw bytes, which take one chunk of 4,096.")
+    add("dt-compression-sizes-lie.deathtensors", cdt(comp({"w": [90]})), "ByteLengthMismatch", "The chunk table adds up to 90 stored bytes but data_offsets span 100.")
+    add("dt-compression-unknown-tensor.deathtensors", cdt(comp({"x": [100]})), "InvalidCompression", "The chunk table names a tensor the header does not have.")
+    add("dt-compression-table-not-array.deathtensors", cdt(comp({"w": 100})), "WrongType", "A chunk table is a number, not an array of lengths.")
+    add("dt-compression-chunk-budget.deathtensors", cdt(comp({"w": [100]})), "LimitExceeded", "One chunk over a budget of zero chunks (max_chunks).", limits={"max_chunks": 0})
+    add("dt-compression-overlap.deathtensors", cdt(comp({"w": [100], "v": [100]}), {"w": cw((0, 100)), "v": cw((50, 150))}, data=bytes(150)), "Overlap", "Two compressed tensors whose stored ranges overlap.")
+    add("dt-compression-out-of-range.deathtensors", cdt(data=bytes(60)), "OffsetOutOfBounds", "The stored range of a compressed tensor runs past the end of the blob.")
 
     # ---- encryption section (docs/FORMAT.md section 10)
     def section(**fields):
@@ -460,7 +495,7 @@ def build():
         dt_t = {k: v for k, v in dt_tensor().items() if k != field}
         st_t = {k: v for k, v in st_tensor().items() if k != field}
         both(f"missing-{field.replace('_', '-')}", "MissingField", f"A tensor has no \"{field}\".", dt(dt_top({"w": dt_t})), st(st_top({"w": st_t})))
-    add("dt-unknown-top-level-field.deathtensors", dt(dt_top(compression="zstd")), "UnknownField", "The top-level field \"compression\" is not part of the format.")
+    add("dt-unknown-top-level-field.deathtensors", dt(dt_top(compressor="zstd")), "UnknownField", "The top-level field \"compressor\" is not part of the format.")
     add("dt-unknown-field-case.deathtensors", dt(Obj([("Format", "deathtensors")] + list(dt_top().items()))), "UnknownField", "Field names are case-sensitive: \"Format\" is not \"format\".")
     add("dt-unknown-tensor-field.deathtensors", dt(dt_top({"w": dt_tensor(offsets_unit="bytes")})), "UnknownField", "The tensor field \"offsets_unit\" is not part of the format.")
     add("st-unknown-tensor-field.safetensors", st(st_top({"w": st_tensor(stride=[1])})), "UnknownField", "The tensor field \"stride\" is not part of safetensors.")

@@ -33,9 +33,10 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
             }
             None => PyOSError::new_err(message),
         },
-        ErrorKind::Format(_) | ErrorKind::Decompress(_) | ErrorKind::DamagedCollection(_) => {
-            raise(py, "FormatError", message)
-        }
+        ErrorKind::Format(_)
+        | ErrorKind::Decompress(_)
+        | ErrorKind::DecompressChunk { .. }
+        | ErrorKind::DamagedCollection(_) => raise(py, "FormatError", message),
         ErrorKind::ChecksumMismatch { .. }
         | ErrorKind::TensorDigestMismatch { .. }
         | ErrorKind::BlockDigestMismatch { .. }

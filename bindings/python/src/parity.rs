@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 
 use crate::errors::IntoPy;
 use crate::reader::PyReader;
-use crate::writer::{parse_format, with_tensors};
+use crate::writer::{parse_compress, parse_format, with_tensors};
 
 /// Every dtype name of the format, in the format's order.
 #[pyfunction]
@@ -102,10 +102,12 @@ pub fn write_manifest(
 }
 
 /// Converts the file at `src` into `format` at `dst`, streaming and
-/// atomically, with `global_metadata` as the new file's. Per-tensor
+/// atomically (compressed as `compress` says), with `global_metadata` as the
+/// new file's. Per-tensor
 /// metadata is kept where the format has it.
 #[pyfunction]
-#[pyo3(signature = (src, dst, format, checksum = false, global_metadata = None, durable = true))]
+#[pyo3(signature = (src, dst, format, checksum = false, global_metadata = None, durable = true, compress = "off", compress_level = 3))]
+#[allow(clippy::too_many_arguments)]
 pub fn convert(
     py: Python<'_>,
     src: PathBuf,
@@ -114,9 +116,13 @@ pub fn convert(
     checksum: bool,
     global_metadata: Option<Metadata>,
     durable: bool,
+    compress: &str,
+    compress_level: i32,
 ) -> PyResult<()> {
     let format = parse_format(format)?;
-    let options = WriteOptions { format, checksum, durable, metadata: global_metadata, ..WriteOptions::default() };
+    let compress = parse_compress(compress, compress_level)?;
+    let options =
+        WriteOptions { format, checksum, durable, metadata: global_metadata, compress, ..WriteOptions::default() };
     py.allow_threads(|| {
         let reader = Reader::open(&src)?;
         let specs = reader
@@ -139,7 +145,7 @@ pub fn convert(
 /// Saves tensors in deathtensors 0.3.0's sharded layout: the index file at
 /// `path`, the shards beside it. Returns the shard paths.
 #[pyfunction]
-#[pyo3(signature = (path, tensors, max_shard_bytes, global_metadata = None, checksum = true, durable = true, alignment = 64))]
+#[pyo3(signature = (path, tensors, max_shard_bytes, global_metadata = None, checksum = true, durable = true, alignment = 64, compress = "off", compress_level = 3))]
 #[allow(clippy::too_many_arguments)]
 pub fn save_sharded_legacy(
     py: Python<'_>,
@@ -150,7 +156,11 @@ pub fn save_sharded_legacy(
     checksum: bool,
     durable: bool,
     alignment: u64,
+    compress: &str,
+    compress_level: i32,
 ) -> PyResult<Vec<PathBuf>> {
-    let options = WriteOptions { checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
+    let compress = parse_compress(compress, compress_level)?;
+    let options =
+        WriteOptions { checksum, durable, metadata: global_metadata, alignment, compress, ..WriteOptions::default() };
     with_tensors(py, &tensors, |data| deathtensors_io::save_sharded_legacy(&path, data, max_shard_bytes, &options))
 }

@@ -191,16 +191,47 @@ impl PyReader {
     /// needs, in one call. `aligned` is for a buffer holding the blob: a
     /// mapping of the file (`heap=False`: bytes sit as they do in the file),
     /// or `read_all`'s fresh memory (`heap=True`: the blob starts aligned).
+    /// A file of compressed tensors is never mapped; `read_all` lays its
+    /// tensors out raw (`Reader::data_layout`).
     #[pyo3(signature = (heap = false))]
     fn layout<'py>(&self, py: Python<'py>, heap: bool) -> PyResult<Bound<'py, PyList>> {
         let r = self.get()?;
         let origin = if heap { 0 } else { r.head().data_start };
-        let items = r.header().tensors().iter().map(|t| {
-            let (start, end) = t.data_offsets;
+        let places =
+            if heap { r.data_layout().0 } else { r.header().tensors().iter().map(|t| t.data_offsets).collect() };
+        let items = r.header().tensors().iter().zip(places).map(|(t, (start, end))| {
             let aligned = TensorRef { info: t, file_offset: origin + start }.is_aligned();
             (t.name.as_str(), t.dtype.name(), &t.shape[..], start, end, aligned)
         });
         PyList::new(py, items)
+    }
+
+    /// The compression of the file, or None: `(mode, codec, level,
+    /// chunk_size, raw bytes, stored bytes)`, mode `"chunks"` (flag bit 5;
+    /// level and chunk size from its header) or `"blob"` (deathtensors
+    /// 0.3.0's whole-blob frame: level and chunk size unknown, None).
+    #[allow(clippy::type_complexity)]
+    fn compression(&self) -> PyResult<Option<(&'static str, &'static str, Option<u32>, Option<u64>, u64, u64)>> {
+        let r = self.get()?;
+        let h = r.header();
+        if let Some(c) = h.compression() {
+            let stored = h.tensors().iter().map(|t| t.stored_len()).sum();
+            return Ok(Some(("chunks", c.codec.name(), Some(c.level), Some(c.chunk_size), h.raw_len(), stored)));
+        }
+        if r.head().is_compressed() {
+            let stored = r.head().data_end - r.head().data_start;
+            return Ok(Some(("blob", "zstd", None, None, h.data_len(), stored)));
+        }
+        Ok(None)
+    }
+
+    /// `(raw bytes, stored bytes, chunks)` of a tensor stored compressed in
+    /// chunks, or None.
+    fn tensor_compression(&self, py: Python<'_>, name: &str) -> PyResult<Option<(u64, u64, usize)>> {
+        let r = self.get()?;
+        let t = r.tensor(name).py(py)?;
+        let pos = r.header().position(name).unwrap_or(0);
+        Ok(r.header().chunk_table(pos).map(|c| (t.info.byte_len(), t.info.stored_len(), c.len())))
     }
 
     fn dtype(&self, py: Python<'_>, name: &str) -> PyResult<&'static str> {
@@ -334,7 +365,7 @@ impl PyReader {
     /// (tensors at their offsets), with parallel positioned reads.
     fn read_all(&self, py: Python<'_>) -> PyResult<crate::arena::PyArena> {
         let r = self.get()?;
-        let mut arena = crate::arena::PyArena::new(r.header().data_len() as usize)?;
+        let mut arena = crate::arena::PyArena::new(r.data_layout().1 as usize)?;
         // SAFETY: the arena was just made and is not exported yet.
         let buf = unsafe { arena.as_mut_slice() };
         py.allow_threads(|| r.read_data_into(buf)).py(py)?;

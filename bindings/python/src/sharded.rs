@@ -66,7 +66,7 @@ impl PyShardedIndex {
 /// Saves tensors over shards of at most `max_shard_bytes` plus an index in
 /// Hugging Face's scheme. Returns (index path, shard paths).
 #[pyfunction]
-#[pyo3(signature = (path, tensors, max_shard_bytes, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false))]
+#[pyo3(signature = (path, tensors, max_shard_bytes, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false, compress = "off", compress_level = 3))]
 #[allow(clippy::too_many_arguments)]
 pub fn save_sharded(
     py: Python<'_>,
@@ -83,10 +83,20 @@ pub fn save_sharded(
     cipher: &str,
     chunk_size: u64,
     seal_header: bool,
+    compress: &str,
+    compress_level: i32,
 ) -> PyResult<(PathBuf, Vec<PathBuf>)> {
     let format = parse_format(format)?;
-    let mut options =
-        WriteOptions { format, checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
+    let compress = crate::writer::parse_compress(compress, compress_level)?;
+    let mut options = WriteOptions {
+        format,
+        checksum,
+        durable,
+        metadata: global_metadata,
+        alignment,
+        compress,
+        ..WriteOptions::default()
+    };
     // Every shard is encrypted (with a data key of its own) and signed.
     crate::keys::apply(py, &mut options, encrypt, sign, cipher, chunk_size, seal_header)?;
     with_tensors(py, &tensors, |data| io_save_sharded(&path, data, max_shard_bytes, &options))

@@ -69,6 +69,22 @@ pub(crate) fn with_tensors<R: Send>(
     result.py(py)
 }
 
+/// Parses the `compress` and `compress_level` arguments: `"off"`,
+/// `"chunks"` (per-tensor, flag bit 5) or `"blob"` (deathtensors 0.3.0's
+/// whole-blob frame).
+pub(crate) fn parse_compress(compress: &str, level: i32) -> PyResult<deathtensors_io::Compress> {
+    use deathtensors_io::Compress;
+    if !(1..=22).contains(&level) {
+        return Err(PyValueError::new_err(format!("compress_level must be an integer from 1 to 22, got {level}")));
+    }
+    match compress {
+        "off" => Ok(Compress::Off),
+        "chunks" => Ok(Compress::Chunked { level }),
+        "blob" => Ok(Compress::Blob { level }),
+        other => Err(PyValueError::new_err(format!("unknown compress mode {other:?}: use 'off', 'chunks' or 'blob'"))),
+    }
+}
+
 /// Parses the `format` argument.
 pub(crate) fn parse_format(format: &str) -> PyResult<Format> {
     match format {
@@ -85,7 +101,7 @@ pub(crate) fn parse_format(format: &str) -> PyResult<Format> {
 /// atomically. The buffers' memory goes to the file without a
 /// copy, with the GIL released; they must not be modified meanwhile.
 #[pyfunction]
-#[pyo3(signature = (path, tensors, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false))]
+#[pyo3(signature = (path, tensors, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false, compress = "off", compress_level = 3))]
 #[allow(clippy::too_many_arguments)]
 pub fn save(
     py: Python<'_>,
@@ -101,10 +117,20 @@ pub fn save(
     cipher: &str,
     chunk_size: u64,
     seal_header: bool,
+    compress: &str,
+    compress_level: i32,
 ) -> PyResult<()> {
     let format = parse_format(format)?;
-    let mut options =
-        WriteOptions { format, checksum, durable, metadata: global_metadata, alignment, ..WriteOptions::default() };
+    let compress = parse_compress(compress, compress_level)?;
+    let mut options = WriteOptions {
+        format,
+        checksum,
+        durable,
+        metadata: global_metadata,
+        alignment,
+        compress,
+        ..WriteOptions::default()
+    };
     crate::keys::apply(py, &mut options, encrypt, sign, cipher, chunk_size, seal_header)?;
     with_tensors(py, &tensors, |data| io_save(&path, data, &options).map(|_| ()))?;
     Ok(())

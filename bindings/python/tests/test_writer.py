@@ -113,8 +113,8 @@ def test_bad_input_is_refused_and_the_old_file_kept(tmp_path):
         dt.save(path, {"bad\nname": np.zeros(1)})
     with pytest.raises(dt.DeathTensorsError, match="need 8"):
         dt.save(path, {"a": ("F64", [1], b"\0" * 7)})
-    with pytest.raises(dt.DeathTensorsError):
-        dt.save_file(path, [("a", "F32", [1], b"\0\0\0\0")], compress=True)
+    with pytest.raises(dt.DeathTensorsError, match="compress_level"):
+        dt.save_file(path, [("a", "F32", [1], b"\0\0\0\0")], compress=True, compress_level=23)
     with pytest.raises(FileNotFoundError):
         dt.save(tmp_path / "missing" / "m.dt", {"a": np.zeros(1)})
     assert path.read_bytes() == before

@@ -444,6 +444,14 @@ pub struct ConvertArgs {
     /// Start each tensor at a multiple of this power of two (deathtensors only) [default: 64].
     #[arg(long)]
     pub alignment: Option<u64>,
+    /// Compress each tensor in zstd chunks at LEVEL (1 to 22) [default level: 3]; tensors still
+    /// load one by one (deathtensors only; deathtensors 0.3.0 cannot read the file).
+    #[arg(long, value_name = "LEVEL", num_args = 0..=1, require_equals = true, default_missing_value = "3")]
+    pub compress: Option<i32>,
+    /// With --compress: write deathtensors 0.3.0's whole-file zstd frame instead, which 0.3.0 reads
+    /// (loading one tensor then decompresses the whole file).
+    #[arg(long, requires = "compress")]
+    pub blob: bool,
 }
 
 /// Options of `diff`.

@@ -23,7 +23,7 @@ pub fn copy(reader: &Reader, output: &Path, specs: Vec<TensorSpec>, options: &Wr
 /// [`copy`], with each tensor read from the reader `source` gives for its
 /// name (one per shard, when merging a sharded checkpoint).
 pub fn copy_from<'r>(
-    source: impl Fn(&str) -> deathtensors_io::Result<&'r Reader>,
+    source: impl Fn(&str) -> deathtensors_io::Result<&'r Reader> + Sync,
     output: &Path,
     specs: Vec<TensorSpec>,
     options: &WriteOptions,

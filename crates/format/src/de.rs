@@ -366,8 +366,15 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(ctx: Ctx<'_>, mut map: A) -> core::r
     let mut metadata: Option<Metadata> = None;
     let mut tensors: Option<Vec<TensorInfo>> = None;
     let mut encryption: Option<crate::crypt::Encryption> = None;
+    let mut compression: Option<crate::compression::RawCompression> = None;
     while let Some(key) = map.next_key_seed(KeySeed)? {
         match key.as_str() {
+            "compression" => {
+                if compression.is_some() {
+                    return Err(duplicate(ctx, "header", "compression"));
+                }
+                compression = Some(map.next_value_seed(CompressionSeed { ctx })?);
+            }
             "encryption" => {
                 if encryption.is_some() {
                     return Err(duplicate(ctx, "header", "encryption"));
@@ -452,6 +459,7 @@ fn deathtensors_top<'de, A: MapAccess<'de>>(ctx: Ctx<'_>, mut map: A) -> core::r
         metadata: Some(metadata.unwrap_or_default()),
         tensors,
         encryption,
+        compression,
     })
 }
 
@@ -478,6 +486,7 @@ fn safetensors_top<'de, A: MapAccess<'de>>(ctx: Ctx<'_>, mut map: A) -> core::re
         metadata,
         tensors,
         encryption: None,
+        compression: None,
     })
 }
 
@@ -1089,4 +1098,177 @@ mod control_tests {
             }
         }
     }
+}
+
+/// The `compression` section (`docs/FORMAT.md` section 15.2). Its chunk
+/// tables share one budget of `max_chunks` entries, counted as they are
+/// decoded, so a hostile table is refused before it is stored.
+struct CompressionSeed<'a> {
+    ctx: Ctx<'a>,
+}
+
+impl<'de> DeserializeSeed<'de> for CompressionSeed<'_> {
+    type Value = crate::compression::RawCompression;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+const COMPRESSION_SECTION: ErrorKind =
+    ErrorKind::WrongType { what: "field \"compression\"", expected: "a JSON object" };
+
+impl<'de> Visitor<'de> for CompressionSeed<'_> {
+    type Value = crate::compression::RawCompression;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the compression section")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> core::result::Result<Self::Value, A::Error> {
+        let ctx = self.ctx;
+        let mut codec = None;
+        let mut level = None;
+        let mut chunk_size = None;
+        let mut tensors = None;
+        let within = "compression";
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            match key.as_str() {
+                "codec" => {
+                    if codec.is_some() {
+                        return Err(duplicate(ctx, within, "codec"));
+                    }
+                    let name = map.next_value_seed(StringSeed { ctx, what: "compression.codec" })?;
+                    codec = Some(crate::compression::Codec::from_name(&name).map_err(|e| ctx.fail(e))?);
+                }
+                "level" => {
+                    if level.is_some() {
+                        return Err(duplicate(ctx, within, "level"));
+                    }
+                    let v = map
+                        .next_value_seed(UintSeed { ctx, kind: || ErrorKind::InvalidCompression { what: "level" } })?;
+                    level = Some(u32::try_from(v).unwrap_or(u32::MAX));
+                }
+                "chunk_size" => {
+                    if chunk_size.is_some() {
+                        return Err(duplicate(ctx, within, "chunk_size"));
+                    }
+                    chunk_size = Some(map.next_value_seed(UintSeed {
+                        ctx,
+                        kind: || ErrorKind::InvalidCompression { what: "chunk_size" },
+                    })?);
+                }
+                "tensors" => {
+                    if tensors.is_some() {
+                        return Err(duplicate(ctx, within, "tensors"));
+                    }
+                    tensors = Some(map.next_value_seed(ChunkTablesSeed { ctx })?);
+                }
+                other => return Err(ctx.fail_kind(ErrorKind::UnknownField { field: other.into() })),
+            }
+        }
+        let (Some(codec), Some(level), Some(chunk_size), Some(tensors)) = (codec, level, chunk_size, tensors) else {
+            return Err(ctx.fail_kind(ErrorKind::MissingField { field: "codec, level, chunk_size or tensors" }));
+        };
+        let compression = crate::compression::Compression { codec, level, chunk_size };
+        compression.check().map_err(|e| ctx.fail(e))?;
+        Ok(crate::compression::RawCompression { compression, tensors })
+    }
+    reject_others!("field \"compression\"", "a JSON object"; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
+        Err(self.ctx.fail_kind(COMPRESSION_SECTION))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
+        Err(self.ctx.fail_kind(COMPRESSION_SECTION))
+    }
+}
+
+/// `compression.tensors`: tensor name → stored chunk lengths.
+struct ChunkTablesSeed<'a> {
+    ctx: Ctx<'a>,
+}
+
+const CHUNK_TABLES: ErrorKind =
+    ErrorKind::WrongType { what: "field \"compression.tensors\"", expected: "an object of integer arrays" };
+
+impl<'de> DeserializeSeed<'de> for ChunkTablesSeed<'_> {
+    type Value = Vec<(String, Vec<u64>)>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ChunkTablesSeed<'_> {
+    type Value = Vec<(String, Vec<u64>)>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object of chunk tables")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> core::result::Result<Self::Value, A::Error> {
+        let ctx = self.ctx;
+        let budget = Cell::new(ctx.limits.max_chunks);
+        let mut out: Vec<(String, Vec<u64>)> = Vec::with_capacity(ctx.capacity(map.size_hint()));
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            if out.len() as u64 >= ctx.limits.max_tensors {
+                return Err(ctx.fail(Error::limit("tensor count", out.len() as u64 + 1, ctx.limits.max_tensors)));
+            }
+            let name = key.into_string();
+            match map.next_value_seed(ChunkListSeed { ctx, budget: &budget }) {
+                Ok(lens) => out.push((name, lens)),
+                Err(e) => {
+                    ctx.annotate(&name);
+                    return Err(e);
+                }
+            }
+        }
+        // Sorted, duplicates are neighbours.
+        let mut names: Vec<&str> = out.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(duplicate(ctx, "compression.tensors", w[0]));
+        }
+        Ok(out)
+    }
+    reject_others!("field \"compression.tensors\"", "an object of integer arrays"; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
+    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
+        Err(self.ctx.fail_kind(CHUNK_TABLES))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
+        Err(self.ctx.fail_kind(CHUNK_TABLES))
+    }
+}
+
+/// One chunk table: stored lengths, charged to the section's budget.
+struct ChunkListSeed<'a, 'b> {
+    ctx: Ctx<'a>,
+    budget: &'b Cell<u64>,
+}
+
+impl<'de> DeserializeSeed<'de> for ChunkListSeed<'_, '_> {
+    type Value = Vec<u64>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Vec<u64>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ChunkListSeed<'_, '_> {
+    type Value = Vec<u64>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of chunk lengths")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> core::result::Result<Vec<u64>, A::Error> {
+        let ctx = self.ctx;
+        // Each entry takes at least two bytes of JSON ("1,").
+        let cap = seq.size_hint().unwrap_or(0).min(ctx.json_len / 2 + 1).min(self.budget.get() as usize);
+        let mut out = Vec::with_capacity(cap);
+        while let Some(v) =
+            seq.next_element_seed(UintSeed { ctx, kind: || ErrorKind::InvalidCompression { what: "chunk length" } })?
+        {
+            let left = self.budget.get();
+            if left == 0 {
+                let max = ctx.limits.max_chunks;
+                return Err(ctx.fail(Error::limit("chunk count", max.saturating_add(1), max)));
+            }
+            self.budget.set(left - 1);
+            out.push(v);
+        }
+        Ok(out)
+    }
+    reject_non_seq!(Vec<u64>, CHUNK_TABLES);
 }

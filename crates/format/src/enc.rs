@@ -55,6 +55,15 @@ pub(crate) fn json(h: &Header) -> Vec<u8> {
                 out.extend_from_slice(b",\"encryption\":");
                 crate::crypt::encode(&mut out, enc);
             }
+            if let Some(c) = h.compression() {
+                out.extend_from_slice(b",\"compression\":");
+                let tables = h
+                    .tensors()
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| h.chunk_table(i).map(|table| (t.name.as_str(), table.stored_lens())));
+                crate::compression::encode(&mut out, c, tables);
+            }
             out.extend_from_slice(b",\"global_metadata\":");
             metadata(&mut out, h.metadata().unwrap_or(&Metadata::new()));
             out.extend_from_slice(b",\"tensors\":{");

@@ -166,6 +166,12 @@ pub enum ErrorKind {
         /// The field.
         what: &'static str,
     },
+    /// A field of the `compression` section or a chunk table breaks a rule
+    /// of `docs/FORMAT.md` section 15.
+    InvalidCompression {
+        /// The field.
+        what: &'static str,
+    },
     /// A crypto field of a cryptotensors file breaks a rule of
     /// `docs/FORMAT.md` section 12.
     InvalidCryptotensors {
@@ -332,6 +338,7 @@ impl fmt::Display for ErrorKind {
                 write!(f, "alignment {a} is not a power of two between 1 and {}", crate::limits::MAX_ALIGNMENT)
             }
             InvalidEncryption { what } => write!(f, "invalid encryption section: bad {what}"),
+            InvalidCompression { what } => write!(f, "invalid compression section: bad {what}"),
             InvalidCryptotensors { what } => write!(f, "invalid cryptotensors field: bad {what}"),
             InvalidSignatureBlock { what } => write!(f, "invalid signature block: bad {what}"),
             InvalidCollection { message } => write!(f, "invalid collection: {message}"),

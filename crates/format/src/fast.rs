@@ -454,6 +454,7 @@ impl<'a> Parser<'a> {
             metadata: entries.metadata,
             tensors: entries.tensors,
             encryption: None,
+            compression: None,
         })
     }
 
@@ -498,6 +499,7 @@ impl<'a> Parser<'a> {
             metadata: Some(metadata.unwrap_or_default()),
             tensors: tensors?,
             encryption: None,
+            compression: None,
         })
     }
 }

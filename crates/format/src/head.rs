@@ -161,6 +161,7 @@ impl Head {
         if flags.contains(Flags::ENCRYPTED) && flags.contains(Flags::ZSTD) {
             return Err(Error::at(ErrorKind::Unsupported { what: "zstd with encryption" }, 12));
         }
+        check_compression_flags(flags).map_err(|e| Error::at(e.kind().clone(), 12))?;
         if flags.contains(Flags::SEALED) && !flags.contains(Flags::ENCRYPTED) {
             return Err(Error::at(
                 ErrorKind::Unsupported { what: "a sealed header without encryption (flag bit 2)" },
@@ -174,6 +175,13 @@ impl Head {
         }
         let header =
             Header::parse_forked(json, Format::Deathtensors, limits, fork).map_err(|e| shift(e, Prefix::LEN as u64))?;
+        match (flags.contains(Flags::COMPRESSED), header.compression().is_some()) {
+            (true, false) => return Err(Error::new(ErrorKind::MissingField { field: "compression" })),
+            (false, true) => {
+                return Err(Error::new(ErrorKind::Unsupported { what: "a compression section without flag bit 5" }))
+            }
+            _ => {}
+        }
         let sealed_len = header.encryption().and_then(|e| e.sealed_header);
         let sealed = match (flags.contains(Flags::SEALED), sealed_len) {
             (true, Some(n)) => {
@@ -356,6 +364,12 @@ impl Head {
                 if flags.contains(Flags::ENCRYPTED) && flags.contains(Flags::ZSTD) {
                     return Err(Error::new(ErrorKind::Unsupported { what: "zstd with encryption" }));
                 }
+                check_compression_flags(flags)?;
+                if flags.contains(Flags::COMPRESSED) != header.compression().is_some() {
+                    return Err(Error::new(ErrorKind::Unsupported {
+                        what: "flag bit 5 without a compression section, or the reverse",
+                    }));
+                }
                 // What the parser refuses, the encoder does not write.
                 if flags.contains(Flags::SIGNED) && !flags.contains(Flags::SEALED) && !header.has_tensor_digests() {
                     return Err(Error::new(ErrorKind::Unsupported {
@@ -397,6 +411,31 @@ impl Head {
         }
     }
 
+    /// [`Head::encode`], padded with spaces to exactly `len` bytes: a writer
+    /// that streams compressed tensors reserves the head of the largest
+    /// header they can need ([`Head::encode`] of the header with every chunk
+    /// at its raw length) and writes the real one in its place at the end.
+    ///
+    /// # Errors
+    /// As [`Head::encode`]; `Unsupported` for a safetensors or bintensors
+    /// header, `LimitExceeded` if the header does not fit in `len` bytes or
+    /// `len` is not a multiple of 64 and of the header's alignment.
+    pub fn encode_reserved(header: &Header, flags: Flags, len: u64) -> Result<Vec<u8>> {
+        if header.format() != Format::Deathtensors {
+            return Err(Error::new(ErrorKind::Unsupported { what: "a reserved head for safetensors or bintensors" }));
+        }
+        let mut out = Head::encode(header, flags)?;
+        let align = DATA_START_ALIGN.max(header.alignment());
+        if (out.len() as u64) > len || !len.is_multiple_of(align) {
+            return Err(Error::limit("reserved head length", out.len() as u64, len));
+        }
+        check_header_len(len - Prefix::LEN as u64, &Limits::DEFAULT, 16)?;
+        let header_len = len - Prefix::LEN as u64;
+        out[16..24].copy_from_slice(&header_len.to_le_bytes());
+        out.resize(len as usize, b' ');
+        Ok(out)
+    }
+
     /// Where the tag table, header MAC and blob of an encrypted header sit,
     /// after a head of `head_len` bytes as [`Head::encode`] made it.
     ///
@@ -425,10 +464,29 @@ impl Head {
         self.footer().map(|_| (Prefix::LEN as u64, self.data_end))
     }
 
-    /// Whether the data blob is one zstd frame.
+    /// Whether the data blob is one zstd frame (flag bit 0).
     pub fn is_compressed(&self) -> bool {
         self.flags.contains(Flags::ZSTD)
     }
+
+    /// Whether tensors are compressed one by one (flag bit 5).
+    pub fn is_chunk_compressed(&self) -> bool {
+        self.flags.contains(Flags::COMPRESSED)
+    }
+}
+
+/// Flag bit 5 goes with neither bit 0 nor bit 2 (`docs/FORMAT.md` section 15.4).
+fn check_compression_flags(flags: Flags) -> Result<()> {
+    if !flags.contains(Flags::COMPRESSED) {
+        return Ok(());
+    }
+    if flags.contains(Flags::ZSTD) {
+        return Err(Error::new(ErrorKind::Unsupported { what: "a zstd blob with per-tensor compression" }));
+    }
+    if flags.contains(Flags::ENCRYPTED) {
+        return Err(Error::new(ErrorKind::Unsupported { what: "compression with encryption" }));
+    }
+    Ok(())
 }
 
 /// Whether a head that is not deathtensors' is bintensors': its 9th byte is

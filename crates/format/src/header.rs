@@ -6,6 +6,7 @@ use core::hash::BuildHasher;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
+use crate::compression::{ChunkTable, Compression, RawCompression};
 use crate::crypt::Encryption;
 use crate::tensor::{Format, Metadata, TensorInfo, TensorSpec};
 use crate::{de, layout, Dtype, Error, ErrorKind, Limits, Result};
@@ -32,6 +33,11 @@ pub struct Header {
     encryption: Option<Encryption>,
     /// For an encrypted header: each tensor's first chunk in the tag table.
     chunk_bases: Vec<u64>,
+    /// The `compression` section's file-wide fields (flag bit 5).
+    compression: Option<Compression>,
+    /// With `compression`: each tensor's chunk table (stored lengths), by
+    /// position; `None` for a tensor stored raw. Empty otherwise.
+    chunks: Vec<Option<Vec<u64>>>,
 }
 
 impl PartialEq for Header {
@@ -42,6 +48,8 @@ impl PartialEq for Header {
             && self.alignment == other.alignment
             && self.tensors == other.tensors
             && self.encryption == other.encryption
+            && self.compression == other.compression
+            && self.chunks == other.chunks
     }
 }
 
@@ -102,7 +110,7 @@ impl Header {
             Format::Deathtensors => limits.max_header_len,
             Format::Bintensors => {
                 let decoded = crate::bintensors::decode(json, limits)?;
-                return Header::build(Format::Bintensors, None, decoded.metadata, 1, decoded.tensors);
+                return Header::build(Format::Bintensors, None, decoded.metadata, 1, decoded.tensors, None);
             }
         };
         if json.len() as u64 > cap {
@@ -113,7 +121,10 @@ impl Header {
             None => 1,
             Some(a) => layout::check_alignment(a)?,
         };
-        let header = Header::build(raw.format, raw.created_by, raw.metadata, alignment, raw.tensors)?;
+        if raw.compression.is_some() && raw.encryption.is_some() {
+            return Err(Error::new(ErrorKind::Unsupported { what: "compression with encryption" }));
+        }
+        let header = Header::build(raw.format, raw.created_by, raw.metadata, alignment, raw.tensors, raw.compression)?;
         match raw.encryption {
             Some(e) => header.with_encryption_within(e, limits),
             None => Ok(header),
@@ -138,7 +149,51 @@ impl Header {
     ) -> Result<Header> {
         let alignment = layout::check_alignment(alignment)?;
         let tensors = layout::plan(specs, alignment, limits)?;
-        Header::build(Format::Deathtensors, created_by, Some(global_metadata), alignment, tensors)
+        Header::build(Format::Deathtensors, created_by, Some(global_metadata), alignment, tensors, None)
+    }
+
+    /// Lays out a deathtensors v1 header of compressed tensors
+    /// (`docs/FORMAT.md` section 15): as [`Header::new_deathtensors`], with
+    /// spec `i` stored as the chunks `tables[i]` lists (stored lengths), or
+    /// raw where that is `None` (or past the end of `tables`). Digests in
+    /// the specs are of the raw bytes.
+    ///
+    /// # Errors
+    /// As [`Header::new_deathtensors`], and `InvalidCompression` if
+    /// `compression` or a table breaks a rule of section 15.2,
+    /// `LimitExceeded` for more than `limits.max_chunks` chunks.
+    pub fn new_compressed(
+        specs: Vec<TensorSpec>,
+        global_metadata: Metadata,
+        alignment: u64,
+        created_by: Option<String>,
+        compression: Compression,
+        tables: Vec<Option<Vec<u64>>>,
+        limits: &Limits,
+    ) -> Result<Header> {
+        let alignment = layout::check_alignment(alignment)?;
+        let mut stored = Vec::with_capacity(specs.len());
+        let mut named = Vec::new();
+        let mut total = 0u64;
+        for (spec, table) in specs.iter().zip(tables.into_iter().chain(core::iter::repeat(None))) {
+            match table {
+                Some(lens) => {
+                    total = total.saturating_add(lens.len() as u64);
+                    let raw = spec.byte_len()?;
+                    let sum = crate::compression::check_table(raw, compression.chunk_size, &lens)
+                        .map_err(|e| e.with_tensor(&spec.name))?;
+                    stored.push(Some(sum));
+                    named.push((spec.name.clone(), lens));
+                }
+                None => stored.push(None),
+            }
+        }
+        if total > limits.max_chunks {
+            return Err(Error::limit("chunk count", total, limits.max_chunks));
+        }
+        let tensors = layout::plan_stored(specs, alignment, limits, &stored)?;
+        let raw = RawCompression { compression, tensors: named };
+        Header::build(Format::Deathtensors, created_by, Some(global_metadata), alignment, tensors, Some(raw))
     }
 
     /// Lays out a safetensors header exactly as safetensors 0.8.0 does: tensors
@@ -159,7 +214,7 @@ impl Header {
             spec.sha256 = None;
         }
         let tensors = layout::plan(specs, 1, limits)?;
-        Header::build(Format::Safetensors, None, metadata, 1, tensors)
+        Header::build(Format::Safetensors, None, metadata, 1, tensors, None)
     }
 
     /// Lays out a bintensors 0.2 header exactly as bintensors 0.2 does:
@@ -185,7 +240,7 @@ impl Header {
             spec.sha256 = None;
         }
         let tensors = layout::plan(specs, 1, limits)?;
-        Header::build(Format::Bintensors, None, metadata, 1, tensors)
+        Header::build(Format::Bintensors, None, metadata, 1, tensors, None)
     }
 
     fn build(
@@ -194,6 +249,7 @@ impl Header {
         metadata: Option<Metadata>,
         alignment: u64,
         tensors: Vec<TensorInfo>,
+        compression: Option<RawCompression>,
     ) -> Result<Header> {
         let hasher = DefaultHashBuilder::default();
         let mut index = HashTable::with_capacity(tensors.len());
@@ -233,7 +289,26 @@ impl Header {
                 }
                 layout::check_in_order(&tensors)?
             }
-            Format::Deathtensors | Format::Safetensors => layout::check(&tensors, alignment)?,
+            Format::Deathtensors | Format::Safetensors => {
+                let stored = match &compression {
+                    Some(c) => Header::match_tables(c, &tensors, &index, &hasher)?,
+                    None => Vec::new(),
+                };
+                layout::check(&tensors, alignment, &stored)?
+            }
+        };
+        let (section, chunks) = match compression {
+            Some(c) => {
+                let mut chunks: Vec<Option<Vec<u64>>> = (0..tensors.len()).map(|_| None).collect();
+                for (name, lens) in c.tensors {
+                    let i = find(&index, &hasher, &tensors, &name).unwrap_or(0);
+                    if let Some(slot) = chunks.get_mut(i) {
+                        *slot = Some(lens);
+                    }
+                }
+                (Some(c.compression), chunks)
+            }
+            None => (None, Vec::new()),
         };
         Ok(Header {
             format,
@@ -246,7 +321,40 @@ impl Header {
             data_len,
             encryption: None,
             chunk_bases: Vec::new(),
+            compression: section,
+            chunks,
         })
+    }
+
+    /// Matches a `compression` section's tables to the tensors and checks
+    /// each: returns each tensor's stored length (`None` for raw tensors).
+    fn match_tables(
+        c: &RawCompression,
+        tensors: &[TensorInfo],
+        index: &HashTable<u32>,
+        hasher: &DefaultHashBuilder,
+    ) -> Result<Vec<Option<u64>>> {
+        c.compression.check()?;
+        let mut stored: Vec<Option<u64>> = alloc::vec![None; tensors.len()];
+        for (name, lens) in &c.tensors {
+            let Some(i) = find(index, hasher, tensors, name) else {
+                return Err(crate::compression::invalid("tensor name (not in tensors)").with_tensor(name));
+            };
+            let t = &tensors[i];
+            let numel =
+                crate::tensor::numel(&t.shape).ok_or_else(|| Error::overflow("element count").with_tensor(name))?;
+            let raw = t.dtype.byte_len(numel).map_err(|e| e.with_tensor(name))?;
+            let sum = crate::compression::check_table(raw, c.compression.chunk_size, lens)
+                .map_err(|e| e.with_tensor(name))?;
+            if stored[i].is_some() {
+                return Err(Error::new(ErrorKind::DuplicateKey {
+                    within: "compression.tensors",
+                    key: name.as_str().into(),
+                }));
+            }
+            stored[i] = Some(sum);
+        }
+        Ok(stored)
     }
 
     /// This deathtensors header with an `encryption` section: its tensors'
@@ -322,6 +430,27 @@ impl Header {
         }
     }
 
+    /// The `compression` section's file-wide fields, if tensors are
+    /// compressed (flag bit 5).
+    pub fn compression(&self) -> Option<&Compression> {
+        self.compression.as_ref()
+    }
+
+    /// The chunk table of the tensor at `position` (header order), if it is
+    /// stored compressed.
+    pub fn chunk_table(&self, position: usize) -> Option<ChunkTable<'_>> {
+        let c = self.compression.as_ref()?;
+        let lens = self.chunks.get(position)?.as_deref()?;
+        let raw = self.tensors.get(position)?.byte_len();
+        Some(ChunkTable::new(raw, c.chunk_size, lens))
+    }
+
+    /// The sum of every tensor's raw byte length: what loading every tensor
+    /// takes, whatever the storage.
+    pub fn raw_len(&self) -> u64 {
+        self.tensors.iter().fold(0u64, |acc, t| acc.saturating_add(t.byte_len()))
+    }
+
     /// The `encryption` section, if the tensors are encrypted.
     pub fn encryption(&self) -> Option<&Encryption> {
         self.encryption.as_ref()
@@ -391,4 +520,10 @@ impl Header {
     pub fn has_tensor_digests(&self) -> bool {
         self.tensors.iter().all(|t| t.sha256.is_some())
     }
+}
+
+/// The position of the tensor named `name` in `tensors`, through `index`.
+fn find(index: &HashTable<u32>, hasher: &DefaultHashBuilder, tensors: &[TensorInfo], name: &str) -> Option<usize> {
+    let hash = hasher.hash_one(name);
+    index.find(hash, |&j| tensors.get(j as usize).is_some_and(|t| t.name == name)).map(|&j| j as usize)
 }

@@ -29,18 +29,30 @@ fn tensor_bytes(dtype: crate::Dtype, shape: &[u64]) -> Result<u64> {
 /// Assigns offsets to `specs` in order, each tensor at the next multiple of
 /// `alignment`.
 pub(crate) fn plan(specs: Vec<TensorSpec>, alignment: u64, limits: &Limits) -> Result<Vec<TensorInfo>> {
+    plan_stored(specs, alignment, limits, &[])
+}
+
+/// [`plan`], with tensor `i` taking `stored[i]` bytes where that is `Some`
+/// (a compressed tensor) instead of its dtype and shape's byte length.
+pub(crate) fn plan_stored(
+    specs: Vec<TensorSpec>,
+    alignment: u64,
+    limits: &Limits,
+    stored: &[Option<u64>],
+) -> Result<Vec<TensorInfo>> {
     if specs.len() as u64 > limits.max_tensors {
         return Err(Error::limit("tensor count", specs.len() as u64, limits.max_tensors));
     }
     let mut offset = 0u64;
     let mut out = Vec::with_capacity(specs.len());
-    for spec in specs {
+    for (i, spec) in specs.into_iter().enumerate() {
         let located = |e: Error| e.with_tensor(&spec.name);
         check_name(&spec.name, limits).map_err(located)?;
         if spec.shape.len() as u64 > limits.max_rank {
             return Err(located(Error::limit("tensor rank", spec.shape.len() as u64, limits.max_rank)));
         }
-        let len = tensor_bytes(spec.dtype, &spec.shape).map_err(located)?;
+        let raw = tensor_bytes(spec.dtype, &spec.shape).map_err(located)?;
+        let len = stored.get(i).copied().flatten().unwrap_or(raw);
         let start = align_up(offset, alignment, "tensor start").map_err(located)?;
         let end = start.checked_add(len).ok_or_else(|| located(Error::overflow("tensor end")))?;
         offset = end;
@@ -62,19 +74,21 @@ pub(crate) fn plan(specs: Vec<TensorSpec>, alignment: u64, limits: &Limits) -> R
 /// Sorted by offsets, each tensor must own exactly the bytes its dtype and
 /// shape need, start exactly where the canonical layout puts it (the end of
 /// the previous tensor rounded up to `alignment`), and so overlap nothing
-/// and leave no hole.
-pub(crate) fn check(tensors: &[TensorInfo], alignment: u64) -> Result<u64> {
+/// and leave no hole. A compressed tensor (`stored[i]` is `Some`, see
+/// `docs/FORMAT.md` section 15) owns its stored length instead.
+pub(crate) fn check(tensors: &[TensorInfo], alignment: u64, stored: &[Option<u64>]) -> Result<u64> {
     // Headers written by both formats list tensors in offset order; sort only
     // when they do not. One pass over the entries checks each and the order.
     let mut sorted = true;
     let mut last = (0, 0);
-    for t in tensors {
+    for (i, t) in tensors.iter().enumerate() {
         let (start, end) = t.data_offsets;
         let located = |e: Error| e.with_tensor(&t.name);
         if end < start {
             return Err(located(Error::new(ErrorKind::OffsetsReversed { start, end })));
         }
-        let expected = tensor_bytes(t.dtype, &t.shape).map_err(located)?;
+        let raw = tensor_bytes(t.dtype, &t.shape).map_err(located)?;
+        let expected = stored.get(i).copied().flatten().unwrap_or(raw);
         if end - start != expected {
             return Err(located(Error::new(ErrorKind::ByteLengthMismatch { expected, actual: end - start })));
         }

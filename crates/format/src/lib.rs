@@ -41,11 +41,13 @@ extern crate std;
 // keeps the `mod` lines sorted, so the order is written here):
 // limits, error, fork, dtype, reader (the byte cursor), varint (bincode's),
 // sniff, prefix, signature; tensor (plain types), layout, tree, json; crypt
-// (the encryption section), raw, fast, de, bintensors (the decoders, and
+// (the encryption section), compression (the compression section and chunk
+// tables), raw, fast, de, bintensors (the decoders, and
 // bintensors' encoder); header (`Header`), enc, head (`Head`),
 // cryptotensors, collection.
 mod bintensors;
 mod collection;
+mod compression;
 mod crypt;
 mod cryptotensors;
 mod de;
@@ -74,6 +76,11 @@ pub use crate::{
         check_block_name, BlockRef, Manifest, RowLayout, BLOCK_ALIGNMENT, BLOCK_TENSOR, COLLECTION_FORMAT,
         DEFAULT_BLOCK_ROWS, LOCK_NAME, MANIFEST_NAME, MAX_BLOCKS, MAX_BLOCK_BYTES, MAX_BLOCK_NAME_LEN,
         MAX_MANIFEST_LEN,
+    },
+    compression::{
+        byte_planes, compression_chunk_count, group_bytes, ungroup_bytes, Chunk, ChunkTable, Codec, Compression,
+        COMPRESSION_LEVELS, DEFAULT_COMPRESSION_CHUNK, MAX_COMPRESSION_CHUNK, MIN_COMPRESSED_TENSOR,
+        MIN_COMPRESSION_CHUNK,
     },
     crypt::{
         chunk_count, chunk_nonce, chunk_range, mac_prefix, sealed_aad, sealed_nonce, wrap_info, Argon2Params, ChunkAad,

@@ -19,12 +19,21 @@ pub struct Limits {
     /// Longest tensor name, in bytes. Default 4,096, the usual `PATH_MAX`:
     /// names are dotted module paths of a few hundred bytes at most.
     pub max_name_len: u64,
+    /// Most entries in the chunk tables of a `compression` section, all
+    /// tensors together. Default 4,194,304: 4 TiB of data in 1 MiB chunks,
+    /// 32 MiB of table in memory.
+    pub max_chunks: u64,
 }
 
 impl Limits {
     /// The default limits.
-    pub const DEFAULT: Limits =
-        Limits { max_header_len: 100 * 1024 * 1024, max_tensors: 1_000_000, max_rank: 64, max_name_len: 4096 };
+    pub const DEFAULT: Limits = Limits {
+        max_header_len: 100 * 1024 * 1024,
+        max_tensors: 1_000_000,
+        max_rank: 64,
+        max_name_len: 4096,
+        max_chunks: 1 << 22,
+    };
 }
 
 impl Default for Limits {

@@ -28,12 +28,14 @@ impl Flags {
     pub const SIGNED: Flags = Flags(1 << 3);
     /// Bit 4: the header is encrypted too (section 10.8); only with bit 2.
     pub const SEALED: Flags = Flags(1 << 4);
-    const KNOWN: u32 = 0b1_1111;
+    /// Bit 5: tensors are compressed one by one, in chunks (section 15).
+    pub const COMPRESSED: Flags = Flags(1 << 5);
+    const KNOWN: u32 = 0b11_1111;
 
     /// Flags from the raw field.
     ///
     /// # Errors
-    /// `UnknownFlags` if a bit other than bits 0 to 4 is set: an old reader
+    /// `UnknownFlags` if a bit other than bits 0 to 5 is set: an old reader
     /// must refuse a feature it does not know rather than misread the file.
     pub fn from_bits(bits: u32) -> Result<Flags> {
         if bits & !Flags::KNOWN != 0 {

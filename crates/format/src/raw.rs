@@ -17,4 +17,7 @@ pub(crate) struct RawHeader {
     pub(crate) tensors: Vec<TensorInfo>,
     /// The `encryption` section (deathtensors only).
     pub(crate) encryption: Option<Encryption>,
+    /// The `compression` section (deathtensors only), its tables not yet
+    /// matched to the tensors.
+    pub(crate) compression: Option<crate::compression::RawCompression>,
 }

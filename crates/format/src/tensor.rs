@@ -62,8 +62,18 @@ impl TensorInfo {
         }
     }
 
-    /// Number of bytes of the tensor's data.
+    /// Number of bytes of the tensor's data (raw: after decompression, for
+    /// a compressed tensor), from its dtype and shape.
+    ///
+    /// Headers are validated on construction, so this cannot overflow.
     pub fn byte_len(&self) -> u64 {
+        self.dtype.byte_len(self.numel()).unwrap_or(0)
+    }
+
+    /// Number of bytes the tensor takes in the data blob: its
+    /// `data_offsets` span. Equal to [`TensorInfo::byte_len`] unless the
+    /// tensor is stored compressed (`docs/FORMAT.md` section 15).
+    pub fn stored_len(&self) -> u64 {
         self.data_offsets.1 - self.data_offsets.0
     }
 }

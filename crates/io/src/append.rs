@@ -3,18 +3,21 @@
 
 use std::path::Path;
 
-use deathtensors_format::{Format, Metadata, TensorSpec};
+use std::collections::HashMap;
 
-use crate::copy::COPY_CHUNK;
+use deathtensors_format::{Format, Metadata, TensorInfo, TensorSpec};
+
 use crate::error::{Error, Result};
+use crate::pack::{save_from, Compress};
 use crate::reader::Reader;
-use crate::writer::{WriteOptions, Writer};
+use crate::writer::WriteOptions;
 
 const DOING: &str = "cannot append to";
 
 /// Adds `tensors` after the tensors of the file at `path`, keeping its
-/// format, alignment, checksums (a file with a footer or digests gets both,
-/// for every tensor) and metadata; `extra_metadata` entries are added to
+/// format, alignment, compression (per-tensor chunks, or 0.3.0's whole-blob
+/// frame), checksums (a file with a footer or digests gets both, for every
+/// tensor) and metadata; `extra_metadata` entries are added to
 /// the global metadata, replacing values of the same keys (as deathtensors
 /// 0.3.0 does).
 ///
@@ -56,29 +59,48 @@ pub fn append(
             return Err(Error::input(message, path, DOING));
         }
     }
+    for (spec, bytes) in &tensors {
+        let need = spec.byte_len().map_err(|e| Error::format(e, path, DOING))?;
+        if bytes.len() as u64 != need {
+            let message =
+                format!("tensor {:?}: {} bytes given, its dtype and shape need {need}", spec.name, bytes.len());
+            return Err(Error::input(message, path, DOING));
+        }
+    }
     let mut metadata = header.metadata().cloned();
     if let Some(extra) = extra_metadata {
         let m = metadata.get_or_insert_with(Metadata::new);
         m.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     let deathtensors = header.format() == Format::Deathtensors;
+    // The level is the file's, or zstd's default where the file does not say.
+    let level = header.compression().map_or(3, |c| c.level as i32);
+    let compress = match (reader.head().is_compressed(), reader.head().is_chunk_compressed()) {
+        (true, _) => Compress::Blob { level },
+        (_, true) => Compress::Chunked { level },
+        _ => Compress::Off,
+    };
     let options = WriteOptions {
         format: header.format(),
         alignment: header.alignment(),
         checksum: deathtensors && (reader.has_footer() || header.tensors().iter().any(|t| t.sha256.is_some())),
         durable,
         metadata,
+        compress,
         ..WriteOptions::default()
     };
-    let old: Vec<TensorSpec> = header.tensors().iter().map(|t| TensorSpec { sha256: None, ..t.to_spec() }).collect();
-    let specs = old.iter().cloned().chain(tensors.iter().map(|(s, _)| TensorSpec { sha256: None, ..s.clone() }));
-    let mut writer = Writer::create(path, specs.collect(), &options)?;
-    for spec in &old {
-        let name = spec.name.as_str();
-        writer.write_tensor_with(name, COPY_CHUNK, |offset, buf| reader.read_range_into(name, offset, buf))?;
-    }
-    for (spec, bytes) in &tensors {
-        writer.write_tensor(&spec.name, bytes)?;
-    }
-    writer.finish()
+    let new: HashMap<&str, &[u8]> = tensors.iter().map(|(s, b)| (s.name.as_str(), *b)).collect();
+    let specs = header.tensors().iter().map(TensorInfo::to_spec).chain(tensors.iter().map(|(s, _)| s.clone()));
+    let specs = specs.map(|s| TensorSpec { sha256: None, ..s }).collect();
+    save_from(path, specs, &options, |name, offset, buf| match new.get(name) {
+        Some(bytes) => {
+            // Lengths were checked above.
+            let at = usize::try_from(offset).ok().and_then(|o| bytes.get(o..o + buf.len()));
+            let part = at.ok_or_else(|| Error::input(format!("tensor {name:?}: too few bytes"), path, DOING))?;
+            buf.copy_from_slice(part);
+            Ok(())
+        }
+        None => reader.read_range_into(name, offset, buf),
+    })?;
+    Ok(())
 }

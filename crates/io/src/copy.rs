@@ -6,8 +6,9 @@ use std::path::Path;
 use deathtensors_format::TensorSpec;
 
 use crate::error::Result;
+use crate::pack::save_from;
 use crate::reader::Reader;
-use crate::writer::{WriteOptions, Writer};
+use crate::writer::WriteOptions;
 
 /// Bytes per positioned read and write when streaming: large enough to run
 /// at disk speed, small enough that memory stays bounded whatever the
@@ -16,8 +17,9 @@ pub const COPY_CHUNK: usize = 8 << 20;
 
 /// Writes a file of `specs` at `output`, atomically, streaming each tensor's
 /// bytes from the tensor of the same name in the reader `source` gives for
-/// it (one per shard, when merging a sharded checkpoint), in chunks of
-/// [`COPY_CHUNK`]. `progress` is told the bytes as they are written.
+/// it (one per shard, when merging a sharded checkpoint), in chunks,
+/// compressed as `options` say. `progress` is told the bytes as they are
+/// read, from any thread.
 ///
 /// Nothing appears at `output` before the whole file is written (and a
 /// previous file there stays whole): the writer works in a temp file that
@@ -27,22 +29,17 @@ pub const COPY_CHUNK: usize = 8 << 20;
 /// As [`Writer::create`], and the reads' errors (a tensor `source` does not
 /// have is `TensorNotFound`).
 pub fn copy_tensors<'r>(
-    source: impl Fn(&str) -> Result<&'r Reader>,
+    source: impl Fn(&str) -> Result<&'r Reader> + Sync,
     output: &Path,
     specs: Vec<TensorSpec>,
     options: &WriteOptions,
-    mut progress: impl FnMut(u64),
+    progress: impl Fn(u64) + Sync,
 ) -> Result<()> {
-    let mut writer = Writer::create(output, specs, options)?;
-    // In the output's order, so that the writes are sequential.
-    let names: Vec<String> = writer.header().tensors().iter().map(|t| t.name.clone()).collect();
-    for name in &names {
-        let reader = source(name)?;
-        writer.write_tensor_with(name, COPY_CHUNK, |offset, buf| {
-            reader.read_range_into(name, offset, buf)?;
-            progress(buf.len() as u64);
-            Ok(())
-        })?;
-    }
-    writer.finish()
+    // Compressing writers ask for chunks from all cores.
+    save_from(output, specs, options, |name, offset, buf| {
+        source(name)?.read_range_into(name, offset, buf)?;
+        progress(buf.len() as u64);
+        Ok(())
+    })?;
+    Ok(())
 }

@@ -61,6 +61,17 @@ pub enum ErrorKind {
     /// A compressed data blob could not be decompressed, or decompressed to a
     /// size other than the header declares.
     Decompress(String),
+    /// A chunk of a compressed tensor (`docs/FORMAT.md` section 15) could not
+    /// be decompressed, or decompressed to a size other than the header
+    /// declares.
+    DecompressChunk {
+        /// The tensor.
+        tensor: String,
+        /// The chunk's index in the tensor's table.
+        chunk: u64,
+        /// What is wrong.
+        message: String,
+    },
     /// The caller gave a writer bytes that do not match the specs, or called
     /// it out of order.
     InvalidInput(String),
@@ -147,6 +158,7 @@ impl Error {
                 | ErrorKind::BlockDigestMismatch { .. }
                 | ErrorKind::DamagedCollection(_)
                 | ErrorKind::Decompress(_)
+                | ErrorKind::DecompressChunk { .. }
                 | ErrorKind::Decrypt { .. }
                 | ErrorKind::TagTableMismatch
                 | ErrorKind::BadSignature { .. }
@@ -215,6 +227,9 @@ impl fmt::Display for Error {
             ErrorKind::TensorNotFound(name) => write!(f, "no tensor named {name:?}"),
             ErrorKind::NoChecksum { what } => write!(f, "the file has no {what}"),
             ErrorKind::Decompress(m) => write!(f, "cannot decompress the data blob: {m}"),
+            ErrorKind::DecompressChunk { tensor, chunk, message } => {
+                write!(f, "cannot decompress tensor {tensor:?}, chunk {chunk}: {message}")
+            }
             ErrorKind::InvalidInput(m) => write!(f, "{m}"),
             ErrorKind::InvalidKey(m) => write!(f, "{m}"),
             ErrorKind::NoKey { recipients } => {

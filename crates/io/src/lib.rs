@@ -25,6 +25,7 @@
 mod append;
 mod atomic;
 mod collection;
+mod compress;
 mod copy;
 mod crypt;
 mod cryptotensors;
@@ -33,6 +34,7 @@ mod error;
 mod fork;
 mod hash;
 mod mmap;
+mod pack;
 mod par;
 mod policy;
 mod pread;
@@ -63,6 +65,7 @@ pub use crate::{
     diff::{diff, Compare, Diff, MetadataChange, ValueDiff},
     error::{Error, ErrorKind, Result},
     mmap::PrivateMap,
+    pack::{save_from, Compress},
     reader::{ReadOptions, Reader, TensorRef},
     sharded::{save_sharded, save_sharded_legacy, write_index, ShardedReader, INDEX_SUFFIX},
     sidecar::{manifest, write_manifest},

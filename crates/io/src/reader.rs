@@ -291,9 +291,59 @@ impl Reader {
         self.head.footer().is_some()
     }
 
-    /// Whether the data blob is one zstd frame.
+    /// Whether the file is compressed: its data blob is one zstd frame
+    /// (deathtensors 0.2/0.3, flag bit 0), or its tensors are compressed one
+    /// by one in chunks (flag bit 5).
     pub fn is_compressed(&self) -> bool {
-        self.head.is_compressed()
+        self.head.is_compressed() || self.head.is_chunk_compressed()
+    }
+
+    /// Whether tensor `name` is stored compressed in chunks (flag bit 5:
+    /// tensors that did not shrink, and tiny ones, are stored raw).
+    pub fn is_tensor_compressed(&self, name: &str) -> bool {
+        self.head.header.position(name).is_some_and(|i| self.head.header.chunk_table(i).is_some())
+    }
+
+    /// The tensor `name` if it is stored compressed in chunks.
+    fn packed(&self, name: &str) -> Option<crate::compress::Packed<'_>> {
+        let header = &self.head.header;
+        let i = header.position(name)?;
+        let table = header.chunk_table(i)?;
+        let t = &header.tensors()[i];
+        Some(crate::compress::Packed {
+            file: &self.file,
+            path: &self.path,
+            name: &t.name,
+            dtype: t.dtype,
+            table,
+            file_offset: self.head.data_start + t.data_offsets.0,
+        })
+    }
+
+    /// Where [`Reader::read_data_into`] puts each tensor (header order) and
+    /// how long its buffer is: the blob's own layout (`data_offsets`,
+    /// [`Header::data_len`]), except for a file of compressed tensors, whose
+    /// raw tensors are laid out as an uncompressed file would be (same order
+    /// and alignment).
+    pub fn data_layout(&self) -> (Vec<(u64, u64)>, u64) {
+        let header = &self.head.header;
+        if !self.head.is_chunk_compressed() {
+            return (header.tensors().iter().map(|t| t.data_offsets).collect(), header.data_len());
+        }
+        let mut order: Vec<usize> = (0..header.len()).collect();
+        order.sort_by_key(|&i| header.tensors()[i].data_offsets);
+        let mut out = vec![(0, 0); header.len()];
+        let mut at = 0u64;
+        let align = header.alignment().max(1);
+        for i in order {
+            // Raw lengths of a valid header sum to at most its stored
+            // blob's worth of chunks, far below u64::MAX.
+            let start = at.div_ceil(align).saturating_mul(align);
+            let end = start.saturating_add(header.tensors()[i].byte_len());
+            out[i] = (start, end);
+            at = end;
+        }
+        (out, at)
     }
 
     /// The global metadata, without the crypto fields of a cryptotensors
@@ -496,8 +546,15 @@ impl Reader {
 
     fn bytes_unchecked(&self, name: &str) -> Result<&[u8]> {
         let t = self.tensor(name)?;
+        if self.packed(name).is_some() {
+            return Err(Error::input(
+                format!("tensor {name:?} is stored compressed: read it with read() or read_into()"),
+                &self.path,
+                "cannot borrow",
+            ));
+        }
         let (start, end) = t.info.data_offsets;
-        if self.is_compressed() {
+        if self.head.is_compressed() {
             return Ok(&self.blob()?[start as usize..end as usize]);
         }
         if !self.mappable {
@@ -531,6 +588,13 @@ impl Reader {
     pub unsafe fn map_private(&self) -> Result<crate::PrivateMap> {
         self.plaintext_only("cannot map")?;
         self.unchecked_only("cannot map")?;
+        if self.head.is_chunk_compressed() {
+            return Err(Error::input(
+                "the tensors are stored compressed: read them with read_data_into() or read()",
+                &self.path,
+                "cannot map",
+            ));
+        }
         let (start, end) = (self.head.data_start, self.head.data_end);
         // SAFETY: forwarded to the caller (see `# Safety`).
         unsafe { self.map_range(start, end - start) }
@@ -548,6 +612,13 @@ impl Reader {
         self.plaintext_only("cannot map")?;
         self.unchecked_only("cannot map")?;
         let t = self.tensor(name)?;
+        if self.packed(name).is_some() {
+            return Err(Error::input(
+                format!("tensor {name:?} is stored compressed: read it with read() or read_into()"),
+                &self.path,
+                "cannot map",
+            ));
+        }
         // SAFETY: forwarded to the caller (see `# Safety`).
         unsafe { self.map_range(t.file_offset, t.info.byte_len()) }
     }
@@ -556,7 +627,7 @@ impl Reader {
     /// As [`Reader::map_private`].
     unsafe fn map_range(&self, start: u64, len: u64) -> Result<crate::PrivateMap> {
         let doing = "cannot map";
-        if self.is_compressed() {
+        if self.head.is_compressed() {
             return Err(Error::input("the data blob is compressed: it cannot be mapped", &self.path, doing));
         }
         // SAFETY: forwarded to the caller (see `# Safety`).
@@ -584,7 +655,9 @@ impl Reader {
         if self.is_encrypted() {
             return self.decrypt_into(name, 0, buf);
         }
-        if self.is_compressed() {
+        if let Some(packed) = self.packed(name) {
+            packed.read_range(0, buf)?;
+        } else if self.head.is_compressed() {
             let (start, end) = t.info.data_offsets;
             buf.copy_from_slice(&self.blob()?[start as usize..end as usize]);
         } else {
@@ -692,7 +765,10 @@ impl Reader {
             buf.copy_from_slice(&whole[offset as usize..end as usize]);
             return Ok(());
         }
-        if self.is_compressed() {
+        if let Some(packed) = self.packed(name) {
+            return packed.read_range(offset, buf);
+        }
+        if self.head.is_compressed() {
             let start = t.info.data_offsets.0 + offset;
             buf.copy_from_slice(&self.blob()?[start as usize..(start + (end - offset)) as usize]);
             return Ok(());
@@ -708,6 +784,9 @@ impl Reader {
     /// # Errors
     /// `InvalidInput` for a wrong length; `Io`; `Decompress`.
     pub fn read_data_into(&self, buf: &mut [u8]) -> Result<()> {
+        if self.head.is_chunk_compressed() {
+            return self.read_unpacked_into(buf);
+        }
         let len = self.head.header.data_len();
         if buf.len() as u64 != len {
             return Err(Error::input(
@@ -726,7 +805,7 @@ impl Reader {
             // tensors spread over all cores.
             return self.decrypt_tensors(buf);
         }
-        if self.is_compressed() {
+        if self.head.is_compressed() {
             buf.copy_from_slice(self.blob()?);
         } else {
             read_parallel(&self.file, buf, self.head.data_start)
@@ -738,6 +817,66 @@ impl Reader {
                 .iter()
                 .map(|t| Input::Bytes(&buf[t.data_offsets.0 as usize..t.data_offsets.1 as usize]))
                 .collect();
+            let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
+            let bad = tensors.iter().zip(digests).find(|(t, d)| t.sha256 != Some(*d));
+            if let Some((t, actual)) = bad {
+                let name = t.name.clone();
+                let err = self.check_digest(&name, |_| Ok(actual));
+                buf.fill(0);
+                return err;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Reader::read_data_into`] for a file of compressed tensors: every
+    /// tensor at its place in [`Reader::data_layout`], the chunks of all
+    /// tensors (and the raw tensors) shared out to all cores.
+    fn read_unpacked_into(&self, buf: &mut [u8]) -> Result<()> {
+        let (layout, len) = self.data_layout();
+        if buf.len() as u64 != len {
+            return Err(Error::input(
+                format!("buffer is {} bytes, the tensors take {len}", buf.len()),
+                &self.path,
+                "cannot read",
+            ));
+        }
+        let tensors = self.head.header.tensors();
+        let mut order: Vec<usize> = (0..tensors.len()).collect();
+        order.sort_by_key(|&i| layout[i]);
+        enum Job<'a, 'b> {
+            Raw(u64, &'b mut [u8]),
+            Chunk(crate::compress::Packed<'a>, deathtensors_format::Chunk, &'b mut [u8]),
+        }
+        let mut jobs: Vec<Job<'_, '_>> = Vec::new();
+        let mut rest: &mut [u8] = &mut *buf;
+        let mut at = 0u64;
+        for i in order {
+            let (start, end) = layout[i];
+            let (gap, tail) = std::mem::take(&mut rest).split_at_mut((start - at) as usize);
+            gap.fill(0);
+            let (mine, tail) = tail.split_at_mut((end - start) as usize);
+            rest = tail;
+            at = end;
+            match self.packed(&tensors[i].name) {
+                Some(p) => jobs.extend(p.jobs(0, mine).into_iter().map(|(c, _, out)| Job::Chunk(p, c, out))),
+                None => jobs.push(Job::Raw(self.head.data_start + tensors[i].data_offsets.0, mine)),
+            }
+        }
+        rest.fill(0);
+        let result = crate::compress::parallel(jobs, hash::threads(), |codec, job| match job {
+            Job::Raw(offset, out) => {
+                read_exact_at(&self.file, out, offset).map_err(|e| Error::io(e, &self.path, "cannot read"))
+            }
+            Job::Chunk(p, c, out) => p.read_chunk(codec, c, 0, out),
+        });
+        if let Err(e) = result {
+            buf.fill(0);
+            return Err(e);
+        }
+        if self.trust.checked_reads {
+            let inputs: Vec<Input<'_>> =
+                layout.iter().map(|&(start, end)| Input::Bytes(&buf[start as usize..end as usize])).collect();
             let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
             let bad = tensors.iter().zip(digests).find(|(t, d)| t.sha256 != Some(*d));
             if let Some((t, actual)) = bad {
@@ -813,7 +952,10 @@ impl Reader {
     /// As [`Reader::read_verified`].
     pub fn verify_tensor(&self, name: &str) -> Result<()> {
         self.check_digest(name, |t| {
-            if self.is_compressed() {
+            if let Some(packed) = self.packed(name) {
+                return packed.digest(&mut crate::compress::ChunkCodec::new());
+            }
+            if self.head.is_compressed() {
                 let (start, end) = t.info.data_offsets;
                 return Ok(hash::sha256(&self.blob()?[start as usize..end as usize]));
             }
@@ -874,8 +1016,11 @@ impl Reader {
     /// # Errors
     /// `TensorNotFound`; `Io` if the file cannot be read; `Decompress`.
     pub fn compute_digests(&self, names: &[&str], progress: impl Fn(u64) + Sync) -> Result<Vec<[u8; 32]>> {
+        if self.head.is_chunk_compressed() {
+            return self.compute_packed_digests(names, progress);
+        }
         let tensors = names.iter().map(|n| self.tensor(n)).collect::<Result<Vec<_>>>()?;
-        let blob = if self.is_compressed() { Some(self.blob()?) } else { None };
+        let blob = if self.head.is_compressed() { Some(self.blob()?) } else { None };
         let inputs: Vec<Input<'_>> = tensors
             .iter()
             .map(|t| {
@@ -887,6 +1032,36 @@ impl Reader {
             })
             .collect();
         crate::sha_lanes::digests_with(&inputs, &progress).map_err(|e| Error::io(e, &self.path, "cannot hash"))
+    }
+
+    /// [`Reader::compute_digests`] for a file of compressed tensors: raw
+    /// tensors as usual, compressed ones decompressed chunk by chunk, one
+    /// tensor per core at a time.
+    fn compute_packed_digests(&self, names: &[&str], progress: impl Fn(u64) + Sync) -> Result<Vec<[u8; 32]>> {
+        let (packed, raw): (Vec<usize>, Vec<usize>) = (0..names.len()).partition(|&k| self.packed(names[k]).is_some());
+        let raw_names: Vec<&str> = raw.iter().map(|&k| names[k]).collect();
+        let mut out = vec![[0u8; 32]; names.len()];
+        let tensors = raw_names.iter().map(|n| self.tensor(n)).collect::<Result<Vec<_>>>()?;
+        let inputs: Vec<Input<'_>> = tensors
+            .iter()
+            .map(|t| Input::File { file: &self.file, offset: t.file_offset, len: t.info.byte_len() })
+            .collect();
+        let digests =
+            crate::sha_lanes::digests_with(&inputs, &progress).map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
+        for (&k, d) in raw.iter().zip(digests) {
+            out[k] = d;
+        }
+        let slots: Vec<(usize, &mut [u8; 32])> =
+            out.iter_mut().enumerate().filter(|(k, _)| packed.contains(k)).collect();
+        crate::compress::parallel(slots, hash::threads(), |codec, (k, slot)| {
+            let p = self.packed(names[k]).ok_or_else(|| {
+                Error::new(ErrorKind::TensorNotFound(names[k].to_string()), Some(&self.path), "cannot hash")
+            })?;
+            *slot = p.digest(codec)?;
+            progress(self.head.header.get(names[k]).map_or(0, |t| t.byte_len()));
+            Ok(())
+        })?;
+        Ok(out)
     }
 
     /// Checks every tensor that carries a digest, on all cores.

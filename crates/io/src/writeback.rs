@@ -207,6 +207,11 @@ impl<'f> Sequential<'f> {
     pub(crate) fn new(file: &'f File, durable: bool) -> Sequential<'f> {
         Sequential { file, at: 0, writeback: Writeback::new(durable) }
     }
+
+    /// Writes `file` from offset `at`, where the caller has put its position.
+    pub(crate) fn starting_at(file: &'f File, durable: bool, at: u64) -> Sequential<'f> {
+        Sequential { file, at, writeback: Writeback::new(durable) }
+    }
 }
 
 impl Write for Sequential<'_> {

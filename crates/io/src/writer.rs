@@ -42,6 +42,10 @@ pub struct WriteOptions {
     /// Encrypt the tensors for these recipients (deathtensors only;
     /// `docs/FORMAT.md` section 10). Default none.
     pub encryption: Option<EncryptOptions>,
+    /// Compress the tensor data (deathtensors only): each tensor in chunks
+    /// (`docs/FORMAT.md` section 15), or the whole blob as deathtensors 0.3.0
+    /// does. Default off. Not with encryption.
+    pub compress: crate::pack::Compress,
     /// Sign the file with these keys (deathtensors only; section 11).
     /// Signing a plaintext file implies `checksum`: the signature commits to
     /// the data through the per-tensor digests.
@@ -60,6 +64,7 @@ impl std::fmt::Debug for WriteOptions {
             .field("created_by", &self.created_by)
             .field("limits", &self.limits)
             .field("encryption", &self.encryption)
+            .field("compress", &self.compress)
             .field("signers", &self.signers.iter().map(|k| k.verifying_key().fingerprint()).collect::<Vec<_>>())
             .finish()
     }
@@ -76,6 +81,7 @@ impl Default for WriteOptions {
             created_by: Some(CREATED_BY.to_string()),
             limits: Limits::DEFAULT,
             encryption: None,
+            compress: crate::pack::Compress::Off,
             signers: Vec::new(),
         }
     }
@@ -173,6 +179,15 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
                 path,
                 DOING,
             ));
+        }
+    }
+    match options.compress {
+        crate::pack::Compress::Off => {}
+        crate::pack::Compress::Chunked { level } => {
+            return crate::pack::save_chunked(path, specs, crate::pack::Source::Slices(&data), options, level);
+        }
+        crate::pack::Compress::Blob { level } => {
+            return crate::pack::save_blob(path, specs, crate::pack::Source::Slices(&data), options, level);
         }
     }
     if let (Some(enc), Format::Deathtensors) = (&options.encryption, options.format) {
@@ -278,6 +293,13 @@ impl Writer {
         if options.encryption.is_some() || !options.signers.is_empty() {
             return Err(Error::input(
                 "the incremental writer does not encrypt or sign yet: use save(), or sign the finished file with sign_file()",
+                path,
+                DOING,
+            ));
+        }
+        if options.compress != crate::pack::Compress::Off {
+            return Err(Error::input(
+                "the incremental writer does not compress: use save() or save_from()",
                 path,
                 DOING,
             ));

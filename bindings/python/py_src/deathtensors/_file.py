@@ -28,12 +28,27 @@ def _check_metadata(what: str, m: Optional[Mapping[str, str]]) -> Optional[Dict[
     return out
 
 
+def _compress_mode(compress: Any, compress_level: Any) -> Tuple[str, int]:
+    """The native writer's ``compress`` mode and level, checked."""
+    if isinstance(compress_level, bool) or not isinstance(compress_level, int) or not 1 <= compress_level <= 22:
+        raise DeathTensorsError(f"compress_level must be an integer from 1 to 22, got {compress_level!r}")
+    if compress is None or compress is False:
+        return "off", compress_level
+    if compress is True:
+        return "chunks", compress_level
+    if compress == "blob":
+        return "blob", compress_level
+    raise DeathTensorsError(f"compress must be False, True or 'blob', got {compress!r}")
+
+
 def save(
     path: PathLike,
     tensors: Mapping[str, Any],
     metadata: Optional[Mapping[str, Mapping[str, str]]] = None,
     global_metadata: Optional[Mapping[str, str]] = None,
     checksum: bool = False,
+    compress: Union[bool, str] = False,
+    compress_level: int = 3,
     durable: bool = True,
     *,
     format: str = "deathtensors",
@@ -44,7 +59,9 @@ def save(
     chunk_size: int = 1 << 20,
     seal_header: bool = False,
 ) -> None:
-    """Save a dict of tensors to ``path``, atomically.
+    """Save a dict of tensors to ``path``, atomically. ``~`` and ``$VARS`` in
+    ``path`` are expanded, as deathtensors 0.3.0 did (everywhere a path is
+    taken).
 
     ``tensors`` maps names to torch tensors (CPU or not, any layout), numpy
     arrays (any memory layout: saved in C order with the right values),
@@ -53,6 +70,15 @@ def save(
     string dict for the file. ``checksum`` records a SHA-256 digest of every
     tensor and a SHA-256 footer. ``durable`` (default) fsyncs before the file
     replaces the target; ``durable=False`` skips only the fsyncs.
+
+    ``compress=True`` compresses each tensor on its own with zstd at
+    ``compress_level`` (1 to 22), in 1 MiB chunks, floats grouped by byte
+    plane first (``docs/FORMAT.md`` section 15): loading one tensor
+    decompresses only its chunks, on all cores. Tensors that do not shrink
+    are stored raw. deathtensors 0.3.0 refuses such files.
+    ``compress="blob"`` writes deathtensors 0.3.0's whole-file zstd frame
+    instead, which 0.3.0 reads, but loading one tensor then decompresses
+    the whole file. Compression does not combine with ``encrypt``.
 
     ``format`` is ``"deathtensors"`` (default), ``"safetensors"`` or
     ``"bintensors"`` (bintensors 0.2, byte for byte as its own writer writes
@@ -81,8 +107,9 @@ def save(
     if unknown:
         raise DeathTensorsError(f"metadata names tensors that are not saved: {sorted(unknown)}")
     checked = {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items()}
+    mode, level = _compress_mode(compress, compress_level)
     _native_save(
-        os.fspath(path),
+        expand_path(path),
         _convert.collect(tensors, checked),
         _check_metadata("global_metadata", global_metadata),
         checksum,
@@ -94,6 +121,8 @@ def save(
         cipher,
         chunk_size,
         seal_header,
+        compress=mode,
+        compress_level=level,
     )
 
 
@@ -102,22 +131,16 @@ def save_file(
     tensors: Iterable[Tuple[str, str, Iterable[int], Any, Optional[Mapping[str, str]]]],
     global_metadata: Optional[Mapping[str, str]] = None,
     checksum: bool = False,
-    durable: bool = True,
-    compress: bool = False,
+    compress: Union[bool, str] = False,
     compress_level: int = 3,
+    durable: bool = True,
 ) -> None:
     """The lower-level form of :func:`save`: ``tensors`` is an iterable of
     ``(name, dtype, shape, bytes, metadata)`` with dtype names such as
-    ``"F32"`` and raw little-endian row-major bytes.
-
-    Whole-file compression (``compress=True``) is not written: it defeats
-    lazy loading. Files that deathtensors 0.2/0.3 compressed are read.
+    ``"F32"`` and raw little-endian row-major bytes. ``compress`` and
+    ``compress_level`` are :func:`save`'s.
     """
-    if compress:
-        raise DeathTensorsError(
-            "whole-file zstd compression is not written by this version: it forces reading the whole "
-            "file to load one tensor; save uncompressed (compressed files are still read)"
-        )
+    mode, level = _compress_mode(compress, compress_level)
     items = []
     for entry in tensors:
         name, dtype, shape, data = entry[:4]
@@ -125,8 +148,8 @@ def save_file(
         dtype, shape, buf = _convert.to_buffer(name, (dtype, shape, data))
         items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", meta)))
     _native_save(
-        os.fspath(path), items, _check_metadata("global_metadata", global_metadata), checksum, durable,
-        "deathtensors", 64,
+        expand_path(path), items, _check_metadata("global_metadata", global_metadata), checksum, durable,
+        "deathtensors", 64, compress=mode, compress_level=level,
     )
 
 
@@ -211,7 +234,9 @@ class DtFile:
             "numpy_dtype": (numpy_spec[1] if isinstance(numpy_spec, tuple) else numpy_spec),
             "shape": list(shape),
             "data_offsets": tuple(offsets),
-            "nbytes": offsets[1] - offsets[0],
+            "nbytes": self._reader.nbytes(name),
+            "stored_nbytes": offsets[1] - offsets[0],
+            "compression": self._tensor_compression(name),
             "metadata": meta,
             "sha256": sha256,
             "file_offset": file_offset,
@@ -251,8 +276,37 @@ class DtFile:
         return [_native.fingerprint(k) for k in self._reader.signers()]
 
     def is_compressed(self) -> bool:
-        """Whether the data blob is zstd-compressed (deathtensors 0.2/0.3)."""
+        """Whether the file is compressed: tensors one by one in chunks
+        (``save(compress=True)``), or the whole data blob as one zstd frame
+        (deathtensors 0.2/0.3, ``compress="blob"``)."""
         return self._reader.is_compressed()
+
+    def compression(self) -> Optional[Dict[str, Any]]:
+        """How the file is compressed, or None: ``mode`` (``"chunks"`` or
+        ``"blob"``), ``codec``, ``level`` and ``chunk_size`` (None for a
+        blob: 0.3.0 does not record them), ``raw_bytes`` (the tensors'
+        bytes), ``stored_bytes`` (what they take in the file) and ``ratio``
+        (stored / raw)."""
+        c = self._reader.compression()
+        if c is None:
+            return None
+        mode, codec, level, chunk_size, raw, stored = c
+        return {
+            "mode": mode,
+            "codec": codec,
+            "level": level,
+            "chunk_size": chunk_size,
+            "raw_bytes": raw,
+            "stored_bytes": stored,
+            "ratio": stored / raw if raw else 1.0,
+        }
+
+    def _tensor_compression(self, name: str) -> Optional[Dict[str, Any]]:
+        c = self._reader.tensor_compression(name)
+        if c is None:
+            return None
+        raw, stored, chunks = c
+        return {"codec": "zstd", "raw_bytes": raw, "stored_bytes": stored, "chunks": chunks, "ratio": stored / raw}
 
     @property
     def format(self) -> str:
@@ -287,6 +341,8 @@ class DtFile:
         """
         info = self._reader.info(name)
         dtype, shape, (start, end), aligned = info[0], info[1], info[2], info[6]
+        # A compressed tensor spans fewer bytes in the file than it has.
+        end = start + self._reader.nbytes(name)
         if end == start:
             if verify:
                 self._reader.verify_tensor(name)
@@ -485,7 +541,7 @@ def sign_file(path: PathLike, key: Any, durable: bool = True) -> None:
     at ``path``, keeping the signatures it has. The file is replaced
     atomically; its data is copied, not re-encoded. A plaintext file must
     carry per-tensor digests (saved with ``checksum=True``)."""
-    _native.sign_file(os.fspath(path), _keys.keyring(key), durable)
+    _native.sign_file(expand_path(path), _keys.keyring(key), durable)
 
 
 __all__ = ["save", "save_file", "open", "DtFile", "sign_file", "IntegrityError"]

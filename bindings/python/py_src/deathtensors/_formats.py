@@ -4,10 +4,10 @@ native code (the CLI's ``convert`` does the same)."""
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Optional, Union
 
 from . import _native
-from ._file import DtFile, PathLike
+from ._file import DtFile, PathLike, _compress_mode
 from ._legacy import CANONICAL_EXTENSION, expand_path
 
 
@@ -21,14 +21,16 @@ def from_safetensors(
     src_path: PathLike,
     dst_path: Optional[PathLike] = None,
     checksum: bool = True,
-    compress: bool = False,
+    compress: Union[bool, str] = False,
     *,
+    compress_level: int = 3,
     durable: bool = True,
 ) -> str:
     """Converts a safetensors file to deathtensors at ``dst_path`` (default:
     the source with its extension swapped for ``.deathtensors``) and returns
     that path. ``checksum`` (default on, as in 0.3.0) records per-tensor
-    digests and a footer.
+    digests and a footer; ``compress`` and ``compress_level`` are
+    :func:`save`'s.
 
     The tensors stream from file to file: nothing is loaded whole, and
     neither torch nor safetensors is needed. The global metadata is the
@@ -39,7 +41,8 @@ def from_safetensors(
     with DtFile(src) as f:
         metadata = dict(f.metadata())
     metadata.update({"deathtensors.converted_from": "safetensors", "deathtensors.source.filename": os.path.basename(src)})
-    _native.convert(src, dst, "deathtensors", checksum, metadata, durable)
+    mode, level = _compress_mode(compress, compress_level)
+    _native.convert(src, dst, "deathtensors", checksum, metadata, durable, mode, level)
     return dst
 
 

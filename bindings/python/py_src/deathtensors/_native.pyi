@@ -68,6 +68,8 @@ class Reader:
     def read_all(self) -> Arena: ...
     def map_all(self) -> Arena: ...
     def layout(self, heap: bool = False) -> list[tuple[str, str, list[int], int, int, bool]]: ...
+    def compression(self) -> Optional[tuple[str, str, Optional[int], Optional[int], int, int]]: ...
+    def tensor_compression(self, name: str) -> Optional[tuple[int, int, int]]: ...
     def map_tensor(self, name: str) -> Arena: ...
     def read_tensor(self, name: str, verify: bool = False) -> Arena: ...
     def read_range(self, name: str, offset: int, len: int) -> Arena: ...
@@ -101,6 +103,8 @@ def save(
     cipher: str = "AES-256-GCM",
     chunk_size: int = 1048576,
     seal_header: bool = False,
+    compress: str = "off",
+    compress_level: int = 3,
 ) -> None: ...
 
 class ShardedIndex:
@@ -130,6 +134,8 @@ def save_sharded(
     cipher: str = "AES-256-GCM",
     chunk_size: int = 1048576,
     seal_header: bool = False,
+    compress: str = "off",
+    compress_level: int = 3,
 ) -> tuple[str, list[str]]: ...
 
 class KeyRing:
@@ -180,6 +186,8 @@ def convert(
     checksum: bool = False,
     global_metadata: Optional[Mapping[str, str]] = None,
     durable: bool = True,
+    compress: str = "off",
+    compress_level: int = 3,
 ) -> None: ...
 def save_sharded_legacy(
     path: str | os.PathLike[str],
@@ -189,6 +197,8 @@ def save_sharded_legacy(
     checksum: bool = True,
     durable: bool = True,
     alignment: int = 64,
+    compress: str = "off",
+    compress_level: int = 3,
 ) -> List[str]: ...
 
 class Collection:

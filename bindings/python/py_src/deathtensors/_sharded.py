@@ -13,10 +13,10 @@ tensor in them is asked for.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from . import _convert, _keys, _native
-from ._file import DtFile, PathLike, _check_metadata
+from ._file import DtFile, PathLike, _check_metadata, _compress_mode
 from ._legacy import expand_path
 from ._native import ShardedIndex, save_sharded as _native_save_sharded
 from .errors import DeathTensorsError
@@ -46,6 +46,8 @@ def save_sharded(
     metadata: Optional[Mapping[str, Mapping[str, str]]] = None,
     global_metadata: Optional[Mapping[str, str]] = None,
     checksum: bool = True,
+    compress: Union[bool, str] = False,
+    compress_level: int = 3,
     durable: bool = True,
     *,
     format: str = "deathtensors",
@@ -74,6 +76,7 @@ def save_sharded(
       a Hugging Face checkpoint (``.safetensors`` shards, byte-identical to
       safetensors).
 
+    ``compress`` and ``compress_level`` are :func:`save`'s, for every shard.
     ``encrypt``, ``sign``, ``cipher``, ``chunk_size`` and ``seal_header`` are :func:`save`'s:
     every shard is encrypted (with a data key of its own) and signed. The
     index itself is plain JSON.
@@ -82,23 +85,26 @@ def save_sharded(
         raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
     metadata = dict(metadata or {})
     checked = {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items() if name in tensors}
+    mode, level = _compress_mode(compress, compress_level)
     path = expand_path(path)
     if _layout(path, format, layout) == "deathtensors-0.3":
         if encrypt is not None or sign is not None:
             raise DeathTensorsError("deathtensors 0.3.0's layout cannot be encrypted or signed: use layout='huggingface'")
         shards = _native.save_sharded_legacy(
             path, _convert.collect(tensors, checked), int(max_shard_bytes),
-            _check_metadata("global_metadata", global_metadata), checksum, durable,
+            _check_metadata("global_metadata", global_metadata), checksum, durable, 64, mode, level,
         )
         return [os.fspath(p) for p in shards]
     _index, shards = _native_save_sharded(
-        os.fspath(path), _convert.collect(tensors, checked), int(max_shard_bytes), _check_metadata("global_metadata", global_metadata),
+        path, _convert.collect(tensors, checked), int(max_shard_bytes), _check_metadata("global_metadata", global_metadata),
         checksum and format == "deathtensors", durable, format, 64,
         None if encrypt is None else _keys.keyring(encrypt),
         None if sign is None else _keys.keyring(sign),
         cipher,
         chunk_size,
         seal_header,
+        compress=mode,
+        compress_level=level,
     )
     return [os.fspath(p) for p in shards]
 

@@ -64,7 +64,13 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
             ),
         },
     };
+    if args.compress.is_some() && format != Format::Deathtensors {
+        bail!("--compress applies to deathtensors output only");
+    }
     if crate::sharded::is_index(&args.input) {
+        if args.compress.is_some() {
+            bail!("--compress does not apply to sharded checkpoints yet: convert the shards one by one");
+        }
         if format != Format::Deathtensors && (args.checksum || args.alignment.is_some()) {
             bail!("--checksum and --alignment apply to deathtensors output only");
         }
@@ -169,17 +175,28 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
         (_, _, m) => m,
     };
     let specs: Vec<TensorSpec> = header.tensors().iter().map(TensorInfo::to_spec).collect();
+    let compress = match (args.compress, args.blob) {
+        (None, _) => deathtensors_io::Compress::Off,
+        (Some(level), false) => deathtensors_io::Compress::Chunked { level },
+        (Some(level), true) => deathtensors_io::Compress::Blob { level },
+    };
     let options = WriteOptions {
         format,
         alignment: args.alignment.unwrap_or(DEFAULT_ALIGNMENT),
         checksum,
         metadata,
+        compress,
         ..WriteOptions::default()
     };
     copy::copy(&reader, &args.output, specs, &options)?;
     let mut out = Out::new();
     let (bytes, n) = (header.tensors().iter().map(|t| t.byte_len()).sum::<u64>(), header.len());
-    let with = if checksum { ", with checksum" } else { "" };
+    let with = match (checksum, compress) {
+        (true, deathtensors_io::Compress::Off) => ", with checksum",
+        (false, deathtensors_io::Compress::Off) => "",
+        (true, _) => ", compressed, with checksum",
+        (false, _) => ", compressed",
+    };
     writeln!(
         out,
         "{} -> {}: {}, {}, {}{with}",

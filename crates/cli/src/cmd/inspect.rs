@@ -36,13 +36,40 @@ fn totals(tensors: &[TensorInfo]) -> (u64, u64) {
     tensors.iter().fold((0, 0), |(bytes, params), t| (bytes + t.byte_len(), params + t.numel()))
 }
 
+/// Stored over raw bytes, to three decimals.
+fn ratio(stored: u64, raw: u64) -> f64 {
+    if raw == 0 {
+        return 1.0;
+    }
+    (stored as f64 / raw as f64 * 1000.0).round() / 1000.0
+}
+
+/// How the file is compressed: mode, codec, level, chunk size, raw and stored
+/// bytes (level and chunk size are unknown for a 0.3.0 blob).
+fn compression_json(reader: &Reader) -> Value {
+    let header = reader.header();
+    let raw = header.raw_len();
+    if let Some(c) = header.compression() {
+        let stored: u64 = header.tensors().iter().map(|t| t.stored_len()).sum();
+        return json!({"mode": "chunks", "codec": c.codec.name(), "level": c.level, "chunk_size": c.chunk_size,
+                      "raw_bytes": raw, "stored_bytes": stored, "ratio": ratio(stored, raw)});
+    }
+    if reader.head().is_compressed() {
+        let stored = reader.head().data_end - reader.head().data_start;
+        return json!({"mode": "blob", "codec": "zstd", "level": null, "chunk_size": null,
+                      "raw_bytes": header.data_len(), "stored_bytes": stored, "ratio": ratio(stored, header.data_len())});
+    }
+    Value::Null
+}
+
 fn to_json(reader: &Reader) -> Value {
     let header = reader.header();
     let (total_bytes, parameters) = totals(header.tensors());
     let tensors: Vec<Value> = header
         .tensors()
         .iter()
-        .map(|t| {
+        .enumerate()
+        .map(|(i, t)| {
             json!({
                 "name": t.name,
                 "dtype": t.dtype.name(),
@@ -51,6 +78,9 @@ fn to_json(reader: &Reader) -> Value {
                 "data_offsets": [t.data_offsets.0, t.data_offsets.1],
                 "metadata": metadata_json(&t.metadata),
                 "sha256": t.sha256.as_ref().map(hex_digest),
+                "compression": header.chunk_table(i).map(|c| json!({
+                    "stored_bytes": t.stored_len(), "chunks": c.len(), "ratio": ratio(t.stored_len(), t.byte_len()),
+                })),
             })
         })
         .collect();
@@ -65,6 +95,7 @@ fn to_json(reader: &Reader) -> Value {
             "sealed": reader.is_sealed(),
             "signed": !reader.signatures().is_empty(),
         },
+        "compression": compression_json(reader),
         "encryption": header.encryption().map(|e| json!({
             "cipher": e.cipher.name(),
             "chunk_size": e.chunk_size,
@@ -95,8 +126,11 @@ fn to_text(reader: &Reader) -> String {
     if reader.has_footer() {
         flags.push("checksum (SHA-256 footer)");
     }
-    if reader.is_compressed() {
-        flags.push("compressed (zstd)");
+    if reader.head().is_compressed() {
+        flags.push("compressed (one zstd frame, deathtensors 0.3.0)");
+    }
+    if reader.head().is_chunk_compressed() {
+        flags.push("compressed (per tensor, zstd chunks)");
     }
     if reader.is_sealed() {
         flags.push(if reader.can_decrypt() {
@@ -127,6 +161,18 @@ fn to_text(reader: &Reader) -> String {
     for (i, k) in reader.signers().iter().enumerate() {
         let label = if i == 0 { "signed by" } else { "" };
         about.push(vec![label.into(), format!("{} (verified)", k.fingerprint())]);
+    }
+    if let Value::Object(c) = compression_json(reader) {
+        let raw = c.get("raw_bytes").and_then(Value::as_u64).unwrap_or(0);
+        let stored = c.get("stored_bytes").and_then(Value::as_u64).unwrap_or(0);
+        let mut how =
+            format!("zstd, {} stored for {} raw: ratio {:.3}", out::size(stored), out::size(raw), ratio(stored, raw));
+        if let (Some(level), Some(chunk)) =
+            (c.get("level").and_then(Value::as_u64), c.get("chunk_size").and_then(Value::as_u64))
+        {
+            how.push_str(&format!(", level {level}, chunks of {}", out::size(chunk)));
+        }
+        about.push(vec!["compression".into(), how]);
     }
     about.push(vec!["alignment".into(), header.alignment().to_string()]);
     let data = format!(
@@ -160,10 +206,15 @@ fn to_text(reader: &Reader) -> String {
     if header.is_empty() {
         return text;
     }
-    let mut rows = vec![["name", "dtype", "shape", "size", "offsets", "sha256", "metadata"].map(String::from).to_vec()];
-    for t in header.tensors() {
+    let chunked = header.compression().is_some();
+    let mut head = vec!["name", "dtype", "shape", "size", "offsets", "sha256", "metadata"];
+    if chunked {
+        head.insert(4, "stored");
+    }
+    let mut rows = vec![head.into_iter().map(String::from).collect::<Vec<_>>()];
+    for (i, t) in header.tensors().iter().enumerate() {
         let metadata: Vec<String> = t.metadata.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        rows.push(vec![
+        let mut row = vec![
             t.name.clone(),
             t.dtype.name().into(),
             out::shape(&t.shape),
@@ -171,7 +222,15 @@ fn to_text(reader: &Reader) -> String {
             format!("{}..{}", t.data_offsets.0, t.data_offsets.1),
             if t.sha256.is_some() { "yes" } else { "-" }.into(),
             metadata.join(", "),
-        ]);
+        ];
+        if chunked {
+            let stored = match header.chunk_table(i) {
+                Some(_) => format!("{} ({:.3})", out::size(t.stored_len()), ratio(t.stored_len(), t.byte_len())),
+                None => "raw".into(),
+            };
+            row.insert(4, stored);
+        }
+        rows.push(row);
     }
     text.push('\n');
     text.push_str(&out::table(&rows));

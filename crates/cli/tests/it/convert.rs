@@ -291,3 +291,38 @@ fn to_bintensors_refuses_what_bintensors_cannot_hold() {
         assert!(!out.exists());
     }
 }
+
+#[test]
+fn compress_writes_chunks_or_a_blob_and_every_command_reads_them() {
+    let dir = Scratch::new("convert-compress");
+    let (src, chunks, blob, back) = (dir.path("a.dt"), dir.path("c.dt"), dir.path("b.dt"), dir.path("back.dt"));
+    // 600,000 small floats (compressible) and a tiny tensor (stored raw).
+    let values: Vec<f32> = (0..600_000).map(|i| ((i % 1000) as f32 - 500.0) * 1e-3).collect();
+    write(
+        &src,
+        &[("w", Dtype::F32, &[600, 1000], f32s(&values)), ("b", Dtype::F32, &[2], f32s(&[1.0, 2.0]))],
+        &WriteOptions { checksum: true, ..Default::default() },
+    );
+    convert(&src, &chunks, &["--compress=5"], 0);
+    convert(&src, &blob, &["--compress", "--blob"], 0);
+    for out in [&chunks, &blob] {
+        check(["verify".as_ref(), out.as_os_str()], 0);
+        assert_same_tensors(&src, out);
+        check(["diff".as_ref(), src.as_os_str(), out.as_os_str()], 0);
+    }
+    let doc = json(["inspect".as_ref(), chunks.as_os_str()], 0);
+    assert_eq!(doc["compression"]["mode"], "chunks");
+    assert_eq!(doc["compression"]["level"], 5);
+    assert!(doc["compression"]["ratio"].as_f64().unwrap() < 0.5, "{doc}");
+    let w = doc["tensors"].as_array().unwrap().iter().find(|t| t["name"] == "w").unwrap();
+    assert!(w["compression"]["ratio"].as_f64().unwrap() < 0.5 && w["nbytes"] == 2_400_000, "{w}");
+    let b = doc["tensors"].as_array().unwrap().iter().find(|t| t["name"] == "b").unwrap();
+    assert!(b["compression"].is_null());
+    let doc = json(["inspect".as_ref(), blob.as_os_str()], 0);
+    assert_eq!(doc["compression"]["mode"], "blob");
+    // Back to uncompressed: byte for byte the original.
+    convert(&chunks, &back, &[], 0);
+    assert_eq!(std::fs::read(&src).unwrap(), std::fs::read(&back).unwrap());
+    // Compression is for deathtensors only.
+    convert(&src, &dir.path("x.safetensors"), &["--compress"], 2);
+}

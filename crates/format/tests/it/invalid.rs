@@ -32,6 +32,7 @@ fn limits_of(entry: &Value) -> Limits {
             "max_tensors" => limits.max_tensors = value,
             "max_rank" => limits.max_rank = value,
             "max_name_len" => limits.max_name_len = value,
+            "max_chunks" => limits.max_chunks = value,
             other => panic!("unknown limit {other:?} in the manifest"),
         }
     }

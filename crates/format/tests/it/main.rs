@@ -2,6 +2,7 @@
 
 mod bintensors;
 mod collection;
+mod compression;
 mod crypt;
 mod fixtures;
 mod fuzz_regressions;

@@ -5,6 +5,7 @@ mod collection;
 mod collection_hostile;
 mod collection_model;
 mod collection_snapshot;
+mod compress;
 mod crypt;
 mod cryptotensors;
 mod fixtures;

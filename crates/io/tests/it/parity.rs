@@ -3,8 +3,8 @@
 
 use deathtensors_format::{Dtype, Format, Metadata, TensorSpec};
 use deathtensors_io::{
-    append, diff, manifest, save, save_sharded_legacy, tensor_stats, write_manifest, Compare, ErrorKind, Reader,
-    ShardedReader, WriteOptions,
+    append, diff, manifest, save, save_sharded_legacy, tensor_stats, write_manifest, Compare, Compress, ErrorKind,
+    Reader, ShardedReader, WriteOptions,
 };
 
 fn f32s(values: &[f32]) -> Vec<u8> {
@@ -152,4 +152,26 @@ fn manifests_describe_the_header() {
     assert_eq!(t["sha256"].as_str().unwrap(), crate::sha256_hex(&x));
     let again: serde_json::Value = serde_json::from_str(&manifest(&Reader::open(&path).unwrap(), "1")).unwrap();
     assert_eq!(again["tensors"], m["tensors"]);
+}
+
+#[test]
+fn append_keeps_either_compression() {
+    let dir = crate::scratch("append-compressed");
+    let big: Vec<u8> = (0..1u32 << 16).flat_map(|i| ((i % 251) as f32).to_le_bytes()).collect();
+    for (name, compress) in [("chunks.dt", Compress::Chunked { level: 3 }), ("blob.dt", Compress::Blob { level: 3 })] {
+        let path = dir.join(name);
+        let options = WriteOptions { compress, checksum: true, ..Default::default() };
+        save(&path, vec![(TensorSpec::new("big", Dtype::F32, [1 << 16]), &big[..])], &options).unwrap();
+        let small = f32s(&[1.0, 2.0]);
+        append(&path, vec![(TensorSpec::new("small", Dtype::F32, [2]), &small[..])], None, false).unwrap();
+        let r = Reader::open(&path).unwrap();
+        assert_eq!(
+            (r.head().is_chunk_compressed(), r.head().is_compressed()),
+            (name == "chunks.dt", name == "blob.dt")
+        );
+        assert!(r.file_len() < big.len() as u64 / 2, "{name} stays compressed");
+        assert_eq!(r.read("big").unwrap(), big);
+        assert_eq!(r.read("small").unwrap(), small);
+        r.verify().unwrap();
+    }
 }
