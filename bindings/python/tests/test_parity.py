@@ -103,3 +103,20 @@ def test_files_we_wrote_open_in_030(runs, legacy):  # noqa: F811 - the fixture
         digests, metadata = _tensors_read_here(path)
         assert {k: v["sha256"] for k, v in seen[path]["tensors"].items()} == digests, path
         assert seen[path]["metadata"] == metadata, path
+
+
+REFUSE_SCRIPT = r"""
+import json, sys
+import deathtensors as dt
+try:
+    dt.open(sys.argv[1])
+    print(json.dumps(None))
+except Exception as e:
+    print(json.dumps(str(e)))
+"""
+
+
+def test_030_refuses_our_per_tensor_compression(runs, legacy):  # noqa: F811 - the fixture
+    _, _, _, ours_dir = runs
+    message = legacy(REFUSE_SCRIPT, ours_dir / "compressed.deathtensors")
+    assert message is not None and "unknown flag bits 0x00000020" in message
