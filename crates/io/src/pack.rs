@@ -55,8 +55,11 @@ pub enum Compress {
 #[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
     Slices(&'a [&'a [u8]]),
-    Fill(&'a (dyn Fn(usize, u64, &mut [u8]) -> Result<()> + Sync)),
+    Fill(&'a Fill<'a>),
 }
+
+/// Fills a buffer with bytes of tensor `i` from an offset.
+pub(crate) type Fill<'a> = dyn Fn(usize, u64, &mut [u8]) -> Result<()> + Sync + 'a;
 
 impl Source<'_> {
     /// `len` bytes of tensor `i` from `offset`: borrowed, or filled into `buf`.
