@@ -90,11 +90,19 @@ impl ChunkCodec {
         Ok(())
     }
 
-    /// Compresses one raw chunk at `level`: its zstd frame (of its byte
-    /// planes, for floats) if that is shorter, or `None` to store it raw.
-    pub(crate) fn compress(&mut self, dtype: Dtype, raw: &[u8], level: i32) -> std::io::Result<Option<Vec<u8>>> {
+    /// Compresses one raw chunk at `level` into `out` (whose memory is
+    /// reused from chunk to chunk): true if its zstd frame (of its byte
+    /// planes, for floats) is shorter than the chunk, false to store it raw.
+    pub(crate) fn compress(
+        &mut self,
+        dtype: Dtype,
+        raw: &[u8],
+        level: i32,
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<bool> {
+        out.clear();
         if raw.len() < 2 {
-            return Ok(None);
+            return Ok(false);
         }
         let planes = byte_planes(dtype);
         let compressor = match &mut self.compressor {
@@ -130,10 +138,12 @@ impl ChunkCodec {
             raw
         };
         // Room for one byte less than raw: a frame that does not fit did not shrink.
-        let mut out = Vec::with_capacity(raw.len() - 1);
-        match compressor.compress_to_buffer(src, &mut out) {
-            Ok(_) => Ok(Some(out)),
-            Err(e) if e.to_string().contains("too small") => Ok(None),
+        // Room for one byte less than raw: a frame that does not fit did
+        // not shrink (a buffer kept from a longer chunk may be larger).
+        out.reserve(raw.len() - 1);
+        match compressor.compress_to_buffer(src, out) {
+            Ok(n) => Ok(n < raw.len()),
+            Err(e) if e.to_string().contains("too small") => Ok(false),
             Err(e) => Err(e),
         }
     }
