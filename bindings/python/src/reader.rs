@@ -303,7 +303,7 @@ impl PyReader {
     #[pyo3(signature = (name, verify = false))]
     fn read<'py>(&self, py: Python<'py>, name: &str, verify: bool) -> PyResult<Bound<'py, PyBytes>> {
         let r = self.get()?;
-        let len = PyReader::tensor_info(&r, py, name)?.byte_len() as usize;
+        let len = r.unpacked_tensor_len(name).py(py)? as usize;
         let mut failure = None;
         let bytes = PyBytes::new_with(py, len, |buf| {
             // The bytes object is not visible to other threads yet.
@@ -362,7 +362,7 @@ impl PyReader {
     /// (tensors at their offsets), with parallel positioned reads.
     fn read_all(&self, py: Python<'_>) -> PyResult<crate::arena::PyArena> {
         let r = self.get()?;
-        let mut arena = crate::arena::PyArena::new(r.data_layout().1 as usize)?;
+        let mut arena = crate::arena::PyArena::new(r.unpacked_len().py(py)? as usize)?;
         // SAFETY: the arena was just made and is not exported yet.
         let buf = unsafe { arena.as_mut_slice() };
         py.allow_threads(|| r.read_data_into(buf)).py(py)?;
@@ -396,7 +396,7 @@ impl PyReader {
     #[pyo3(signature = (name, verify = false))]
     fn read_tensor(&self, py: Python<'_>, name: &str, verify: bool) -> PyResult<crate::arena::PyArena> {
         let r = self.get()?;
-        let len = PyReader::tensor_info(&r, py, name)?.byte_len() as usize;
+        let len = r.unpacked_tensor_len(name).py(py)? as usize;
         let mut arena = crate::arena::PyArena::new(len)?;
         // SAFETY: the arena was just made and is not exported yet.
         let buf = unsafe { arena.as_mut_slice() };

@@ -20,6 +20,11 @@ pub const DEFAULT_COMPRESSION_CHUNK: u64 = 1 << 20;
 /// Tensors shorter than this are stored raw by our writer (no table entry):
 /// they barely shrink and each entry costs header bytes.
 pub const MIN_COMPRESSED_TENSOR: u64 = 4096;
+/// The most raw bytes one stored byte of a zstd frame can stand for: a
+/// block of at most 128 KiB repeats one byte (RLE) for 4 bytes of frame,
+/// and no block does better. A chunk table that claims more describes no
+/// frame, and would let a small file declare huge tensors.
+pub const MAX_EXPANSION: u64 = 32_768;
 /// The zstd levels a section may declare (zstd's own range of positive levels).
 pub const COMPRESSION_LEVELS: core::ops::RangeInclusive<u32> = 1..=22;
 
@@ -194,7 +199,8 @@ pub(crate) fn check_table(raw_len: u64, chunk_size: u64, stored: &[u64]) -> Resu
     let mut sum = 0u64;
     for c in table.chunks() {
         let s = c.stored.1 - c.stored.0;
-        if s == 0 || s > c.raw.1 - c.raw.0 {
+        let raw = c.raw.1 - c.raw.0;
+        if s == 0 || s > raw || s.saturating_mul(MAX_EXPANSION) < raw {
             return Err(invalid("chunk length"));
         }
         sum = sum.checked_add(s).ok_or_else(|| Error::overflow("stored length"))?;

@@ -251,10 +251,15 @@ impl Packed<'_> {
 
     /// Fills `buf` with raw bytes `[offset, offset + buf.len())`, reading
     /// only the chunks that hold them, on all cores when there are many.
+    /// On an error, `buf` is zeroed.
     pub(crate) fn read_range(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let threads = if (buf.len() as u64) < PARALLEL_MIN { 1 } else { hash::threads() };
         let jobs = self.jobs(offset, buf);
-        parallel(jobs, threads, |codec, (c, from, out)| self.read_chunk(codec, c, from, out))
+        let result = parallel(jobs, threads, |codec, (c, from, out)| self.read_chunk(codec, c, from, out));
+        if result.is_err() {
+            buf.fill(0);
+        }
+        result
     }
 
     /// The SHA-256 of the tensor's raw bytes, chunk by chunk in one buffer.

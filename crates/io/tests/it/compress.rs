@@ -336,3 +336,33 @@ fn compressed_files_sign_and_verify() {
     let r = Reader::open_with(&path, trusted()).unwrap();
     assert_eq!(&r.read("odd").unwrap(), &corpus.iter().find(|(s, _)| s.name == "odd").unwrap().1);
 }
+
+/// Memory this crate allocates for decompressed tensors is bounded by
+/// `max_decompressed_len`, whatever the header declares; a failed read
+/// leaves the caller's buffer zeroed.
+#[test]
+fn decompressed_sizes_are_bounded_and_failures_zero_the_buffer() {
+    use deathtensors_io::ReadOptions;
+
+    let dir = crate::scratch("compress-bounded");
+    let path = dir.join("h.dt");
+    let good = zstd::bulk::compress(&[7u8; 4096], 3).unwrap();
+    hostile(&path, [&good, &good]);
+    let small = ReadOptions { max_decompressed_len: 4096, ..ReadOptions::default() };
+    let r = Reader::open_with(&path, small).unwrap();
+    for e in [r.read("w").unwrap_err(), r.unpacked_len().unwrap_err(), r.unpacked_tensor_len("w").unwrap_err()] {
+        assert!(matches!(e.kind(), ErrorKind::Decompress(_)) && e.to_string().contains("max_decompressed_len"), "{e}");
+    }
+    // A caller's own buffer is the caller's: reading into it works.
+    let mut buf = vec![0u8; 8192];
+    r.read_into("w", &mut buf).unwrap();
+    assert_eq!(buf, [7u8; 8192]);
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(r.unpacked_len().unwrap(), 8192);
+    // A bad second chunk: nothing of the first stays in the buffer.
+    hostile(&path, [&good, &[0x42u8; 40]]);
+    let r = Reader::open(&path).unwrap();
+    let mut buf = vec![1u8; 8192];
+    assert!(r.read_into("w", &mut buf).is_err());
+    assert!(buf.iter().all(|&b| b == 0));
+}
