@@ -68,7 +68,7 @@ impl PyReader {
     /// files that do not meet them (see `docs/FORMAT.md` section 11).
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None))]
+    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None))]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
@@ -78,6 +78,7 @@ impl PyReader {
         require_signature: bool,
         require_encryption: bool,
         policy_input: Option<String>,
+        max_decompressed_len: Option<u64>,
     ) -> PyResult<PyReader> {
         let policy_input = policy_input
             .map(|text| serde_json::from_str(&text))
@@ -89,6 +90,8 @@ impl PyReader {
             trusted_signers: trusted_signers.into_iter().map(deathtensors_io::VerifyingKey).collect(),
             require_signature,
             require_encryption,
+            max_decompressed_len: max_decompressed_len
+                .unwrap_or(deathtensors_io::ReadOptions::default().max_decompressed_len),
             ..deathtensors_io::ReadOptions::default()
         };
         let reader = py

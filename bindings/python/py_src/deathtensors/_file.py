@@ -169,6 +169,7 @@ class DtFile:
         require_signature: bool = False,
         require_encryption: bool = False,
         policy_input: Any = None,
+        max_decompressed_len: Optional[int] = None,
     ) -> None:
         ring = _keys.keyring(keys) if keys is not None else _keys.default_keys()
         self._reader = Reader(
@@ -179,6 +180,7 @@ class DtFile:
             require_signature,
             require_encryption,
             None if policy_input is None else json.dumps(policy_input),
+            max_decompressed_len,
         )
         self.path = os.fspath(path)
         if verify:
@@ -426,6 +428,7 @@ def open(  # noqa: A001 - the seed's name
     require_signature: bool = False,
     require_encryption: bool = False,
     policy_input: Any = None,
+    max_decompressed_len: Optional[int] = None,
 ) -> DtFile:
     """Open a file lazily: a context manager returning :class:`DtFile`.
 
@@ -438,7 +441,10 @@ def open(  # noqa: A001 - the seed's name
     been checked against the digest or tags the signed header commits to.
     ``policy_input`` (any JSON value) is the ``input`` of the file's Rego
     policy, evaluated before keys are released (see ``docs/SECURITY.md``
-    for what a policy can and cannot enforce).
+    for what a policy can and cannot enforce). ``max_decompressed_len``
+    (default 16 GiB) caps what a compressed file may decompress to in memory
+    this library allocates (one tensor, or all of them at once): a small
+    hostile file can declare huge tensors.
     """
     return DtFile(
         path,
@@ -448,6 +454,7 @@ def open(  # noqa: A001 - the seed's name
         require_signature=require_signature,
         require_encryption=require_encryption,
         policy_input=policy_input,
+        max_decompressed_len=max_decompressed_len,
     )
 
 
