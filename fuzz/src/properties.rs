@@ -9,8 +9,8 @@
 use deathtensors_format::{
     check_block_name, chunk_count, chunk_nonce, chunk_range, encode_signatures, parse_signatures, signature_block_len,
     signed_message, ChunkAad, ErrorKind, Flags, Head, Header, Limits, Manifest, Prefix, Result, SignatureRecord,
-    TableLayout, FOOTER_LEN, HEADER_MAC_LEN, MAGIC, MAX_EXPANSION, MAX_SIGNATURES, SIGNATURE_RECORD_LEN, SIGNATURE_TRAILER_LEN,
-    TAG_LEN,
+    TableLayout, FOOTER_LEN, HEADER_MAC_LEN, MAGIC, MAX_EXPANSION, MAX_SIGNATURES, SIGNATURE_RECORD_LEN,
+    SIGNATURE_TRAILER_LEN, TAG_LEN,
 };
 
 /// A property: panics if it does not hold for the input.
