@@ -67,7 +67,10 @@ impl ChunkCodec {
             Some(d) => d,
             slot => slot.insert(Decompressor::new().map_err(|e| e.to_string())?),
         };
-        let target: &mut [u8] = if planes > 1 {
+        // Four planes are decoded into `out` and put back together through
+        // `self.planes` (see `ungroup4`); two or eight go the other way.
+        let four = planes == 4 && len.is_multiple_of(4);
+        let target: &mut [u8] = if planes > 1 && !four {
             self.planes.resize(len, 0);
             &mut self.planes[..]
         } else {
@@ -84,7 +87,10 @@ impl ChunkCodec {
         if n != len {
             return Err(format!("the zstd frame holds {n} bytes, the header declares {len}"));
         }
-        if planes > 1 {
+        if four {
+            self.planes.resize(len, 0);
+            ungroup4(out, &mut self.planes);
+        } else if planes > 1 {
             ungroup_bytes(&self.planes, planes, out);
         }
         Ok(())
@@ -151,6 +157,34 @@ impl ChunkCodec {
             Err(e) => Err(e),
         }
     }
+}
+
+/// `out[2i] = a[i]`, `out[2i + 1] = b[i]`: the compiler vectorizes this
+/// two-way byte interleave (about 20 GB/s in cache), not a four-way one.
+fn interleave(a: &[u8], b: &[u8], out: &mut [u8]) {
+    for ((e, x), y) in out.chunks_exact_mut(2).zip(a).zip(b) {
+        e[0] = *x;
+        e[1] = *y;
+    }
+}
+
+/// Puts four byte planes (`grouped`, a multiple of 4 bytes) back together
+/// in place, through `scratch` of the same length, with three two-way
+/// interleaves: (plane 0, plane 2) and (plane 1, plane 3), then the two
+/// results. The same bytes as `ungroup_bytes(grouped, 4, ..)`, about twice
+/// as fast.
+fn ungroup4(grouped: &mut [u8], scratch: &mut [u8]) {
+    let m = grouped.len() / 4;
+    {
+        let (p01, p23) = grouped.split_at(2 * m);
+        let (p0, p1) = p01.split_at(m);
+        let (p2, p3) = p23.split_at(m);
+        let (c, d) = scratch.split_at_mut(2 * m);
+        interleave(p0, p2, c);
+        interleave(p1, p3, d);
+    }
+    let (c, d) = scratch.split_at(2 * m);
+    interleave(c, d, grouped);
 }
 
 /// Runs `work` on every item, items shared out to `threads` threads as each
@@ -276,5 +310,20 @@ impl Packed<'_> {
             h.update(&buf);
         }
         Ok(h.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ungroup4_is_ungroup_bytes() {
+        for n in [0usize, 4, 8, 60, 64, 4096, 4100] {
+            let raw: Vec<u8> = (0..n).map(|i| (i * 37 + i / 7) as u8).collect();
+            let mut grouped = vec![0u8; n];
+            deathtensors_format::group_bytes(&raw, 4, &mut grouped);
+            let mut scratch = vec![0u8; n];
+            super::ungroup4(&mut grouped, &mut scratch);
+            assert_eq!(grouped, raw, "{n}");
+        }
     }
 }
