@@ -8,7 +8,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Mutex;
 
-use deathtensors_format::{byte_planes, ungroup_bytes, Chunk, ChunkTable, Dtype};
+use deathtensors_format::{byte_planes, group_bytes, ungroup_bytes, Chunk, ChunkTable, Dtype};
 use zstd::bulk::{Compressor, Decompressor};
 use zstd::stream::raw::CParameter;
 
@@ -140,9 +140,14 @@ impl ChunkCodec {
                 &mut slot.insert((level, planes > 1, c)).2
             }
         };
-        let src: &[u8] = if planes > 1 {
+        let src: &[u8] = if planes == 4 && raw.len().is_multiple_of(4) {
             self.planes.resize(raw.len(), 0);
-            deathtensors_format::group_bytes(raw, planes, &mut self.planes);
+            self.whole.resize(raw.len(), 0);
+            group4(raw, &mut self.whole, &mut self.planes);
+            &self.planes
+        } else if planes > 1 {
+            self.planes.resize(raw.len(), 0);
+            group_bytes(raw, planes, &mut self.planes);
             &self.planes
         } else {
             raw
@@ -185,6 +190,24 @@ fn ungroup4(grouped: &mut [u8], scratch: &mut [u8]) {
     }
     let (c, d) = scratch.split_at(2 * m);
     interleave(c, d, grouped);
+}
+
+/// Groups `raw` (a multiple of 4 bytes) into four byte planes in `out`,
+/// through `scratch` of the same length, with two-way splits (fast for
+/// `group_bytes(.., 2, ..)`): even and odd bytes, then each of those, then
+/// planes 2 and 1 swapped into place. The same bytes as
+/// `group_bytes(raw, 4, ..)`, about twice as fast.
+fn group4(raw: &[u8], scratch: &mut [u8], out: &mut [u8]) {
+    let m = raw.len() / 4;
+    group_bytes(raw, 2, scratch);
+    let (even, odd) = scratch.split_at(2 * m);
+    let (p02, p13) = out.split_at_mut(2 * m);
+    group_bytes(even, 2, p02);
+    group_bytes(odd, 2, p13);
+    // Now planes 0, 2, 1, 3: swap the middle two.
+    let (_, p2) = p02.split_at_mut(m);
+    let (p1, _) = p13.split_at_mut(m);
+    p2.swap_with_slice(p1);
 }
 
 /// Runs `work` on every item, items shared out to `threads` threads as each
@@ -315,6 +338,18 @@ impl Packed<'_> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn group4_is_group_bytes() {
+        for n in [0usize, 4, 8, 60, 64, 4096, 4100] {
+            let raw: Vec<u8> = (0..n).map(|i| (i * 37 + i / 7) as u8).collect();
+            let mut want = vec![0u8; n];
+            deathtensors_format::group_bytes(&raw, 4, &mut want);
+            let (mut scratch, mut got) = (vec![0u8; n], vec![0u8; n]);
+            super::group4(&raw, &mut scratch, &mut got);
+            assert_eq!(got, want, "{n}");
+        }
+    }
+
     #[test]
     fn ungroup4_is_ungroup_bytes() {
         for n in [0usize, 4, 8, 60, 64, 4096, 4100] {
