@@ -9,8 +9,8 @@
 use deathtensors_format::{
     check_block_name, chunk_count, chunk_nonce, chunk_range, encode_signatures, parse_signatures, signature_block_len,
     signed_message, ChunkAad, ErrorKind, Flags, Head, Header, Limits, Manifest, Prefix, Result, SignatureRecord,
-    TableLayout, FOOTER_LEN, HEADER_MAC_LEN, MAGIC, MAX_SIGNATURES, SIGNATURE_RECORD_LEN, SIGNATURE_TRAILER_LEN,
-    TAG_LEN,
+    TableLayout, FOOTER_LEN, HEADER_MAC_LEN, MAGIC, MAX_EXPANSION, MAX_SIGNATURES, SIGNATURE_RECORD_LEN,
+    SIGNATURE_TRAILER_LEN, TAG_LEN,
 };
 
 /// A property: panics if it does not hold for the input.
@@ -71,6 +71,11 @@ fn chunks_tile(header: &Header) {
             assert_eq!((c.raw.0, c.stored.0), (raw, stored), "chunks of {} do not tile", t.name);
             assert!(c.raw.1 > c.raw.0 && c.stored.1 > c.stored.0, "an empty chunk in {}", t.name);
             assert!(c.stored.1 - c.stored.0 <= c.raw.1 - c.raw.0, "a chunk of {} stored longer than raw", t.name);
+            assert!(
+                (c.stored.1 - c.stored.0) * MAX_EXPANSION >= c.raw.1 - c.raw.0,
+                "a chunk of {} expands more than a zstd frame can",
+                t.name
+            );
             (raw, stored) = (c.raw.1, c.stored.1);
         }
         assert_eq!((raw, stored), (t.byte_len(), t.stored_len()), "chunks of {} do not cover it", t.name);

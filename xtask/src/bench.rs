@@ -1,6 +1,8 @@
 //! Benchmarks: the criterion benches of the Rust crates, then the Python
 //! script that compares the package with safetensors and deathtensors 0.3.0.
-//! `cargo xtask bench [--rust|--python] [ARGS for the Python script]`.
+//! `cargo xtask bench [--rust|--python] [ARGS for the Python script]`;
+//! `cargo xtask bench --compress [ARGS]` runs only the compression
+//! benchmark (`bindings/python/benches/compress_bench.py`).
 
 use std::process::Command;
 
@@ -10,6 +12,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let (rust, python, rest) = match args.first().map(String::as_str) {
         Some("--rust") => (true, false, &args[1..]),
         Some("--python") => (false, true, &args[1..]),
+        Some("--compress") => {
+            crate::python::setup()?;
+            crate::python::install_wheel()?;
+            let script = "bindings/python/benches/compress_bench.py";
+            return exec(Command::new(crate::python::python()).arg(script).args(&args[1..]));
+        }
         _ => (true, true, args),
     };
     if rust {

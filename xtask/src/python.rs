@@ -29,6 +29,9 @@ const REQUIREMENTS: &[&str] = &[
     "tensorblob==0.3.0",
     // Interop tests of bintensors files (its import name is its own).
     "bintensors==0.2.0",
+    // The peer of per-tensor compression in `benches/compress_bench.py`
+    // (installs cleanly from PyPI; the script skips it when absent).
+    "zipnn",
 ];
 
 /// The project's virtualenv.

@@ -71,7 +71,7 @@ impl PyReader {
     /// files that do not meet them (see `docs/FORMAT.md` section 11).
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None))]
+    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None))]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
@@ -81,6 +81,7 @@ impl PyReader {
         require_signature: bool,
         require_encryption: bool,
         policy_input: Option<String>,
+        max_decompressed_len: Option<u64>,
     ) -> PyResult<PyReader> {
         let policy_input = policy_input
             .map(|text| serde_json::from_str(&text))
@@ -92,6 +93,8 @@ impl PyReader {
             trusted_signers: trusted_signers.into_iter().map(deathtensors_io::VerifyingKey).collect(),
             require_signature,
             require_encryption,
+            max_decompressed_len: max_decompressed_len
+                .unwrap_or(deathtensors_io::ReadOptions::default().max_decompressed_len),
             ..deathtensors_io::ReadOptions::default()
         };
         let reader = py
@@ -306,7 +309,7 @@ impl PyReader {
     #[pyo3(signature = (name, verify = false))]
     fn read<'py>(&self, py: Python<'py>, name: &str, verify: bool) -> PyResult<Bound<'py, PyBytes>> {
         let r = self.get()?;
-        let len = PyReader::tensor_info(&r, py, name)?.byte_len() as usize;
+        let len = r.unpacked_tensor_len(name).py(py)? as usize;
         let mut failure = None;
         let bytes = PyBytes::new_with(py, len, |buf| {
             // The bytes object is not visible to other threads yet.
@@ -365,7 +368,7 @@ impl PyReader {
     /// (tensors at their offsets), with parallel positioned reads.
     fn read_all(&self, py: Python<'_>) -> PyResult<crate::arena::PyArena> {
         let r = self.get()?;
-        let mut arena = crate::arena::PyArena::new(r.data_layout().1 as usize)?;
+        let mut arena = crate::arena::PyArena::new(r.unpacked_len().py(py)? as usize)?;
         // SAFETY: the arena was just made and is not exported yet.
         let buf = unsafe { arena.as_mut_slice() };
         py.allow_threads(|| r.read_data_into(buf)).py(py)?;
@@ -399,7 +402,7 @@ impl PyReader {
     #[pyo3(signature = (name, verify = false))]
     fn read_tensor(&self, py: Python<'_>, name: &str, verify: bool) -> PyResult<crate::arena::PyArena> {
         let r = self.get()?;
-        let len = PyReader::tensor_info(&r, py, name)?.byte_len() as usize;
+        let len = r.unpacked_tensor_len(name).py(py)? as usize;
         let mut arena = crate::arena::PyArena::new(len)?;
         // SAFETY: the arena was just made and is not exported yet.
         let buf = unsafe { arena.as_mut_slice() };

@@ -105,5 +105,8 @@ pub fn parse_head<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyTu
     for t in header.tensors() {
         tensors.append((t.name.as_str(), t.dtype.name(), t.shape.clone(), t.data_offsets))?;
     }
-    (format, metadata, head.is_compressed(), tensors, head.data_start).into_pyobject(py)
+    // Either compression (a 0.3.0 blob, or tensors in chunks) means the
+    // bytes at `data_offsets` are not the tensors'.
+    let compressed = head.is_compressed() || head.is_chunk_compressed();
+    (format, metadata, compressed, tensors, head.data_start).into_pyobject(py)
 }

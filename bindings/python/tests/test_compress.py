@@ -224,3 +224,29 @@ def test_hostile_data_corpus_raises_format_errors():
                 f.get_tensor(entry["tensor"], framework="numpy")
             with pytest.raises(dt.FormatError):
                 f.get_tensors(framework="numpy")
+
+
+def test_safetensors_dropin_refuses_compressed_bytes_and_opens_compressed_files(tmp_path):
+    import deathtensors.safetensors as dts
+    import deathtensors.safetensors.numpy as dts_numpy
+
+    w = smooth(np.float32, 300_000)
+    path = tmp_path / "c.dt"
+    dt.save(path, {"w": w, "b": np.arange(3, dtype=np.float32)}, compress=True)
+    with pytest.raises(dts.SafetensorError, match="compressed"):
+        dts_numpy.load(path.read_bytes())
+    with dts.safe_open(str(path), framework="np") as f:
+        assert np.array_equal(f.get_tensor("w"), w)
+
+
+def test_max_decompressed_len_caps_what_a_load_allocates(tmp_path):
+    path = tmp_path / "c.dt"
+    w = smooth(np.float32, 300_000)
+    dt.save(path, {"w": w}, compress=True)
+    with dt.open(path, max_decompressed_len=1000) as f:
+        with pytest.raises(dt.FormatError, match="max_decompressed_len"):
+            f.get_tensor("w", framework="numpy")
+        with pytest.raises(dt.FormatError, match="max_decompressed_len"):
+            f.get_tensors(framework="numpy")
+    with dt.open(path, max_decompressed_len=w.nbytes) as f:
+        assert np.array_equal(f.get_tensor("w", framework="numpy"), w)

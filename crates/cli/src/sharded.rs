@@ -184,6 +184,7 @@ pub fn convert(
     format: Format,
     checksum: bool,
     alignment: Option<u64>,
+    compress: deathtensors_io::Compress,
 ) -> anyhow::Result<()> {
     let sharded = ShardedReader::open(input)?;
     let options_for = |metadata| WriteOptions {
@@ -191,6 +192,7 @@ pub fn convert(
         alignment: alignment.unwrap_or(DEFAULT_ALIGNMENT),
         checksum: checksum && format == Format::Deathtensors,
         metadata,
+        compress,
         ..WriteOptions::default()
     };
     let spec_of = |name: &str| -> anyhow::Result<TensorSpec> {

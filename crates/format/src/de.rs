@@ -1071,35 +1071,6 @@ impl<'de> Visitor<'de> for MetaValueSeed<'_, '_> {
     }
 }
 
-#[cfg(test)]
-mod control_tests {
-    use super::{first_control, is_control};
-
-    #[test]
-    fn first_control_agrees_with_a_plain_scan() {
-        let naive = |b: &[u8]| b.iter().position(|&c| is_control(c));
-        for len in 0..40 {
-            for fill in [b'a', b' ', b'\t', b'\n', b'\r', 0x7f, 0x80, 0xff, 0x20, 0x21] {
-                let mut bytes = alloc::vec![fill; len];
-                assert_eq!(first_control(&bytes), naive(&bytes));
-                for at in 0..len {
-                    for special in [0x00, 0x01, 0x08, 0x0b, 0x1f, b'\t', b'\n', b'\r'] {
-                        bytes[at] = special;
-                        assert_eq!(first_control(&bytes), naive(&bytes), "{bytes:?}");
-                        // A later control must not win over an earlier one.
-                        if at + 3 < len {
-                            bytes[at + 3] = 0x01;
-                            assert_eq!(first_control(&bytes), naive(&bytes), "{bytes:?}");
-                            bytes[at + 3] = fill;
-                        }
-                        bytes[at] = fill;
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// The `compression` section (`docs/FORMAT.md` section 15.2). Its chunk
 /// tables share one budget of `max_chunks` entries, counted as they are
 /// decoded, so a hostile table is refused before it is stored.
@@ -1271,4 +1242,33 @@ impl<'de> Visitor<'de> for ChunkListSeed<'_, '_> {
         Ok(out)
     }
     reject_non_seq!(Vec<u64>, CHUNK_TABLES);
+}
+
+#[cfg(test)]
+mod control_tests {
+    use super::{first_control, is_control};
+
+    #[test]
+    fn first_control_agrees_with_a_plain_scan() {
+        let naive = |b: &[u8]| b.iter().position(|&c| is_control(c));
+        for len in 0..40 {
+            for fill in [b'a', b' ', b'\t', b'\n', b'\r', 0x7f, 0x80, 0xff, 0x20, 0x21] {
+                let mut bytes = alloc::vec![fill; len];
+                assert_eq!(first_control(&bytes), naive(&bytes));
+                for at in 0..len {
+                    for special in [0x00, 0x01, 0x08, 0x0b, 0x1f, b'\t', b'\n', b'\r'] {
+                        bytes[at] = special;
+                        assert_eq!(first_control(&bytes), naive(&bytes), "{bytes:?}");
+                        // A later control must not win over an earlier one.
+                        if at + 3 < len {
+                            bytes[at + 3] = 0x01;
+                            assert_eq!(first_control(&bytes), naive(&bytes), "{bytes:?}");
+                            bytes[at + 3] = fill;
+                        }
+                        bytes[at] = fill;
+                    }
+                }
+            }
+        }
+    }
 }

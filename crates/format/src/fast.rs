@@ -22,6 +22,7 @@
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use crate::compression::{Codec, Compression, RawCompression};
 use crate::raw::RawHeader;
 use crate::tensor::{check_name, Format, Metadata, TensorInfo};
 use crate::{Dtype, Fork, Limits};
@@ -192,6 +193,62 @@ impl<'a> Parser<'a> {
             Some(())
         })?;
         Some(out)
+    }
+
+    /// The `compression` section (`docs/FORMAT.md` section 15.2) in the form
+    /// our encoder writes it; anything else (escapes, a bad field, a
+    /// repeated name, more than `max_chunks` entries) goes to the full
+    /// decoder, which reports it.
+    fn compression(&mut self) -> Option<RawCompression> {
+        let (mut codec, mut level, mut chunk_size, mut tensors) = (None, None, None, None);
+        let mut budget = self.limits.max_chunks;
+        let max_tensors = self.limits.max_tensors;
+        self.object(|p, key| {
+            match key {
+                "codec" if codec.is_none() => codec = Some(Codec::from_name(p.str()?).ok()?),
+                "level" if level.is_none() => level = Some(u32::try_from(p.uint()?).ok()?),
+                "chunk_size" if chunk_size.is_none() => chunk_size = Some(p.uint()?),
+                "tensors" if tensors.is_none() => {
+                    let mut out: Vec<(String, Vec<u64>)> = Vec::new();
+                    p.object(|p, name| {
+                        if out.len() as u64 >= max_tensors {
+                            return None;
+                        }
+                        p.eat(b'[')?;
+                        let mut lens = Vec::new();
+                        if p.peek()? == b']' {
+                            p.at += 1;
+                        } else {
+                            loop {
+                                budget = budget.checked_sub(1)?;
+                                lens.push(p.uint()?);
+                                match p.peek()? {
+                                    b',' => p.at += 1,
+                                    b']' => {
+                                        p.at += 1;
+                                        break;
+                                    }
+                                    _ => return None,
+                                }
+                            }
+                        }
+                        out.push((name.to_string(), lens));
+                        Some(())
+                    })?;
+                    let mut names: Vec<&str> = out.iter().map(|(n, _)| n.as_str()).collect();
+                    names.sort_unstable();
+                    if names.windows(2).any(|w| w[0] == w[1]) {
+                        return None;
+                    }
+                    tensors = Some(out);
+                }
+                _ => return None,
+            }
+            Some(())
+        })?;
+        let compression = Compression { codec: codec?, level: level?, chunk_size: chunk_size? };
+        compression.check().ok()?;
+        Some(RawCompression { compression, tensors: tensors? })
     }
 
     /// A shape: at most `max_rank` integers.
@@ -465,8 +522,10 @@ impl<'a> Parser<'a> {
         let mut alignment = None;
         let mut metadata = None;
         let mut tensors = None;
+        let mut compression = None;
         self.object(|p, key| {
             match key {
+                "compression" if compression.is_none() => compression = Some(p.compression()?),
                 "format" if !format_seen => {
                     format_seen = true;
                     if p.str()? != "deathtensors" {
@@ -499,7 +558,7 @@ impl<'a> Parser<'a> {
             metadata: Some(metadata.unwrap_or_default()),
             tensors: tensors?,
             encryption: None,
-            compression: None,
+            compression,
         })
     }
 }
@@ -507,6 +566,17 @@ impl<'a> Parser<'a> {
 #[cfg(test)]
 mod tests {
     use super::string_end;
+
+    #[test]
+    fn compressed_headers_take_the_fast_path() {
+        let json = r#"{"format":"deathtensors","format_version":1,"alignment":64,"compression":{"codec":"zstd","level":3,"chunk_size":4096,"tensors":{"w":[1000,3136]}},"global_metadata":{},"tensors":{"w":{"dtype":"F32","shape":[1808],"data_offsets":[0,4136],"metadata":{}}}}"#;
+        let raw = super::parse(json, crate::Format::Deathtensors, &crate::Limits::DEFAULT, &crate::Serial);
+        let c = raw.and_then(|r| r.compression).map(|c| c.tensors);
+        assert_eq!(c, Some(alloc::vec![("w".into(), alloc::vec![1000, 3136])]));
+        // A repeated table is the full decoder's to report.
+        let twice = json.replace(r#""w":[1000,3136]"#, r#""w":[1000,3136],"w":[1000,3136]"#);
+        assert!(super::parse(&twice, crate::Format::Deathtensors, &crate::Limits::DEFAULT, &crate::Serial).is_none());
+    }
 
     #[test]
     fn string_end_finds_the_first_quote_backslash_or_control() {

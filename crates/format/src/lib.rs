@@ -79,7 +79,7 @@ pub use crate::{
     },
     compression::{
         byte_planes, compression_chunk_count, group_bytes, ungroup_bytes, Chunk, ChunkTable, Codec, Compression,
-        COMPRESSION_LEVELS, DEFAULT_COMPRESSION_CHUNK, MAX_COMPRESSION_CHUNK, MIN_COMPRESSED_TENSOR,
+        COMPRESSION_LEVELS, DEFAULT_COMPRESSION_CHUNK, MAX_COMPRESSION_CHUNK, MAX_EXPANSION, MIN_COMPRESSED_TENSOR,
         MIN_COMPRESSION_CHUNK,
     },
     crypt::{

@@ -8,8 +8,9 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Mutex;
 
-use deathtensors_format::{byte_planes, ungroup_bytes, Chunk, ChunkTable, Dtype};
+use deathtensors_format::{byte_planes, group_bytes, ungroup_bytes, Chunk, ChunkTable, Dtype};
 use zstd::bulk::{Compressor, Decompressor};
+use zstd::stream::raw::CParameter;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::hash::{self, Hasher};
@@ -22,7 +23,7 @@ const PARALLEL_MIN: u64 = 4 << 20;
 /// One thread's codec state and buffers, reused from chunk to chunk.
 pub(crate) struct ChunkCodec {
     decompressor: Option<Decompressor<'static>>,
-    compressor: Option<(i32, Compressor<'static>)>,
+    compressor: Option<(i32, bool, Compressor<'static>)>,
     /// Stored bytes read from the file.
     stored: Vec<u8>,
     /// A whole raw chunk, for reads that need part of one.
@@ -66,7 +67,10 @@ impl ChunkCodec {
             Some(d) => d,
             slot => slot.insert(Decompressor::new().map_err(|e| e.to_string())?),
         };
-        let target: &mut [u8] = if planes > 1 {
+        // Four planes are decoded into `out` and put back together through
+        // `self.planes` (see `ungroup4`); two or eight go the other way.
+        let four = planes == 4 && len.is_multiple_of(4);
+        let target: &mut [u8] = if planes > 1 && !four {
             self.planes.resize(len, 0);
             &mut self.planes[..]
         } else {
@@ -83,20 +87,32 @@ impl ChunkCodec {
         if n != len {
             return Err(format!("the zstd frame holds {n} bytes, the header declares {len}"));
         }
-        if planes > 1 {
+        if four {
+            self.planes.resize(len, 0);
+            ungroup4(out, &mut self.planes);
+        } else if planes > 1 {
             ungroup_bytes(&self.planes, planes, out);
         }
         Ok(())
     }
 
-    /// Compresses one raw chunk at `level`: its zstd frame (of its byte
-    /// planes, for floats) if that is shorter, or `None` to store it raw.
-    pub(crate) fn compress(&mut self, dtype: Dtype, raw: &[u8], level: i32) -> std::io::Result<Option<Vec<u8>>> {
+    /// Compresses one raw chunk at `level` into `out` (whose memory is
+    /// reused from chunk to chunk): true if its zstd frame (of its byte
+    /// planes, for floats) is shorter than the chunk, false to store it raw.
+    pub(crate) fn compress(
+        &mut self,
+        dtype: Dtype,
+        raw: &[u8],
+        level: i32,
+        out: &mut Vec<u8>,
+    ) -> std::io::Result<bool> {
+        out.clear();
         if raw.len() < 2 {
-            return Ok(None);
+            return Ok(false);
         }
+        let planes = byte_planes(dtype);
         let compressor = match &mut self.compressor {
-            Some((l, c)) if *l == level => c,
+            Some((l, p, c)) if *l == level && *p == (planes > 1) => c,
             slot => {
                 let mut c = Compressor::new(level)?;
                 // The footer and digests cover integrity, and the header
@@ -104,25 +120,94 @@ impl ChunkCodec {
                 c.include_checksum(false)?;
                 c.include_contentsize(false)?;
                 c.include_dictid(false)?;
-                &mut slot.insert((level, c)).1
+                if planes > 1 {
+                    // Byte planes of floats hardly repeat: their gain is in
+                    // the entropy coder, and the match finder costs time and
+                    // even ratio (short matches cost more than the literals
+                    // they replace). So only 7-byte matches (zstd's longest
+                    // minimum), in 256-entry tables, and up to level 3 zstd's
+                    // fastest strategy: on MiniLM's BF16 weights, 0.672 of
+                    // raw at level 3 instead of 0.708 with zstd's defaults,
+                    // compressed 4x and decompressed 1.9x as fast per core;
+                    // level 19 gains only 0.1% more.
+                    c.set_parameter(CParameter::MinMatch(7))?;
+                    c.set_parameter(CParameter::HashLog(8))?;
+                    c.set_parameter(CParameter::ChainLog(8))?;
+                    if level <= 3 {
+                        c.set_parameter(CParameter::Strategy(zstd::zstd_safe::Strategy::ZSTD_fast))?;
+                    }
+                }
+                &mut slot.insert((level, planes > 1, c)).2
             }
         };
-        let planes = byte_planes(dtype);
-        let src: &[u8] = if planes > 1 {
+        let src: &[u8] = if planes == 4 && raw.len().is_multiple_of(4) {
             self.planes.resize(raw.len(), 0);
-            deathtensors_format::group_bytes(raw, planes, &mut self.planes);
+            self.whole.resize(raw.len(), 0);
+            group4(raw, &mut self.whole, &mut self.planes);
+            &self.planes
+        } else if planes > 1 {
+            self.planes.resize(raw.len(), 0);
+            group_bytes(raw, planes, &mut self.planes);
             &self.planes
         } else {
             raw
         };
         // Room for one byte less than raw: a frame that does not fit did not shrink.
-        let mut out = Vec::with_capacity(raw.len() - 1);
-        match compressor.compress_to_buffer(src, &mut out) {
-            Ok(_) => Ok(Some(out)),
-            Err(e) if e.to_string().contains("too small") => Ok(None),
+        // Room for one byte less than raw: a frame that does not fit did
+        // not shrink (a buffer kept from a longer chunk may be larger).
+        out.reserve(raw.len() - 1);
+        match compressor.compress_to_buffer(src, out) {
+            Ok(n) => Ok(n < raw.len()),
+            Err(e) if e.to_string().contains("too small") => Ok(false),
             Err(e) => Err(e),
         }
     }
+}
+
+/// `out[2i] = a[i]`, `out[2i + 1] = b[i]`: the compiler vectorizes this
+/// two-way byte interleave (about 20 GB/s in cache), not a four-way one.
+fn interleave(a: &[u8], b: &[u8], out: &mut [u8]) {
+    for ((e, x), y) in out.chunks_exact_mut(2).zip(a).zip(b) {
+        e[0] = *x;
+        e[1] = *y;
+    }
+}
+
+/// Puts four byte planes (`grouped`, a multiple of 4 bytes) back together
+/// in place, through `scratch` of the same length, with three two-way
+/// interleaves: (plane 0, plane 2) and (plane 1, plane 3), then the two
+/// results. The same bytes as `ungroup_bytes(grouped, 4, ..)`, about twice
+/// as fast.
+fn ungroup4(grouped: &mut [u8], scratch: &mut [u8]) {
+    let m = grouped.len() / 4;
+    {
+        let (p01, p23) = grouped.split_at(2 * m);
+        let (p0, p1) = p01.split_at(m);
+        let (p2, p3) = p23.split_at(m);
+        let (c, d) = scratch.split_at_mut(2 * m);
+        interleave(p0, p2, c);
+        interleave(p1, p3, d);
+    }
+    let (c, d) = scratch.split_at(2 * m);
+    interleave(c, d, grouped);
+}
+
+/// Groups `raw` (a multiple of 4 bytes) into four byte planes in `out`,
+/// through `scratch` of the same length, with two-way splits (fast for
+/// `group_bytes(.., 2, ..)`): even and odd bytes, then each of those, then
+/// planes 2 and 1 swapped into place. The same bytes as
+/// `group_bytes(raw, 4, ..)`, about twice as fast.
+fn group4(raw: &[u8], scratch: &mut [u8], out: &mut [u8]) {
+    let m = raw.len() / 4;
+    group_bytes(raw, 2, scratch);
+    let (even, odd) = scratch.split_at(2 * m);
+    let (p02, p13) = out.split_at_mut(2 * m);
+    group_bytes(even, 2, p02);
+    group_bytes(odd, 2, p13);
+    // Now planes 0, 2, 1, 3: swap the middle two.
+    let (_, p2) = p02.split_at_mut(m);
+    let (p1, _) = p13.split_at_mut(m);
+    p2.swap_with_slice(p1);
 }
 
 /// Runs `work` on every item, items shared out to `threads` threads as each
@@ -227,10 +312,15 @@ impl Packed<'_> {
 
     /// Fills `buf` with raw bytes `[offset, offset + buf.len())`, reading
     /// only the chunks that hold them, on all cores when there are many.
+    /// On an error, `buf` is zeroed.
     pub(crate) fn read_range(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let threads = if (buf.len() as u64) < PARALLEL_MIN { 1 } else { hash::threads() };
         let jobs = self.jobs(offset, buf);
-        parallel(jobs, threads, |codec, (c, from, out)| self.read_chunk(codec, c, from, out))
+        let result = parallel(jobs, threads, |codec, (c, from, out)| self.read_chunk(codec, c, from, out));
+        if result.is_err() {
+            buf.fill(0);
+        }
+        result
     }
 
     /// The SHA-256 of the tensor's raw bytes, chunk by chunk in one buffer.
@@ -243,5 +333,32 @@ impl Packed<'_> {
             h.update(&buf);
         }
         Ok(h.finish())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn group4_is_group_bytes() {
+        for n in [0usize, 4, 8, 60, 64, 4096, 4100] {
+            let raw: Vec<u8> = (0..n).map(|i| (i * 37 + i / 7) as u8).collect();
+            let mut want = vec![0u8; n];
+            deathtensors_format::group_bytes(&raw, 4, &mut want);
+            let (mut scratch, mut got) = (vec![0u8; n], vec![0u8; n]);
+            super::group4(&raw, &mut scratch, &mut got);
+            assert_eq!(got, want, "{n}");
+        }
+    }
+
+    #[test]
+    fn ungroup4_is_ungroup_bytes() {
+        for n in [0usize, 4, 8, 60, 64, 4096, 4100] {
+            let raw: Vec<u8> = (0..n).map(|i| (i * 37 + i / 7) as u8).collect();
+            let mut grouped = vec![0u8; n];
+            deathtensors_format::group_bytes(&raw, 4, &mut grouped);
+            let mut scratch = vec![0u8; n];
+            super::ungroup4(&mut grouped, &mut scratch);
+            assert_eq!(grouped, raw, "{n}");
+        }
     }
 }

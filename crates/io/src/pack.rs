@@ -55,8 +55,11 @@ pub enum Compress {
 #[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
     Slices(&'a [&'a [u8]]),
-    Fill(&'a (dyn Fn(usize, u64, &mut [u8]) -> Result<()> + Sync)),
+    Fill(&'a Fill<'a>),
 }
+
+/// Fills a buffer with bytes of tensor `i` from an offset.
+pub(crate) type Fill<'a> = dyn Fn(usize, u64, &mut [u8]) -> Result<()> + Sync + 'a;
 
 impl Source<'_> {
     /// `len` bytes of tensor `i` from `offset`: borrowed, or filled into `buf`.
@@ -124,11 +127,13 @@ enum Item {
 
 /// A chunk, compressed by a worker: its raw bytes if the source had to fill
 /// them (hashed and, if it did not shrink, written by the main thread), and
-/// its frame if it shrank.
+/// its frame, if it shrank. The buffers go back to a pool once written, so
+/// that no chunk pays for fresh memory.
 #[derive(Default)]
 struct Done {
     raw: Vec<u8>,
-    frame: Option<Vec<u8>>,
+    frame: Vec<u8>,
+    shrank: bool,
 }
 
 /// Saves tensors compressed one by one in chunks (flag bit 5). Same
@@ -204,9 +209,10 @@ pub(crate) fn save_chunked(
         }
         digests[i] = hasher.map(Hasher::finish);
     };
+    let mut pool: Vec<Done> = Vec::new();
     for window_items in items.chunks(window) {
         // Compress this window's chunks on all cores.
-        let mut done: Vec<Done> = window_items.iter().map(|_| Done::default()).collect();
+        let mut done: Vec<Done> = window_items.iter().map(|_| pool.pop().unwrap_or_default()).collect();
         let jobs: Vec<(Item, &mut Done)> =
             window_items.iter().copied().zip(done.iter_mut()).filter(|(it, _)| matches!(it, Item::Chunk(..))).collect();
         crate::compress::parallel(jobs, threads, |codec, (item, slot)| {
@@ -215,7 +221,7 @@ pub(crate) fn save_chunked(
             let len = (raw_lens[i] - start).min(chunk) as usize;
             let mut buf = std::mem::take(&mut slot.raw);
             let raw = source.get(i, start, len, &mut buf)?;
-            slot.frame = codec.compress(specs[i].dtype, raw, level).map_err(io)?;
+            slot.shrank = codec.compress(specs[i].dtype, raw, level, &mut slot.frame).map_err(io)?;
             slot.raw = buf;
             Ok(())
         })?;
@@ -234,7 +240,10 @@ pub(crate) fn save_chunked(
                 at = start;
                 current = Some((i, hashing.then(Hasher::new), Vec::new()));
             }
-            let Some((_, hasher, lens)) = current.as_mut() else { continue };
+            let Some((_, hasher, lens)) = current.as_mut() else {
+                pool.push(slot);
+                continue;
+            };
             match item {
                 Item::Raw(i) => {
                     let mut offset = 0u64;
@@ -259,12 +268,13 @@ pub(crate) fn save_chunked(
                     if let Some(h) = hasher {
                         h.update(raw);
                     }
-                    let stored = slot.frame.as_deref().unwrap_or(raw);
+                    let stored = if slot.shrank { &slot.frame[..] } else { raw };
                     out.write_all(stored).map_err(io)?;
                     lens.push(stored.len() as u64);
                     at += stored.len() as u64;
                 }
             }
+            pool.push(slot);
         }
     }
     if let Some(cur) = current.take() {

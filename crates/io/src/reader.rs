@@ -320,6 +320,58 @@ impl Reader {
         })
     }
 
+    /// Refuses to decompress `len` bytes of compressed tensors into memory
+    /// this crate (or a binding) allocates, past `max_decompressed_len`: a
+    /// small hostile file may declare huge tensors.
+    fn check_unpacked(&self, what: &str, len: u64) -> Result<()> {
+        let max = self.options.max_decompressed_len;
+        if len > max {
+            return Err(Error::new(
+                ErrorKind::Decompress(format!(
+                    "{what} declares {len} bytes of compressed data, over the limit of {max} \
+                     (ReadOptions::max_decompressed_len)"
+                )),
+                Some(&self.path),
+                "cannot read",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The raw length of tensor `name`, for a caller about to allocate a
+    /// buffer for it.
+    ///
+    /// # Errors
+    /// `TensorNotFound`; `Decompress` if the tensor is stored compressed and
+    /// declares more than `ReadOptions::max_decompressed_len` bytes.
+    pub fn unpacked_tensor_len(&self, name: &str) -> Result<u64> {
+        let len = self.tensor(name)?.info.byte_len();
+        if self.packed(name).is_some() {
+            self.check_unpacked(&format!("tensor {name:?}"), len)?;
+        }
+        Ok(len)
+    }
+
+    /// The length of the buffer [`Reader::read_data_into`] needs
+    /// ([`Reader::data_layout`]), for a caller about to allocate it.
+    ///
+    /// # Errors
+    /// `Decompress` if the compressed tensors (or a 0.3.0 blob) would
+    /// decompress to more than `ReadOptions::max_decompressed_len`.
+    pub fn unpacked_len(&self) -> Result<u64> {
+        let header = &self.head.header;
+        if self.head.is_compressed() {
+            self.check_unpacked("the zstd blob", header.data_len())?;
+        }
+        if self.head.is_chunk_compressed() {
+            let packed = (0..header.len())
+                .filter(|&i| header.chunk_table(i).is_some())
+                .fold(0u64, |acc, i| acc.saturating_add(header.tensors()[i].byte_len()));
+            self.check_unpacked("the file", packed)?;
+        }
+        Ok(self.data_layout().1)
+    }
+
     /// Where [`Reader::read_data_into`] puts each tensor (header order) and
     /// how long its buffer is: the blob's own layout (`data_offsets`,
     /// [`Header::data_len`]), except for a file of compressed tensors, whose
@@ -894,7 +946,7 @@ impl Reader {
     /// # Errors
     /// As [`Reader::read_into`].
     pub fn read(&self, name: &str) -> Result<Vec<u8>> {
-        let len = self.tensor(name)?.info.byte_len();
+        let len = self.unpacked_tensor_len(name)?;
         let mut buf = vec![0u8; len as usize];
         self.read_into(name, &mut buf)?;
         Ok(buf)

@@ -172,6 +172,7 @@ class DtFile:
         require_signature: bool = False,
         require_encryption: bool = False,
         policy_input: Any = None,
+        max_decompressed_len: Optional[int] = None,
     ) -> None:
         ring = _keys.keyring(keys) if keys is not None else _keys.default_keys()
         path = expand_path(path)
@@ -183,6 +184,7 @@ class DtFile:
             require_signature,
             require_encryption,
             None if policy_input is None else json.dumps(policy_input),
+            max_decompressed_len,
         )
         self.path = path
         if verify:
@@ -511,6 +513,7 @@ def open(  # noqa: A001 - the seed's name
     require_signature: bool = False,
     require_encryption: bool = False,
     policy_input: Any = None,
+    max_decompressed_len: Optional[int] = None,
 ) -> DtFile:
     """Open a file lazily: a context manager returning :class:`DtFile`.
 
@@ -523,7 +526,10 @@ def open(  # noqa: A001 - the seed's name
     been checked against the digest or tags the signed header commits to.
     ``policy_input`` (any JSON value) is the ``input`` of the file's Rego
     policy, evaluated before keys are released (see ``docs/SECURITY.md``
-    for what a policy can and cannot enforce).
+    for what a policy can and cannot enforce). ``max_decompressed_len``
+    (default 16 GiB) caps what a compressed file may decompress to in memory
+    this library allocates (one tensor, or all of them at once): a small
+    hostile file can declare huge tensors.
     """
     return DtFile(
         path,
@@ -533,6 +539,7 @@ def open(  # noqa: A001 - the seed's name
         require_signature=require_signature,
         require_encryption=require_encryption,
         policy_input=policy_input,
+        max_decompressed_len=max_decompressed_len,
     )
 
 

@@ -30,6 +30,7 @@ class Reader:
         require_signature: bool = False,
         require_encryption: bool = False,
         policy_input: Optional[str] = None,
+        max_decompressed_len: Optional[int] = None,
     ) -> None: ...
     def close(self) -> None: ...
     @property

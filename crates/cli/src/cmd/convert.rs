@@ -67,14 +67,16 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
     if args.compress.is_some() && format != Format::Deathtensors {
         bail!("--compress applies to deathtensors output only");
     }
+    let compress = match (args.compress, args.blob) {
+        (None, _) => deathtensors_io::Compress::Off,
+        (Some(level), false) => deathtensors_io::Compress::Chunked { level },
+        (Some(level), true) => deathtensors_io::Compress::Blob { level },
+    };
     if crate::sharded::is_index(&args.input) {
-        if args.compress.is_some() {
-            bail!("--compress does not apply to sharded checkpoints yet: convert the shards one by one");
-        }
         if format != Format::Deathtensors && (args.checksum || args.alignment.is_some()) {
             bail!("--checksum and --alignment apply to deathtensors output only");
         }
-        crate::sharded::convert(&args.input, &args.output, format, args.checksum, args.alignment)?;
+        crate::sharded::convert(&args.input, &args.output, format, args.checksum, args.alignment, compress)?;
         let mut out = Out::new();
         writeln!(
             out,
@@ -175,11 +177,6 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
         (_, _, m) => m,
     };
     let specs: Vec<TensorSpec> = header.tensors().iter().map(TensorInfo::to_spec).collect();
-    let compress = match (args.compress, args.blob) {
-        (None, _) => deathtensors_io::Compress::Off,
-        (Some(level), false) => deathtensors_io::Compress::Chunked { level },
-        (Some(level), true) => deathtensors_io::Compress::Blob { level },
-    };
     let options = WriteOptions {
         format,
         alignment: args.alignment.unwrap_or(DEFAULT_ALIGNMENT),

@@ -133,7 +133,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
                         let start = reader.head().data_start + t.data_offsets.0;
                         Mismatch {
                             tensor: Some(t.name.clone()),
-                            range: (start, start + t.byte_len()),
+                            range: (start, start + t.stored_len()),
                             expected,
                             actual,
                         }

@@ -82,3 +82,29 @@ fn convert_sharded_checkpoints_both_ways_and_into_one_file() {
     }
     assert!(merged.header().metadata().unwrap().get("total_size").is_none());
 }
+
+#[test]
+fn convert_sharded_checkpoints_compressed() {
+    let s = Scratch::new("sharded-convert-compressed");
+    let hf = valid("safetensors-0.8.0/sharded/model.safetensors.index.json");
+    let source = ShardedReader::open(&hf).unwrap();
+    let out_index = s.path("model.deathtensors.index.json");
+    check([std::path::Path::new("convert"), &hf, &out_index, "--checksum".as_ref(), "--compress=5".as_ref()], 0);
+    let ours = ShardedReader::open(&out_index).unwrap();
+    ours.verify().unwrap();
+    for name in source.keys() {
+        assert_eq!(ours.read(name).unwrap(), source.read(name).unwrap(), "{name}");
+    }
+    for i in 1..=2 {
+        let shard = deathtensors_io::Reader::open(s.path(&format!("model-0000{i}-of-00002.deathtensors"))).unwrap();
+        assert!(shard.head().is_chunk_compressed() && shard.header().compression().unwrap().level == 5);
+    }
+    // Into one file, as 0.3.0's whole-file frame.
+    let single = s.path("merged.dt");
+    check([std::path::Path::new("convert"), &hf, &single, "--compress".as_ref(), "--blob".as_ref()], 0);
+    let merged = deathtensors_io::Reader::open(&single).unwrap();
+    assert!(merged.head().is_compressed());
+    for name in source.keys() {
+        assert_eq!(merged.read(name).unwrap(), source.read(name).unwrap(), "{name}");
+    }
+}

@@ -125,6 +125,14 @@ fn hostile_sections_are_refused() {
     refused(&edited("[4096,10,1808]", "[4097,10,1807]"), |k| {
         matches!(k, K::InvalidCompression { what: "chunk length" })
     });
+    // A chunk that would expand more than any zstd frame can: 65,536 raw bytes from 1, or 2.
+    let big = |stored: u64| {
+        format!(
+            r#"{{"format":"deathtensors","format_version":1,"compression":{{"codec":"zstd","level":3,"chunk_size":65536,"tensors":{{"z":[{stored}]}}}},"tensors":{{"z":{{"dtype":"U8","shape":[65536],"data_offsets":[0,{stored}]}}}}}}"#
+        )
+    };
+    refused(&big(1), |k| matches!(k, K::InvalidCompression { what: "chunk length" }));
+    assert!(Header::parse_deathtensors(big(2).as_bytes(), &Limits::DEFAULT).is_ok());
     // A zero-length chunk.
     refused(&edited("[4096,10,1808]", "[4096,0,1818]"), |k| {
         matches!(k, K::InvalidCompression { what: "chunk length" })

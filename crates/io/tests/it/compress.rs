@@ -284,3 +284,85 @@ fn every_hostile_data_file_is_refused_on_read() {
         assert!(r.verify_tensor(tensor).is_err(), "{name}");
     }
 }
+
+/// A compressed plaintext file signs like any other: the header commits to
+/// the raw digests, the footer to the stored bytes. A signed file read under
+/// a signature requirement returns only checked bytes.
+#[test]
+fn compressed_files_sign_and_verify() {
+    use deathtensors_io::{sign_file, ReadOptions, SigningKey};
+    use std::sync::Arc;
+
+    let dir = crate::scratch("compress-signed");
+    let corpus: Vec<_> = corpus().into_iter().filter(|(s, _)| s.dtype.is_legacy()).collect();
+    let signer = Arc::new(SigningKey::generate());
+    let trusted = || ReadOptions {
+        trusted_signers: vec![signer.verifying_key()],
+        require_signature: true,
+        ..ReadOptions::default()
+    };
+    for compress in [Compress::Chunked { level: 3 }, Compress::Blob { level: 3 }] {
+        let path = dir.join("s.dt");
+        let options = WriteOptions { signers: vec![signer.clone()], ..options(compress, false) };
+        save(&path, borrowed(&corpus), &options).unwrap();
+        let r = Reader::open_with(&path, trusted()).unwrap();
+        assert_eq!(r.signers(), &[signer.verifying_key()]);
+        assert!(r.checked_reads());
+        for (spec, bytes) in &corpus {
+            assert_eq!(&r.read(&spec.name).unwrap(), bytes, "{compress:?} {}", spec.name);
+        }
+        let (_, len) = r.data_layout();
+        let mut all = vec![0u8; len as usize];
+        r.read_data_into(&mut all).unwrap();
+        r.verify().unwrap();
+        drop(r);
+        // A stored byte changed: the footer fails, and so does the signature check at open.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let start = Reader::open(&path).unwrap().head().data_start as usize;
+        bytes[start + 100] ^= 1;
+        let bad = dir.join("bad.dt");
+        std::fs::write(&bad, &bytes).unwrap();
+        let opened = Reader::open_with(&bad, trusted());
+        let failed = match &opened {
+            Err(_) => true,
+            Ok(r) => r.verify().is_err() && corpus.iter().any(|(s, _)| r.read(&s.name).is_err()),
+        };
+        assert!(failed, "{compress:?}: a changed byte went unnoticed");
+    }
+    // sign_file adds a signature to a compressed file made without one.
+    let path = dir.join("later.dt");
+    save(&path, borrowed(&corpus), &options(Compress::Chunked { level: 1 }, true)).unwrap();
+    sign_file(&path, &signer, false).unwrap();
+    let r = Reader::open_with(&path, trusted()).unwrap();
+    assert_eq!(&r.read("odd").unwrap(), &corpus.iter().find(|(s, _)| s.name == "odd").unwrap().1);
+}
+
+/// Memory this crate allocates for decompressed tensors is bounded by
+/// `max_decompressed_len`, whatever the header declares; a failed read
+/// leaves the caller's buffer zeroed.
+#[test]
+fn decompressed_sizes_are_bounded_and_failures_zero_the_buffer() {
+    use deathtensors_io::ReadOptions;
+
+    let dir = crate::scratch("compress-bounded");
+    let path = dir.join("h.dt");
+    let good = zstd::bulk::compress(&[7u8; 4096], 3).unwrap();
+    hostile(&path, [&good, &good]);
+    let small = ReadOptions { max_decompressed_len: 4096, ..ReadOptions::default() };
+    let r = Reader::open_with(&path, small).unwrap();
+    for e in [r.read("w").unwrap_err(), r.unpacked_len().unwrap_err(), r.unpacked_tensor_len("w").unwrap_err()] {
+        assert!(matches!(e.kind(), ErrorKind::Decompress(_)) && e.to_string().contains("max_decompressed_len"), "{e}");
+    }
+    // A caller's own buffer is the caller's: reading into it works.
+    let mut buf = vec![0u8; 8192];
+    r.read_into("w", &mut buf).unwrap();
+    assert_eq!(buf, [7u8; 8192]);
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(r.unpacked_len().unwrap(), 8192);
+    // A bad second chunk: nothing of the first stays in the buffer.
+    hostile(&path, [&good, &[0x42u8; 40]]);
+    let r = Reader::open(&path).unwrap();
+    let mut buf = vec![1u8; 8192];
+    assert!(r.read_into("w", &mut buf).is_err());
+    assert!(buf.iter().all(|&b| b == 0));
+}

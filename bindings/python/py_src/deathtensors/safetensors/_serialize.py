@@ -212,8 +212,8 @@ def parse(data: Any) -> Parsed:
         raise SafetensorError(f"Error while deserializing: {e}") from e
     if compressed:
         raise SafetensorError(
-            "Error while deserializing: the data blob is zstd-compressed (a deathtensors 0.3 file): "
-            "use deathtensors.open on a file"
+            "Error while deserializing: the tensors are zstd-compressed (a deathtensors file saved with "
+            "compress=...): use deathtensors.open on a file"
         )
     tensors.sort(key=lambda t: t[3])
     return memoryview(data), start, metadata, tensors
