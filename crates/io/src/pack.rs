@@ -391,14 +391,7 @@ pub(crate) fn save_blob(
             s.sha256 = Some(d);
         }
     }
-    let header = Header::new_deathtensors(
-        specs,
-        options.metadata.clone().unwrap_or_default(),
-        options.alignment,
-        options.created_by.clone(),
-        &options.limits,
-    )
-    .map_err(fmt)?;
+    let header = options.deathtensors_header(specs).map_err(fmt)?;
     let head = Head::encode(&header, flags).map_err(fmt)?;
     let temp = TempFile::create(path, options.durable).map_err(io)?;
     let hasher = {

@@ -864,19 +864,26 @@ impl Reader {
                 .map_err(|e| Error::io(e, &self.path, "cannot read"))?;
         }
         if self.trust.checked_reads {
-            let tensors = self.head.header.tensors();
-            let inputs: Vec<Input<'_>> = tensors
-                .iter()
-                .map(|t| Input::Bytes(&buf[t.data_offsets.0 as usize..t.data_offsets.1 as usize]))
-                .collect();
-            let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
-            let bad = tensors.iter().zip(digests).find(|(t, d)| t.sha256 != Some(*d));
-            if let Some((t, actual)) = bad {
-                let name = t.name.clone();
-                let err = self.check_digest(&name, |_| Ok(actual));
-                buf.fill(0);
-                return err;
-            }
+            let layout: Vec<(u64, u64)> = self.head.header.tensors().iter().map(|t| t.data_offsets).collect();
+            return self.check_laid_out(buf, &layout);
+        }
+        Ok(())
+    }
+
+    /// Under a signature requirement: checks each tensor's bytes, at its
+    /// range in `layout` of `buf`, against its digest (on all cores), and
+    /// zeroes `buf` if one fails, so that nothing unverified is returned.
+    fn check_laid_out(&self, buf: &mut [u8], layout: &[(u64, u64)]) -> Result<()> {
+        let tensors = self.head.header.tensors();
+        let inputs: Vec<Input<'_>> =
+            layout.iter().map(|&(start, end)| Input::Bytes(&buf[start as usize..end as usize])).collect();
+        let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
+        let bad = tensors.iter().zip(digests).find(|(t, d)| t.sha256 != Some(*d));
+        if let Some((t, actual)) = bad {
+            let name = t.name.clone();
+            let err = self.check_digest(&name, |_| Ok(actual));
+            buf.fill(0);
+            return err;
         }
         Ok(())
     }
@@ -927,16 +934,7 @@ impl Reader {
             return Err(e);
         }
         if self.trust.checked_reads {
-            let inputs: Vec<Input<'_>> =
-                layout.iter().map(|&(start, end)| Input::Bytes(&buf[start as usize..end as usize])).collect();
-            let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
-            let bad = tensors.iter().zip(digests).find(|(t, d)| t.sha256 != Some(*d));
-            if let Some((t, actual)) = bad {
-                let name = t.name.clone();
-                let err = self.check_digest(&name, |_| Ok(actual));
-                buf.fill(0);
-                return err;
-            }
+            return self.check_laid_out(buf, &layout);
         }
         Ok(())
     }

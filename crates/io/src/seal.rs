@@ -118,15 +118,7 @@ pub(crate) fn save_encrypted(
 ) -> Result<Header> {
     let fmt = |e| Error::format(e, path, DOING);
     let io = |e| Error::io(e, path, DOING);
-    let metadata = options.metadata.clone().unwrap_or_default();
-    let plain = Header::new_deathtensors(
-        specs,
-        metadata.clone(),
-        options.alignment,
-        options.created_by.clone(),
-        &options.limits,
-    )
-    .map_err(fmt)?;
+    let plain = options.deathtensors_header(specs).map_err(fmt)?;
     let keys = new_file_keys(enc).map_err(|m| Error::input(m, path, DOING))?;
     let (dk, file_id) = (&keys.data_key, keys.file_id);
     let total: u64 = plain.tensors().iter().map(|t| chunk_count(t.byte_len(), enc.chunk_size)).sum();
@@ -163,15 +155,7 @@ pub(crate) fn save_encrypted(
         }
     }
     let rebuild = |specs: Vec<TensorSpec>, section: Encryption| -> Result<Header> {
-        Header::new_deathtensors(
-            specs,
-            metadata.clone(),
-            options.alignment,
-            options.created_by.clone(),
-            &options.limits,
-        )
-        .and_then(|h| h.with_encryption(section))
-        .map_err(fmt)
+        options.deathtensors_header(specs).and_then(|h| h.with_encryption(section)).map_err(fmt)
     };
     if enc.seal_header {
         // The inner header's length does not depend on the section, and

@@ -89,6 +89,20 @@ impl Default for WriteOptions {
 
 const DOING: &str = "cannot write";
 
+impl WriteOptions {
+    /// The deathtensors header these options give `specs`: laid out with
+    /// their alignment, global metadata, `created_by` and limits.
+    pub(crate) fn deathtensors_header(&self, specs: Vec<TensorSpec>) -> deathtensors_format::Result<Header> {
+        Header::new_deathtensors(
+            specs,
+            self.metadata.clone().unwrap_or_default(),
+            self.alignment,
+            self.created_by.clone(),
+            &self.limits,
+        )
+    }
+}
+
 /// Refuses a checksum, encryption or signatures for `format`, whose files
 /// (safetensors, bintensors) have no place for them.
 fn plain_only(format: &str, options: &WriteOptions, path: &Path) -> Result<()> {
@@ -107,14 +121,7 @@ fn plan(path: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<(
     let fmt = |e| Error::format(e, path, DOING);
     match options.format {
         Format::Deathtensors => {
-            let header = Header::new_deathtensors(
-                specs,
-                options.metadata.clone().unwrap_or_default(),
-                options.alignment,
-                options.created_by.clone(),
-                &options.limits,
-            )
-            .map_err(fmt)?;
+            let header = options.deathtensors_header(specs).map_err(fmt)?;
             let mut flags =
                 if options.checksum || !options.signers.is_empty() { Flags::CHECKSUM } else { Flags::EMPTY };
             if !options.signers.is_empty() {

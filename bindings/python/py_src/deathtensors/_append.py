@@ -6,9 +6,8 @@ import os
 from typing import Any, Iterable, Mapping, Optional, Tuple
 
 from . import _convert, _native
-from ._file import PathLike, _check_metadata
+from ._file import PathLike, _check_metadata, _tensor_metadata
 from ._legacy import expand_path
-from .errors import DeathTensorsError
 
 
 def append(
@@ -28,13 +27,7 @@ def append(
     from the old file into a new one that replaces it atomically, so memory
     stays bounded and a crash leaves the old file or the new one. A name the
     file already has is an error, and so are encrypted and signed files."""
-    if not isinstance(tensors, Mapping):
-        raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
-    metadata = dict(metadata or {})
-    unknown = set(metadata) - set(tensors)
-    if unknown:
-        raise DeathTensorsError(f"metadata names tensors that are not appended: {sorted(unknown)}")
-    checked = {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items()}
+    checked = _tensor_metadata(tensors, metadata, "appended")
     _native.append(
         expand_path(path),
         _convert.collect(tensors, checked),

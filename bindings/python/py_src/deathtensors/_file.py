@@ -28,6 +28,18 @@ def _check_metadata(what: str, m: Optional[Mapping[str, str]]) -> Optional[Dict[
     return out
 
 
+def _tensor_metadata(tensors: Any, metadata: Any, verb: str) -> Dict[str, Optional[Dict[str, str]]]:
+    """Checks that ``tensors`` is a dict and that ``metadata`` maps some of
+    its names to string dicts; returns the checked metadata."""
+    if not isinstance(tensors, Mapping):
+        raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
+    metadata = dict(metadata or {})
+    unknown = set(metadata) - set(tensors)
+    if unknown:
+        raise DeathTensorsError(f"metadata names tensors that are not {verb}: {sorted(unknown)}")
+    return {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items()}
+
+
 def _compress_mode(compress: Any, compress_level: Any) -> Tuple[str, int]:
     """The native writer's ``compress`` mode and level, checked."""
     if isinstance(compress_level, bool) or not isinstance(compress_level, int) or not 1 <= compress_level <= 22:
@@ -100,13 +112,7 @@ def save(
     a key, the file shows no tensor names, shapes or metadata. These make
     files that deathtensors 0.3.0 refuses to open.
     """
-    if not isinstance(tensors, Mapping):
-        raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
-    metadata = dict(metadata or {})
-    unknown = set(metadata) - set(tensors)
-    if unknown:
-        raise DeathTensorsError(f"metadata names tensors that are not saved: {sorted(unknown)}")
-    checked = {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items()}
+    checked = _tensor_metadata(tensors, metadata, "saved")
     mode, level = _compress_mode(compress, compress_level)
     _native_save(
         expand_path(path),
