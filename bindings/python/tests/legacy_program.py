@@ -138,7 +138,7 @@ with dt.open_sharded(p("sharded.deathtensors"), verify=True) as r:
         "bytes": h(r.get_bytes("layer.1.weight")),
         "stats": r.stats("layer.2.weight")["mean"],
     }
-reader = dt.ShardedReader(p("sharded.deathtensors"))
+reader = dt.ShardedReader(index_path=p("sharded.deathtensors"))
 res["sharded_direct"] = reader.keys() == res["sharded"]["keys"]
 reader.close()
 

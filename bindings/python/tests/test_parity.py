@@ -120,3 +120,52 @@ def test_030_refuses_our_per_tensor_compression(runs, legacy):  # noqa: F811 - t
     _, _, _, ours_dir = runs
     message = legacy(REFUSE_SCRIPT, ours_dir / "compressed.deathtensors")
     assert message is not None and "unknown flag bits 0x00000020" in message
+
+
+SIGNATURES_SCRIPT = r"""
+import inspect, json
+import deathtensors as d
+
+def params(f):
+    try:
+        return [(p.name, p.kind.name, None if p.default is p.empty else repr(p.default))
+                for p in inspect.signature(f).parameters.values()]
+    except (TypeError, ValueError):
+        return None  # a native callable without a signature
+
+out = {"__all__": d.__all__, "names": [n for n in dir(d) if not n.startswith("_")]}
+for n in d.__all__:
+    o = getattr(d, n, None)
+    if callable(o) and not isinstance(o, type):
+        out[n] = params(o)
+for cname in ("DtFile", "ShardedReader", "Schema"):
+    c = getattr(d, cname)
+    for m in dir(c):
+        if (not m.startswith("_") or m == "__init__") and callable(getattr(c, m)):
+            out[f"{cname}.{m}"] = params(getattr(c, m))
+print(json.dumps(out))
+"""
+
+
+def test_every_030_name_exists_with_its_positional_parameters(legacy):  # noqa: F811 - the fixture
+    theirs = legacy(SIGNATURES_SCRIPT)
+    r = subprocess.run([sys.executable, "-c", SIGNATURES_SCRIPT], capture_output=True, text=True, check=True)
+    ours = json.loads(r.stdout)
+    stdlib = {"Any", "Dict", "Iterable", "Iterator", "List", "Mapping", "Optional", "Tuple", "Union", "annotations",
+              "argparse", "builtins", "datetime", "hashlib", "json", "os", "shutil", "sys"}
+    assert set(theirs["names"]) - stdlib <= set(ours["names"])
+    assert set(theirs["__all__"]) <= set(ours["__all__"])
+    checked = 0
+    for name, params in theirs.items():
+        if name in ("__all__", "names") or params is None:
+            continue
+        positional = [p for p in params if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
+        mine = [p for p in ours[name] if p[1] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
+        # Same names, order and defaults; ours may add parameters after them.
+        assert [(p[0], p[2]) for p in mine[: len(positional)]] == [(p[0], p[2]) for p in positional], name
+        # save_sparse(path, tensors, **kwargs) passes them on (0.3.0's native
+        # classes show object's *args, **kwargs: not an API).
+        if "." not in name and any(p[1] == "VAR_KEYWORD" for p in params):
+            assert any(p[1] == "VAR_KEYWORD" for p in ours[name]), name
+        checked += 1
+    assert checked > 40

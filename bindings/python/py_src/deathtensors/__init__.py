@@ -15,6 +15,7 @@ from ._legacy import (
     DT_DTYPE_MAP,
     LEGACY_EXTENSION,
     TORCH_DTYPE_MAP,
+    builtin_open,
     expand_path,
     file_magic,
     format_version,

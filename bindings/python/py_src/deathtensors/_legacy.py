@@ -4,11 +4,15 @@ unchanged (see ``docs/MIGRATING.md``)."""
 
 from __future__ import annotations
 
+import builtins
 import os
 import sys
 from typing import Any, Dict, List, Optional, Union
 
 from . import _dtypes, _native
+
+#: Python's ``open``, which 0.3.0 kept under this name beside its own.
+builtin_open = builtins.open
 
 #: The extension deathtensors 0.3.0 writes, and its older one.
 CANONICAL_EXTENSION = ".deathtensors"

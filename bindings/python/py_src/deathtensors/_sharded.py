@@ -113,8 +113,8 @@ class ShardedFile:
     """A sharded checkpoint opened lazily: the same reading API as
     :class:`DtFile`, over all shards."""
 
-    def __init__(self, path: PathLike, verify: bool = False, **trust: Any) -> None:
-        self.path = _index_path(expand_path(path))
+    def __init__(self, index_path: PathLike, verify: bool = False, **trust: Any) -> None:
+        self.path = _index_path(expand_path(index_path))
         self._index = ShardedIndex(self.path)
         self._files: Dict[str, DtFile] = {}
         # keys=, trusted_signers=, require_signature=, require_encryption=,
@@ -237,7 +237,7 @@ ShardedReader = ShardedFile
 
 
 def open_sharded(
-    path: PathLike,
+    index_path: PathLike,
     verify: bool = False,
     *,
     keys: Any = None,
@@ -251,7 +251,7 @@ def open_sharded(
     and trust arguments are :func:`deathtensors.open`'s, applied to every
     shard as it is opened."""
     return ShardedFile(
-        path,
+        index_path,
         verify=verify,
         keys=keys,
         trusted_signers=trusted_signers,
