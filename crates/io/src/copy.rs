@@ -26,7 +26,7 @@ pub const COPY_CHUNK: usize = 8 << 20;
 /// replaces `output` at the end, so writing onto an input is safe too.
 ///
 /// # Errors
-/// As [`Writer::create`], and the reads' errors (a tensor `source` does not
+/// As [`Writer::create`](crate::Writer::create), and the reads' errors (a tensor `source` does not
 /// have is `TensorNotFound`).
 pub fn copy_tensors<'r>(
     source: impl Fn(&str) -> Result<&'r Reader> + Sync,
