@@ -26,9 +26,11 @@ pub fn run_setup() -> Result<(), String> {
 
 /// Debian packages the tests use, installed when missing and possible (as
 /// root, with apt): strace kills a writer at each system call of a commit in
-/// the crash tests of collections (they skip without it).
+/// the crash tests of collections (they skip without it); nginx serves files
+/// with Range support to the tests of `deathtensors-remote` (`http://`, on
+/// loopback, started and stopped by the tests).
 fn debian_packages() {
-    const PACKAGES: &[(&str, &str)] = &[("strace", "strace")];
+    const PACKAGES: &[(&str, &str)] = &[("strace", "strace"), ("nginx", "nginx")];
     let missing: Vec<&str> = PACKAGES.iter().filter(|(bin, _)| !on_path(bin)).map(|(_, pkg)| *pkg).collect();
     if missing.is_empty() || !on_path("apt-get") {
         return;
@@ -42,7 +44,9 @@ fn debian_packages() {
 }
 
 fn on_path(bin: &str) -> bool {
+    // /usr/sbin: where Debian puts nginx, not on every user's PATH.
     std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
+        || std::path::Path::new("/usr/sbin").join(bin).is_file()
 }
 
 fn component_installed(name: &str) -> bool {

@@ -1,6 +1,5 @@
 //! SHA-256: the footer (one sequential pass) and per-tensor digests (all cores).
 
-
 use ring::digest::{Context, SHA256};
 
 use crate::pread::{read_exact_at, ReadAt};

@@ -25,6 +25,16 @@ pub trait ReadAt: Send + Sync + std::fmt::Debug {
     fn stream_chunk(&self) -> Option<usize> {
         None
     }
+
+    /// A hint: the byte ranges `(offset, len)` about to be read, for sources
+    /// that fetch them ahead (coalescing neighbours). Files ignore it.
+    ///
+    /// # Errors
+    /// As [`ReadAt::read_exact_at`].
+    fn prefetch(&self, ranges: &mut [(u64, u64)]) -> io::Result<()> {
+        let _ = ranges;
+        Ok(())
+    }
 }
 
 impl ReadAt for File {
@@ -68,6 +78,13 @@ impl ReadAt for Source {
         match self {
             Source::File(f) => f.stream_chunk(),
             Source::Other(r) => r.stream_chunk(),
+        }
+    }
+
+    fn prefetch(&self, ranges: &mut [(u64, u64)]) -> io::Result<()> {
+        match self {
+            Source::File(_) => Ok(()),
+            Source::Other(r) => r.prefetch(ranges),
         }
     }
 }

@@ -225,7 +225,13 @@ impl Reader {
     ///
     /// # Safety
     /// With `mappable`, as [`Reader::open_mmap`]; without, none.
-    unsafe fn open_from(file: Source, file_len: u64, path: &Path, options: ReadOptions, mappable: bool) -> Result<Reader> {
+    unsafe fn open_from(
+        file: Source,
+        file_len: u64,
+        path: &Path,
+        options: ReadOptions,
+        mappable: bool,
+    ) -> Result<Reader> {
         let mut probe = vec![0u8; (PROBE_LEN as u64).min(file_len) as usize];
         read_exact_at(&file, &mut probe, 0).map_err(|e| Error::io(e, path, "cannot open"))?;
         // A signed file is parsed as if its signature block were absent.
@@ -547,6 +553,26 @@ impl Reader {
         matches!(self.file, Source::Other(_))
     }
 
+    /// Fetches the stored bytes of the named tensors ahead, for sources
+    /// that read ranges remotely ([`Reader::open_source`]), which coalesce
+    /// neighbours into one request; a local file ignores it. Names not in
+    /// the file are skipped (reading them reports it), and so is a file
+    /// whose blob is one zstd frame (read whole anyway).
+    ///
+    /// # Errors
+    /// `Io` if the source fails.
+    pub fn prefetch(&self, names: &[&str]) -> Result<()> {
+        if !self.is_remote() || self.head.is_compressed() {
+            return Ok(());
+        }
+        let mut ranges: Vec<(u64, u64)> = names
+            .iter()
+            .filter_map(|n| self.head.header.get(n))
+            .map(|t| (self.head.data_start + t.data_offsets.0, t.data_offsets.1 - t.data_offsets.0))
+            .collect();
+        self.file.prefetch(&mut ranges).map_err(|e| Error::io(e, &self.path, "cannot read"))
+    }
+
     /// Whether whole reads check each tensor that has a digest against it:
     /// under checked reads (where a tensor without one is an error), and for
     /// remote sources (where one without is returned unchecked).
@@ -560,7 +586,8 @@ impl Reader {
         if self.is_encrypted() {
             return Ok(());
         }
-        if self.trust.checked_reads || self.head.header.get(name).is_some_and(|t| t.sha256.is_some()) && self.is_remote()
+        if self.trust.checked_reads
+            || self.head.header.get(name).is_some_and(|t| t.sha256.is_some()) && self.is_remote()
         {
             return self.check_bytes(name, bytes);
         }

@@ -418,6 +418,8 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+    use std::fs::File;
+
     use super::*;
 
     fn bytes(len: usize, seed: u8) -> Vec<u8> {
@@ -430,7 +432,7 @@ mod tests {
 
     /// Writes the inputs to `file`, back to back after a 7-byte prefix (so
     /// that no range is aligned), and returns their (offset, length).
-    fn write_all(inputs: &[Vec<u8>], file: &dyn ReadAt) -> Vec<(u64, u64)> {
+    fn write_all(inputs: &[Vec<u8>], file: &std::fs::File) -> Vec<(u64, u64)> {
         use std::io::Write;
         let mut f = file;
         f.write_all(b"prefix!").unwrap();

@@ -395,7 +395,13 @@ pub(crate) fn split_chunks(
 /// checked on all cores (two SHA-256 streams per core), then decrypted in
 /// place. `None` when the tensors are not listed in offset order (a file
 /// from another writer): the caller then goes tensor by tensor.
-pub(crate) fn decrypt_all(file: &dyn ReadAt, path: &Path, head: &Head, trust: &Trust, buf: &mut [u8]) -> Option<Result<()>> {
+pub(crate) fn decrypt_all(
+    file: &dyn ReadAt,
+    path: &Path,
+    head: &Head,
+    trust: &Trust,
+    buf: &mut [u8],
+) -> Option<Result<()>> {
     let doing = "cannot read";
     let tensors = head.header.tensors();
     if !tensors.windows(2).all(|w| w[0].data_offsets <= w[1].data_offsets) {
