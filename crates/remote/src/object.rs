@@ -80,7 +80,7 @@ impl Failure {
 fn from_store(e: object_store::Error, url: &str, range: &Range<u64>) -> Failure {
     use object_store::Error as E;
     let (kind, transient, message) = match &e {
-        E::NotFound { .. } => (io::ErrorKind::NotFound, false, format!("no such object ({e})")),
+        E::NotFound { .. } => (io::ErrorKind::NotFound, false, "no such object".to_string()),
         E::Precondition { .. } => (
             io::ErrorKind::Other,
             false,
