@@ -33,7 +33,8 @@ pub fn url(path: &Path) -> Option<&str> {
 }
 
 fn options() -> RemoteOptions {
-    RemoteOptions { storage_options: OPTIONS.get().cloned().unwrap_or_default(), ..RemoteOptions::default() }
+    // A cache when DEATHTENSORS_REMOTE_CACHE names a directory.
+    RemoteOptions { storage_options: OPTIONS.get().cloned().unwrap_or_default(), ..RemoteOptions::from_env() }
 }
 
 /// Opens a local file or a URL.

@@ -21,6 +21,8 @@
 //!   digests) before it is returned; `verify` also checks the footer.
 //! - Sharded checkpoints ([`open_sharded`]) read their index and open only
 //!   the shards that hold the tensors asked for.
+//! - An optional local [`Cache`] keeps fetched ranges, content-checked and
+//!   bounded ([`RemoteOptions::cache`]).
 //!
 //! The API is blocking: a tokio runtime owned by this crate runs
 //! object_store's futures, so callers (the CLI, the Python bindings) stay
@@ -44,6 +46,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod cache;
 mod object;
 mod open;
 mod options;
@@ -52,6 +55,7 @@ mod stats;
 mod store;
 
 pub use crate::{
+    cache::Cache,
     open::{is_url, open, open_sharded, prefetch, RemoteOpener},
     options::RemoteOptions,
     stats::Stats,

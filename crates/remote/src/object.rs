@@ -266,6 +266,22 @@ impl Object {
     /// `concurrency` at a time.
     fn fetch(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let known = self.known()?;
+        let cache = self.options.cache.as_ref().zip(known.etag.as_deref());
+        if let Some((cache, etag)) = cache {
+            if cache.get(&self.url, etag, offset, buf) {
+                self.options.stats.cache_hit();
+                return Ok(());
+            }
+        }
+        self.fetch_remote(buf, offset, known)?;
+        if let Some((cache, etag)) = cache {
+            cache.put(&self.url, etag, offset, buf);
+        }
+        Ok(())
+    }
+
+    /// [`Object::fetch`] from the store.
+    fn fetch_remote(&self, buf: &mut [u8], offset: u64, known: &Known) -> io::Result<()> {
         let part = self.options.part_size.max(1) as usize;
         let jobs = buf
             .chunks_mut(part)

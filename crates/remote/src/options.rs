@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::cache::Cache;
 use crate::stats::Stats;
 
 /// Options of remote reads: the store's own configuration, and how ranges
@@ -34,6 +35,9 @@ pub struct RemoteOptions {
     pub coalesce_gap: u64,
     /// Counters of requests and bytes, shared with the caller.
     pub stats: Stats,
+    /// A local cache of fetched ranges. Default none;
+    /// [`RemoteOptions::from_env`] sets one from `DEATHTENSORS_REMOTE_CACHE`.
+    pub cache: Option<Cache>,
 }
 
 impl Default for RemoteOptions {
@@ -47,11 +51,30 @@ impl Default for RemoteOptions {
             backoff: Duration::from_millis(100),
             coalesce_gap: 1 << 20,
             stats: Stats::default(),
+            cache: None,
         }
     }
 }
 
+/// The cache's budget when `DEATHTENSORS_REMOTE_CACHE_MAX_BYTES` is unset.
+const DEFAULT_CACHE_BYTES: u64 = 10 << 30;
+
 impl RemoteOptions {
+    /// The defaults, with a cache when the environment asks for one:
+    /// `DEATHTENSORS_REMOTE_CACHE` (a directory) and
+    /// `DEATHTENSORS_REMOTE_CACHE_MAX_BYTES` (default 10 GiB). The command
+    /// line and the Python package start from these.
+    pub fn from_env() -> RemoteOptions {
+        let cache = std::env::var_os("DEATHTENSORS_REMOTE_CACHE").filter(|d| !d.is_empty()).map(|dir| {
+            let max = std::env::var("DEATHTENSORS_REMOTE_CACHE_MAX_BYTES")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(DEFAULT_CACHE_BYTES);
+            Cache::new(dir, max)
+        });
+        RemoteOptions { cache, ..RemoteOptions::default() }
+    }
+
     /// Adds a store configuration entry (see
     /// [`RemoteOptions::storage_options`]).
     pub fn with(mut self, key: impl Into<String>, value: impl Into<String>) -> RemoteOptions {

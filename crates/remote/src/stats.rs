@@ -13,6 +13,7 @@ struct Counts {
     requests: AtomicU64,
     bytes: AtomicU64,
     retries: AtomicU64,
+    cache_hits: AtomicU64,
 }
 
 impl Stats {
@@ -29,6 +30,15 @@ impl Stats {
     /// Requests retried after a transient failure.
     pub fn retries(&self) -> u64 {
         self.0.retries.load(Ordering::Relaxed)
+    }
+
+    /// Reads served by the local cache.
+    pub fn cache_hits(&self) -> u64 {
+        self.0.cache_hits.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn cache_hit(&self) {
+        self.0.cache_hits.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn request(&self) {

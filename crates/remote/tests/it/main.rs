@@ -4,6 +4,7 @@
 //! proxy of our own in front of nginx that counts requests and bytes and
 //! injects faults.
 
+mod cache;
 mod faults;
 mod http;
 mod proxy;
