@@ -23,7 +23,8 @@ pub struct PyShardedIndex {
 pub(crate) fn remote_options(storage_options: Option<Vec<(String, String)>>) -> deathtensors_remote::RemoteOptions {
     deathtensors_remote::RemoteOptions {
         storage_options: storage_options.unwrap_or_default(),
-        ..deathtensors_remote::RemoteOptions::default()
+        // A cache when DEATHTENSORS_REMOTE_CACHE names a directory.
+        ..deathtensors_remote::RemoteOptions::from_env()
     }
 }
 

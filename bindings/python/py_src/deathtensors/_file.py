@@ -553,6 +553,9 @@ def open(  # noqa: A001 - the seed's name
     ``storage_options`` configure the store (object_store's keys, e.g.
     ``{"aws_endpoint": "http://127.0.0.1:9000", "aws_region": "us-east-1"}``);
     the environment (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``) is read too.
+    ``DEATHTENSORS_REMOTE_CACHE`` (a directory) keeps fetched ranges in a
+    local cache, checked and bounded (``DEATHTENSORS_REMOTE_CACHE_MAX_BYTES``,
+    default 10 GiB): see ``docs/REMOTE.md``.
     """
     return DtFile(
         path,
