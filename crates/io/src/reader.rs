@@ -944,6 +944,7 @@ impl Reader {
         } else {
             match &self.file {
                 Source::File(file) => read_parallel(file, buf, self.head.data_start),
+                Source::Other(source) if self.digest_reads() => return self.read_checked_windows(&**source, buf),
                 // A remote source splits and parallelises one read itself.
                 Source::Other(source) => source.read_exact_at(buf, self.head.data_start),
             }
@@ -954,6 +955,77 @@ impl Reader {
             return self.check_laid_out(buf, &layout);
         }
         Ok(())
+    }
+
+    /// [`Reader::read_data_into`] from a remote source with digests to check:
+    /// the blob is read in windows of whole tensors (about 64 MiB), each
+    /// window's tensors hashed on another thread while the next window is
+    /// fetched, so that checking keeps pace with the transfer instead of
+    /// following it. A failed digest zeroes `buf`.
+    fn read_checked_windows(&self, source: &dyn ReadAt, buf: &mut [u8]) -> Result<()> {
+        /// A window's size: large enough for many parallel ranged requests,
+        /// small enough that hashing starts early.
+        const WINDOW: u64 = 64 << 20;
+        let tensors = self.head.header.tensors();
+        let mut order: Vec<usize> = (0..tensors.len()).collect();
+        order.sort_by_key(|&i| tensors[i].data_offsets);
+        // Windows: (blob start, blob end, tensors), ending on tensor ends.
+        let mut windows: Vec<(u64, u64, Vec<usize>)> = Vec::new();
+        let mut start = 0u64;
+        let mut group = Vec::new();
+        for i in order {
+            group.push(i);
+            let end = tensors[i].data_offsets.1;
+            if end - start >= WINDOW {
+                windows.push((start, end, std::mem::take(&mut group)));
+                start = end;
+            }
+        }
+        windows.push((start, buf.len() as u64, group));
+        let (sender, receiver) = std::sync::mpsc::channel::<(u64, &[u8], Vec<usize>)>();
+        let result = std::thread::scope(|s| {
+            let checker = s.spawn(move || -> Result<()> {
+                for (at, bytes, group) in receiver {
+                    let inputs: Vec<Input<'_>> = group
+                        .iter()
+                        .map(|&i| {
+                            let (a, b) = tensors[i].data_offsets;
+                            Input::Bytes(&bytes[(a - at) as usize..(b - at) as usize])
+                        })
+                        .collect();
+                    let digests =
+                        crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
+                    for (&i, d) in group.iter().zip(digests) {
+                        let t = &tensors[i];
+                        if t.sha256.is_some() || self.trust.checked_reads {
+                            self.check_digest(&t.name, |_| Ok(d))?;
+                        }
+                    }
+                }
+                Ok(())
+            });
+            let mut rest: &mut [u8] = &mut *buf;
+            let mut fetched = Ok(());
+            for (start, end, group) in windows {
+                let (window, tail) = std::mem::take(&mut rest).split_at_mut((end - start) as usize);
+                rest = tail;
+                fetched = source
+                    .read_exact_at(window, self.head.data_start + start)
+                    .map_err(|e| Error::io(e, &self.path, "cannot read"));
+                // A checker that stopped (on a mismatch) ends the transfer.
+                if fetched.is_err() || sender.send((start, &*window, group)).is_err() {
+                    break;
+                }
+            }
+            drop(sender);
+            let checked = checker.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            // A corrupt tensor is the more precise report.
+            checked.and(fetched)
+        });
+        if result.is_err() {
+            buf.fill(0);
+        }
+        result
     }
 
     /// Under a signature requirement (or from a remote source): checks each
