@@ -17,10 +17,14 @@
 use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// The chunk a `File` input is read in: two lanes' chunks stay in a core's L2
-/// cache between the read that fills them and the hashing.
-const CHUNK: usize = 256 << 10;
+#[cfg(target_arch = "x86_64")]
 use crate::pread::read_exact_at;
+
+/// The chunk a `File` input is read in (by the two-lane x86 path): two
+/// lanes' chunks stay in a core's L2 cache between the read that fills them
+/// and the hashing.
+#[cfg(any(target_arch = "x86_64", test))]
+const CHUNK: usize = 256 << 10;
 
 /// An input to hash: bytes in memory, or a range of a file, read in chunks
 /// of [`CHUNK`] bytes with positioned reads.
