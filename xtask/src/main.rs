@@ -6,14 +6,22 @@
 //! - `cargo xtask setup`: install what the build needs (rustup targets, ...).
 //! - `cargo xtask fuzz [--seconds N] [TARGET]`: run the fuzz targets.
 //! - `cargo xtask bench`: run the benchmarks.
+//! - `cargo xtask dist`: build, test, sum and sign the release artifacts.
+//! - `cargo xtask verify-dist`: check a dist's sums and signature.
+//! - `cargo xtask release X.Y.Z`: bump, check, build and tag a release.
 
 mod bench;
 mod ci;
 mod compat;
 mod demo;
+mod dist;
+mod dist_test;
 mod fuzz;
 mod python;
+mod release;
 mod setup;
+mod sums;
+mod tools;
 mod util;
 
 use std::process::ExitCode;
@@ -32,6 +40,9 @@ fn main() -> ExitCode {
         "compat" => compat::run(),
         "fuzz" => fuzz::run(rest),
         "bench" => bench::run(rest),
+        "dist" => dist::run(rest),
+        "verify-dist" => sums::run_verify(rest),
+        "release" => release::run(rest),
         "help" | "--help" | "-h" => {
             println!("{}", HELP);
             Ok(())
@@ -59,4 +70,11 @@ tasks:
   fuzz [--seconds N] [TARGET]
                      fuzz every target (or TARGET) for N seconds each (default 60)
   bench [--rust|--python] [ARGS]
-                     criterion benches, then the Python comparison (bindings/python/benches/bench.py ARGS)";
+                     criterion benches, then the Python comparison (bindings/python/benches/bench.py ARGS)
+  dist [--host] [--signing-key KEY.jwk] [--no-test] [--allow-dirty] [--compare DIR]
+                     release artifacts in target/dist: CLI (x86_64/aarch64, glibc/musl), abi3 wheels
+                     (manylinux2014 x86_64/aarch64), sdist, crates, signed SHA256SUMS; each tested
+  verify-dist [DIR] [--signer KEY.pub.jwk]
+                     check a dist against its SHA256SUMS and the signature
+  release X.Y.Z [--dry-run] [--signing-key KEY.jwk]
+                     bump the version, run CI, publish --dry-run, build the dist, tag vX.Y.Z";

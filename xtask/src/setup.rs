@@ -30,23 +30,12 @@ pub fn run_setup() -> Result<(), String> {
 /// with Range support to the tests of `deathtensors-remote` (`http://`, on
 /// loopback, started and stopped by the tests).
 fn debian_packages() {
-    const PACKAGES: &[(&str, &str)] = &[("strace", "strace"), ("nginx", "nginx")];
-    let missing: Vec<&str> = PACKAGES.iter().filter(|(bin, _)| !on_path(bin)).map(|(_, pkg)| *pkg).collect();
-    if missing.is_empty() || !on_path("apt-get") {
+    if !crate::tools::on_path("apt-get") {
         return;
     }
-    let quiet = |c: &mut Command| c.env("DEBIAN_FRONTEND", "noninteractive").status().is_ok_and(|s| s.success());
-    let ok = quiet(Command::new("apt-get").args(["update", "-qq"]))
-        && quiet(Command::new("apt-get").args(["install", "-y", "-qq", "--no-install-recommends"]).args(&missing));
-    if !ok {
-        eprintln!("xtask: could not install {} (tests that need them skip)", missing.join(", "));
+    if let Err(e) = crate::tools::debian(&["strace", "nginx"]) {
+        eprintln!("xtask: {e} (tests that need them skip)");
     }
-}
-
-fn on_path(bin: &str) -> bool {
-    // /usr/sbin: where Debian puts nginx, not on every user's PATH.
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).is_file()))
-        || std::path::Path::new("/usr/sbin").join(bin).is_file()
 }
 
 fn component_installed(name: &str) -> bool {

@@ -47,3 +47,19 @@ fn display(cmd: &Command) -> String {
     }
     s
 }
+
+/// Runs a command in the workspace root and returns its standard output;
+/// fails if it fails.
+pub fn output(cmd: &mut Command) -> Result<String, String> {
+    cmd.current_dir(root());
+    let out = cmd.output().map_err(|e| format!("cannot run {}: {e}", display(cmd)))?;
+    if !out.status.success() {
+        return Err(format!(
+            "`{}` failed: {}\n{}",
+            display(cmd),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        ));
+    }
+    String::from_utf8(out.stdout).map_err(|_| format!("`{}` printed bytes that are not UTF-8", display(cmd)))
+}

@@ -117,3 +117,8 @@ pub fn hex_digest(digest: &[u8; 32]) -> alloc::string::String {
 pub fn parse_hex_digest(hex: &str) -> Option<[u8; 32]> {
     de::parse_digest(hex)
 }
+
+// The README's examples compile and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

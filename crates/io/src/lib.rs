@@ -75,3 +75,8 @@ pub use crate::{
     writer::{save, WriteOptions, Writer},
 };
 pub use deathtensors_format as format;
+
+// The README's examples compile and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -16,10 +16,15 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// The chunk a `File` input is read in: two lanes' chunks stay in a core's L2
-/// cache between the read that fills them and the hashing.
+#[cfg(target_arch = "x86_64")]
+use crate::pread::read_exact_at;
+use crate::pread::ReadAt;
+
+/// The chunk a `File` input is read in (by the two-lane x86 path): two
+/// lanes' chunks stay in a core's L2 cache between the read that fills them
+/// and the hashing.
+#[cfg(any(target_arch = "x86_64", test))]
 const CHUNK: usize = 256 << 10;
-use crate::pread::{read_exact_at, ReadAt};
 
 /// An input to hash: bytes in memory, or a range of a file, read in chunks
 /// of [`CHUNK`] bytes with positioned reads.

@@ -250,6 +250,12 @@ impl SigningKey {
         super::jwk::ed25519(self, kid, secret)
     }
 
+    /// A detached Ed25519 signature of `message` (RFC 8032), for bytes that
+    /// are not a deathtensors file (a release's `SHA256SUMS`, say).
+    pub fn sign_detached(&self, message: &[u8]) -> [u8; 64] {
+        self.sign(message)
+    }
+
     pub(crate) fn sign(&self, message: &[u8]) -> [u8; 64] {
         let mut out = [0u8; 64];
         out.copy_from_slice(self.pair.sign(message).as_ref());
@@ -277,6 +283,12 @@ impl VerifyingKey {
     /// The key as a JWK (`kty` `OKP`, `crv` `Ed25519`).
     pub fn to_jwk(&self, kid: Option<&str>) -> serde_json::Value {
         super::jwk::verifying(self, kid)
+    }
+
+    /// Whether `signature` is this key's Ed25519 signature of `message`
+    /// (the counterpart of [`SigningKey::sign_detached`]).
+    pub fn verify_detached(&self, message: &[u8], signature: &[u8]) -> bool {
+        ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &self.0).verify(message, signature).is_ok()
     }
 }
 

@@ -243,3 +243,26 @@ fn each_recipient_opens_its_file_alone() {
     opened.dedup();
     assert_eq!(opened, ["passphrase", "symmetric", "x25519"]);
 }
+
+/// RFC 8032 section 7.1, TEST 1: the detached signatures of release files
+/// (`SHA256SUMS.sig`) are plain Ed25519.
+#[test]
+fn detached_signatures_are_rfc_8032_ed25519() {
+    let seed = array::<32>(&Value::from("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60"));
+    let key = deathtensors_io::SigningKey::from_seed(seed).unwrap();
+    let public = key.verifying_key();
+    assert_eq!(to_hex(&public.0), "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a");
+    let signature = key.sign_detached(b"");
+    assert_eq!(
+        to_hex(&signature),
+        "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b"
+    );
+    assert!(public.verify_detached(b"", &signature));
+    assert!(!public.verify_detached(b"x", &signature), "another message");
+    let mut bent = signature;
+    bent[10] ^= 1;
+    assert!(!public.verify_detached(b"", &bent), "a changed signature");
+    assert!(!public.verify_detached(b"", &signature[..63]), "a short signature");
+    let other = deathtensors_io::SigningKey::generate().verifying_key();
+    assert!(!other.verify_detached(b"", &signature), "another signer");
+}

@@ -1,0 +1,71 @@
+"""Smoke test of an installed deathtensors wheel, with nothing else
+installed (no numpy, no torch): run by `cargo xtask dist` in a fresh venv,
+on x86_64 natively and on aarch64 under qemu-user.
+
+usage: python wheel_smoke.py TESTDATA_VALID_DIR WORK_DIR VERSION
+
+Every fixture of the manifest is read through the native extension and
+checked against the manifest's digests (safetensors, bintensors and
+deathtensors 0.3.0 files, whole-blob zstd among them); a file that must be
+refused is refused; a file is converted to deathtensors and back, every
+tensor exact; the command line answers.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+
+def main() -> None:
+    valid, work, version = sys.argv[1:4]
+    import deathtensors as dt
+
+    assert dt.__version__ == version, (dt.__version__, version)
+    here = os.path.realpath(dt.__file__)
+    assert here.startswith(os.path.realpath(sys.prefix)), f"imported {here}, not the venv's ({sys.prefix})"
+    for heavy in ("numpy", "torch"):
+        assert heavy not in sys.modules, f"importing deathtensors imported {heavy}"
+
+    manifest = json.load(open(os.path.join(valid, "manifest.json")))
+    checked = refused = 0
+    for rel, entry in sorted(manifest["files"].items()):
+        path = os.path.join(valid, rel)
+        if entry["outcome"] != "ok":
+            try:
+                with dt.open(path, verify=True) as f:
+                    for name in f.keys():
+                        f.get_bytes(name)
+            except dt.DeathTensorsError:
+                refused += 1
+                continue
+            raise AssertionError(f"{rel}: read although the manifest says it must fail")
+        with dt.open(path) as f:
+            assert sorted(f.keys()) == sorted(entry["tensors"]), rel
+            for name, t in entry["tensors"].items():
+                got = hashlib.sha256(f.get_bytes(name)).hexdigest()
+                assert got == t["sha256"], f"{rel}: {name}: sha256 {got}, manifest {t['sha256']}"
+                checked += 1
+    assert checked > 50 and refused > 0, (checked, refused)
+
+    os.makedirs(work, exist_ok=True)
+    src = os.path.join(valid, "safetensors-0.8.0", "all_dtypes.safetensors")
+    mid = os.path.join(work, "all_dtypes.dt")
+    back = os.path.join(work, "all_dtypes.safetensors")
+    dt.from_safetensors(src, mid)
+    dt.to_safetensors(mid, back)
+    with dt.open(src) as a, dt.open(back) as b:
+        assert a.keys() == b.keys(), "safetensors -> deathtensors -> safetensors changed the names or their order"
+        for name in a.keys():
+            assert a.get_bytes(name) == b.get_bytes(name), f"the round trip changed {name}"
+            assert a.info(name)["shape"] == b.info(name)["shape"], name
+        assert a.metadata().items() <= b.metadata().items(), "the round trip lost metadata"
+
+    cli = subprocess.run([sys.executable, "-m", "deathtensors", "verify", mid], capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    print(f"wheel smoke: {checked} tensors of the fixtures match, {refused} bad files refused, round trip exact, CLI ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+//! `cargo xtask dist`: the release artifacts, in `target/dist/`.
+//!
+//! - the CLI for x86_64 and aarch64 Linux, glibc (2.17 and later) and static
+//!   musl, as `deathtensors-<version>-<target>.tar.gz`;
+//! - abi3 wheels (CPython >= 3.11), manylinux2014 x86_64 and aarch64, their
+//!   tag checked by maturin's auditwheel;
+//! - the Python sdist and the `.crate` of every published crate;
+//! - `SHA256SUMS`, signed (`SHA256SUMS.sig`, Ed25519), with the public key
+//!   beside it.
+//!
+//! Everything is cross-compiled with zig (`tools.rs`), so that the same
+//! commit gives the same bytes on any x86_64 Linux machine: a fixed
+//! `SOURCE_DATE_EPOCH` (the commit's time), paths remapped out of the
+//! binaries, sorted archives with fixed owners and times. Then
+//! `dist_test.rs` tests what was built, and `sums.rs` checks the sums.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::util::{cargo_bin, exec, output, root};
+use crate::{dist_test, sums, tools};
+
+/// The CLI's targets: Rust's name, and the name zig builds it under (glibc
+/// 2.17 is manylinux2014's, so the binaries run on any current Linux).
+const CLI_TARGETS: &[(&str, &str)] = &[
+    ("x86_64-unknown-linux-gnu", "x86_64-unknown-linux-gnu.2.17"),
+    ("aarch64-unknown-linux-gnu", "aarch64-unknown-linux-gnu.2.17"),
+    ("x86_64-unknown-linux-musl", "x86_64-unknown-linux-musl"),
+    ("aarch64-unknown-linux-musl", "aarch64-unknown-linux-musl"),
+];
+
+/// The wheels' targets.
+const WHEEL_TARGETS: &[&str] = &["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"];
+
+/// The wheels' platform tag (glibc 2.17).
+pub const MANYLINUX: &str = "manylinux2014";
+
+/// What to build, from the command line.
+#[derive(Debug)]
+struct Options {
+    /// Only the host's CLI and wheel (with the sdist and crates): what CI
+    /// has time for.
+    host_only: bool,
+    signing_key: Option<PathBuf>,
+    test: bool,
+    allow_dirty: bool,
+    compare: Option<PathBuf>,
+    out: PathBuf,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        host_only: false,
+        signing_key: None,
+        test: true,
+        allow_dirty: false,
+        compare: None,
+        out: root().join("target/dist"),
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
+        match a.as_str() {
+            "--host" => o.host_only = true,
+            "--no-test" => o.test = false,
+            "--allow-dirty" => o.allow_dirty = true,
+            "--signing-key" => o.signing_key = Some(PathBuf::from(value(a)?)),
+            "--compare" => o.compare = Some(PathBuf::from(value(a)?)),
+            "--out" => o.out = PathBuf::from(value(a)?),
+            other => return Err(format!("dist: unexpected argument {other:?}\n\n{HELP}")),
+        }
+    }
+    Ok(o)
+}
+
+pub const HELP: &str = "usage: cargo xtask dist [--host] [--signing-key KEY.jwk] [--no-test] [--allow-dirty]
+                         [--compare OTHER_DIST_DIR] [--out DIR]
+
+  --host          only the host's CLI and wheel (and the sdist and crates)
+  --signing-key   an Ed25519 JWK (`deathtensors keygen --type ed25519`) that signs
+                  SHA256SUMS [default: a development key in target/dist-tools/]
+  --no-test       build, sum and sign without testing the artifacts
+  --allow-dirty   build from uncommitted changes (the artifacts are then not a commit's)
+  --compare DIR   after building, report every artifact that differs from DIR's
+  --out DIR       where the artifacts go [default: target/dist]";
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let o = parse(args)?;
+    build(&o)?;
+    if o.test {
+        dist_test::run(&o.out)?;
+    }
+    sums::verify(&o.out, None)?;
+    if let Some(other) = &o.compare {
+        sums::compare(&o.out, other)?;
+    }
+    eprintln!("xtask: dist ready in {}", o.out.display());
+    Ok(())
+}
+
+/// The host's target triple.
+pub fn host() -> String {
+    let v = output(Command::new("rustc").arg("-vV")).unwrap_or_default();
+    v.lines().find_map(|l| l.strip_prefix("host: ")).unwrap_or("x86_64-unknown-linux-gnu").to_string()
+}
+
+fn build(o: &Options) -> Result<(), String> {
+    if !o.allow_dirty && !output(Command::new("git").args(["status", "--porcelain"]))?.trim().is_empty() {
+        return Err("dist: the work tree has uncommitted changes: commit them, or pass --allow-dirty".into());
+    }
+    let host = host();
+    let cli: Vec<(&str, &str)> = CLI_TARGETS.iter().copied().filter(|(t, _)| !o.host_only || *t == host).collect();
+    let wheels: Vec<&str> = WHEEL_TARGETS.iter().copied().filter(|t| !o.host_only || *t == host).collect();
+    if cli.is_empty() || wheels.is_empty() {
+        return Err(format!("dist: no release target for the host {host}"));
+    }
+    let mut rust_targets: Vec<&str> = cli.iter().map(|(t, _)| *t).chain(wheels.iter().copied()).collect();
+    rust_targets.sort_unstable();
+    rust_targets.dedup();
+    tools::install(&rust_targets)?;
+
+    let _ = std::fs::remove_dir_all(&o.out);
+    std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
+    let env = BuildEnv::new()?;
+    let version = workspace_version()?;
+    for (target, zig) in &cli {
+        build_cli(&env, &version, target, zig, &o.out)?;
+    }
+    for target in &wheels {
+        build_wheel(&env, target, &o.out)?;
+    }
+    build_sdist(&env, &o.out)?;
+    build_crates(&env, o.allow_dirty, &o.out)?;
+    let key = sums::signing_key(o.signing_key.as_deref())?;
+    sums::write(&o.out, &key)
+}
+
+/// The environment every build of the dist runs in.
+#[derive(Debug)]
+struct BuildEnv {
+    vars: Vec<(String, std::ffi::OsString)>,
+}
+
+impl BuildEnv {
+    fn new() -> Result<BuildEnv, String> {
+        let root = root();
+        let cargo_home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"));
+        // The commit's time: every run from one commit stamps the same.
+        let epoch = match std::env::var("SOURCE_DATE_EPOCH") {
+            Ok(e) => e,
+            Err(_) => output(Command::new("git").args(["log", "-1", "--format=%ct"]))?.trim().to_string(),
+        };
+        let remap =
+            |flag: &str| format!("{flag}{}=/deathtensors {flag}{}=/cargo", root.display(), cargo_home.display());
+        let vars = vec![
+            ("SOURCE_DATE_EPOCH".to_string(), epoch.into()),
+            ("RUSTFLAGS".to_string(), remap("--remap-path-prefix=").into()),
+            ("CFLAGS".to_string(), remap("-ffile-prefix-map=").into()),
+            ("CARGO_TARGET_DIR".to_string(), root.join("target/dist-build").into()),
+            ("PATH".to_string(), tools::path_env()),
+            ("VIRTUAL_ENV".to_string(), tools::venv().into()),
+        ];
+        Ok(BuildEnv { vars })
+    }
+
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
+        // Flags of the caller's environment would change the bytes.
+        for var in ["CARGO_ENCODED_RUSTFLAGS", "CARGO_BUILD_RUSTFLAGS", "CXXFLAGS"] {
+            c.env_remove(var);
+        }
+        c.envs(self.vars.iter().map(|(k, v)| (k, v)));
+        c
+    }
+
+    fn epoch(&self) -> &std::ffi::OsStr {
+        &self.vars[0].1
+    }
+}
+
+/// The workspace's version (`[workspace.package] version`).
+pub fn workspace_version() -> Result<String, String> {
+    let toml = std::fs::read_to_string(root().join("Cargo.toml")).map_err(|e| format!("Cargo.toml: {e}"))?;
+    crate::release::workspace_version_in(&toml)
+        .ok_or_else(|| "no [workspace.package] version in Cargo.toml".to_string())
+}
+
+fn build_cli(env: &BuildEnv, version: &str, target: &str, zig: &str, out: &Path) -> Result<(), String> {
+    exec(env.command(tools::bin("cargo-zigbuild")).args([
+        "zigbuild",
+        "--locked",
+        "--profile",
+        "dist",
+        "-p",
+        "deathtensors-cli",
+        "--target",
+        zig,
+    ]))?;
+    let binary = root().join("target/dist-build").join(target).join("dist/deathtensors");
+    let name = format!("deathtensors-{version}-{target}");
+    let stage = root().join("target/dist-stage").join(&name);
+    let _ = std::fs::remove_dir_all(&stage);
+    std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
+    let mut files = vec![(binary, "deathtensors", 0o755)];
+    for doc in ["README.md", "LICENSE", "CHANGELOG.md"] {
+        files.push((root().join(doc), doc, 0o644));
+    }
+    for (from, to, mode) in files {
+        let dest = stage.join(to);
+        std::fs::copy(&from, &dest).map_err(|e| format!("{}: {e}", from.display()))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode)).map_err(|e| e.to_string())?;
+    }
+    let archive = out.join(format!("{name}.tar.gz"));
+    let mtime = format!("--mtime=@{}", env.epoch().to_string_lossy());
+    exec(
+        env.command("tar")
+            .args(["--sort=name", &mtime, "--owner=0", "--group=0", "--numeric-owner", "--format=gnu"])
+            .args(["--use-compress-program=gzip -9n", "-cf"])
+            .arg(&archive)
+            .arg("-C")
+            .arg(stage.parent().expect("stage has a parent"))
+            .arg(&name),
+    )
+}
+
+fn build_wheel(env: &BuildEnv, target: &str, out: &Path) -> Result<(), String> {
+    exec(
+        env.command(tools::bin("maturin"))
+            .args(["build", "--locked", "--profile", "dist", "--zig", "--target", target])
+            .args(["--compatibility", MANYLINUX, "--auditwheel", "check", "--quiet"])
+            .args(["-m", "bindings/python/Cargo.toml", "-o"])
+            .arg(out),
+    )
+}
+
+fn build_sdist(env: &BuildEnv, out: &Path) -> Result<(), String> {
+    exec(env.command(tools::bin("maturin")).args(["sdist", "-m", "bindings/python/Cargo.toml", "-o"]).arg(out))
+}
+
+/// The `.crate` of every published crate (`cargo package`, all at once so
+/// that each finds the others in a local registry). They are built and
+/// tested by CI and by `release` (`cargo publish --dry-run`), so not here.
+fn build_crates(env: &BuildEnv, allow_dirty: bool, out: &Path) -> Result<(), String> {
+    let crates = crate::release::published_crates()?;
+    let mut c = env.command(cargo_bin());
+    c.args(["package", "--locked", "--no-verify"]);
+    if allow_dirty {
+        c.arg("--allow-dirty");
+    }
+    for name in &crates {
+        c.args(["-p", name]);
+    }
+    exec(&mut c)?;
+    let version = workspace_version()?;
+    for name in &crates {
+        let file = format!("{name}-{version}.crate");
+        let from = root().join("target/dist-build/package").join(&file);
+        std::fs::copy(&from, out.join(&file)).map_err(|e| format!("{}: {e}", from.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,252 @@
+//! Tests of what `dist` built, not only that it built: each CLI runs a
+//! round trip on the fixtures (aarch64 ones under qemu-user), each wheel
+//! installs into a fresh venv and reads every fixture (aarch64 under
+//! qemu-user with an arm64 CPython), the host's wheel runs the pytest suite,
+//! and the sdist and crates hold what a build from them needs.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Command;
+
+use crate::dist::{host, workspace_version, MANYLINUX};
+use crate::util::{exec, output, root};
+use crate::{python, tools};
+
+pub fn run(dist: &Path) -> Result<(), String> {
+    let version = workspace_version()?;
+    let work = root().join("target/dist-test");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let mut names: Vec<String> = std::fs::read_dir(dist)
+        .map_err(|e| format!("{}: {e}", dist.display()))?
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    let mut tested = 0;
+    for name in &names {
+        let path = dist.join(name);
+        if let Some(target) =
+            name.strip_prefix(&format!("deathtensors-{version}-")).and_then(|s| s.strip_suffix(".tar.gz"))
+        {
+            test_cli(&path, target, &version, &work)?;
+        } else if name.ends_with(".whl") {
+            test_wheel(&path, name, &version, &work)?;
+        } else if name == &format!("deathtensors-{version}.tar.gz") {
+            test_sdist(&path, &version)?;
+        } else if name.ends_with(".crate") {
+            test_crate(&path, name)?;
+        } else {
+            continue;
+        }
+        tested += 1;
+    }
+    eprintln!("xtask: {tested} artifacts tested");
+    Ok(())
+}
+
+/// How to run a binary of `target` here: directly, or under qemu-user.
+fn runner(target: &str) -> Result<Vec<OsString>, String> {
+    let arch = target.split('-').next().unwrap_or_default();
+    let host_arch = host();
+    if host_arch.starts_with(arch) {
+        return Ok(vec![]);
+    }
+    if arch != "aarch64" {
+        return Err(format!("no way to run {target} binaries on {host_arch}"));
+    }
+    tools::qemu()?;
+    Ok(vec!["qemu-aarch64".into(), "-L".into(), tools::ARM64_GLIBC.into()])
+}
+
+fn test_cli(archive: &Path, target: &str, version: &str, work: &Path) -> Result<(), String> {
+    let dir = work.join(target);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    exec(Command::new("tar").arg("-xzf").arg(archive).arg("-C").arg(&dir))?;
+    let top = dir.join(format!("deathtensors-{version}-{target}"));
+    for doc in ["README.md", "LICENSE", "CHANGELOG.md"] {
+        if !top.join(doc).is_file() {
+            return Err(format!("{}: no {doc}", archive.display()));
+        }
+    }
+    let binary = top.join("deathtensors");
+    let elf = std::fs::read(&binary).map_err(|e| format!("{}: {e}", binary.display()))?;
+    let (machine, interp) = elf_facts(&elf).ok_or_else(|| format!("{}: not a 64-bit ELF", binary.display()))?;
+    let want = if target.starts_with("aarch64") { 183 } else { 62 };
+    if machine != want {
+        return Err(format!("{}: ELF machine {machine}, want {want} for {target}", binary.display()));
+    }
+    if target.ends_with("musl") && interp {
+        return Err(format!("{}: a musl build with a dynamic loader: not static", binary.display()));
+    }
+    let run = runner(target)?;
+    let cli = |args: &[&dyn AsRef<std::ffi::OsStr>]| {
+        let mut c = match run.split_first() {
+            Some((q, rest)) => {
+                let mut c = Command::new(q);
+                c.args(rest).arg(&binary);
+                c
+            }
+            None => Command::new(&binary),
+        };
+        c.args(args.iter().map(|a| a.as_ref()));
+        c
+    };
+    let printed = output(&mut cli(&[&"--version"]))?;
+    if printed.trim() != format!("deathtensors {version}") {
+        return Err(format!("{target}: --version printed {printed:?}"));
+    }
+    // A round trip through deathtensors, checked three ways.
+    let src = root().join("testdata/valid/safetensors-0.8.0/all_dtypes.safetensors");
+    let (dt, back) = (dir.join("all_dtypes.dt"), dir.join("back.safetensors"));
+    exec(&mut cli(&[&"convert", &src, &dt, &"--checksum"]))?;
+    exec(&mut cli(&[&"verify", &dt]))?;
+    exec(&mut cli(&[&"convert", &dt, &back]))?;
+    exec(&mut cli(&[&"diff", &src, &back]))?;
+    let listing = output(&mut cli(&[&"inspect", &dt]))?;
+    if !listing.contains("u64") || !listing.contains("bf16") && !listing.contains("BF16") {
+        return Err(format!("{target}: inspect does not list the tensors:\n{listing}"));
+    }
+    // A flipped data byte must fail `verify`.
+    let mut bytes = std::fs::read(&dt).map_err(|e| e.to_string())?;
+    let at = bytes.len() - 40;
+    bytes[at] ^= 0x55;
+    let bad = dir.join("flipped.dt");
+    std::fs::write(&bad, &bytes).map_err(|e| e.to_string())?;
+    let status = cli(&[&"verify", &bad]).output().map_err(|e| e.to_string())?.status;
+    if status.success() {
+        return Err(format!("{target}: verify accepted a file with a flipped byte"));
+    }
+    eprintln!("xtask: {target} CLI: version, convert, verify, diff, inspect and a refused flip ok");
+    Ok(())
+}
+
+/// The ELF machine and whether the file names a dynamic loader (PT_INTERP).
+fn elf_facts(elf: &[u8]) -> Option<(u16, bool)> {
+    if elf.get(..5)? != b"\x7fELF\x02" || elf[5] != 1 {
+        return None;
+    }
+    let u16_at = |o: usize| Some(u16::from_le_bytes(elf.get(o..o + 2)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(elf.get(o..o + 8)?.try_into().ok()?));
+    let machine = u16_at(0x12)?;
+    let (phoff, phentsize, phnum) = (usize::try_from(u64_at(0x20)?).ok()?, usize::from(u16_at(0x36)?), u16_at(0x38)?);
+    let mut interp = false;
+    for i in 0..usize::from(phnum) {
+        let at = phoff.checked_add(i.checked_mul(phentsize)?)?;
+        interp |= u32::from_le_bytes(elf.get(at..at + 4)?.try_into().ok()?) == 3;
+    }
+    Some((machine, interp))
+}
+
+fn test_wheel(wheel: &Path, name: &str, version: &str, work: &Path) -> Result<(), String> {
+    let arch = if name.contains("aarch64") { "aarch64" } else { "x86_64" };
+    let tag = format!("deathtensors-{version}-cp311-abi3-manylinux_2_17_{arch}.{MANYLINUX}_{arch}.whl");
+    if name != tag {
+        return Err(format!("wheel {name}: want the tag {tag}"));
+    }
+    let valid = root().join("testdata/valid");
+    let smoke = root().join("xtask/assets/wheel_smoke.py");
+    let venv = work.join(format!("venv-{arch}"));
+    let smoke_work = work.join(format!("wheel-{arch}"));
+    let site = venv.join("lib/python3.11/site-packages");
+    if host().starts_with(arch) {
+        exec(Command::new(python::base_python()).args(["-m", "venv"]).arg(&venv))?;
+        let py = venv.join("bin/python");
+        exec(Command::new(&py).args(["-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]).arg(wheel))?;
+        exec(Command::new(&py).arg(&smoke).arg(&valid).arg(&smoke_work).arg(version))?;
+        // The pytest suite, against this wheel: the test dependencies come
+        // from the project's .venv, after the wheel on sys.path.
+        python::setup()?;
+        let deps = output(
+            Command::new(python::python()).args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]),
+        )?;
+        std::fs::write(site.join("zz_test_deps.pth"), deps.trim()).map_err(|e| e.to_string())?;
+        let ours = "import deathtensors, os, sys; p = os.path.realpath(deathtensors.__file__); \
+                    assert p.startswith(os.path.realpath(sys.prefix)), p";
+        exec(Command::new(&py).args(["-c", ours]))?;
+        exec(
+            Command::new(&py)
+                .args(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"])
+                .arg(root().join("bindings/python/tests")),
+        )?;
+    } else {
+        // An arm64 CPython under qemu-user: a venv of its own, the wheel put
+        // in it by the host's pip for the wheel's platform.
+        tools::qemu()?;
+        let arm = tools::arm64_root()?;
+        let qemu = |c: &mut Command| {
+            let mut q = Command::new("qemu-aarch64");
+            q.arg("-L").arg(&arm).arg(c.get_program()).args(c.get_args());
+            q
+        };
+        let arm_python = arm.join("usr/bin/python3.11");
+        exec(&mut qemu(Command::new(&arm_python).args(["-m", "venv", "--without-pip"]).arg(&venv)))?;
+        exec(
+            Command::new(python::base_python())
+                .args(["-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--only-binary=:all:"])
+                .args([
+                    "--platform",
+                    &format!("{MANYLINUX}_{arch}"),
+                    "--python-version",
+                    "3.11",
+                    "--implementation",
+                    "cp",
+                ])
+                .arg("--target")
+                .arg(&site)
+                .arg(wheel),
+        )?;
+        exec(&mut qemu(Command::new(venv.join("bin/python")).arg(&smoke).arg(&valid).arg(&smoke_work).arg(version)))?;
+    }
+    eprintln!("xtask: {name}: installed in a fresh venv, imported, fixtures read");
+    Ok(())
+}
+
+fn archive_listing(path: &Path) -> Result<Vec<String>, String> {
+    Ok(output(Command::new("tar").arg("-tzf").arg(path))?.lines().map(str::to_string).collect())
+}
+
+/// The sdist builds the wheel from itself: it must carry every crate the
+/// extension depends on.
+fn test_sdist(path: &Path, version: &str) -> Result<(), String> {
+    let files = archive_listing(path)?;
+    let top = format!("deathtensors-{version}");
+    let mut want: Vec<String> =
+        ["pyproject.toml", "Cargo.toml", "Cargo.lock", "PKG-INFO"].iter().map(|f| format!("{top}/{f}")).collect();
+    for krate in crate::release::published_crates()? {
+        let dir = krate.strip_prefix("deathtensors-").unwrap_or(&krate);
+        if dir != "cli" {
+            want.push(format!("{top}/crates/{dir}/Cargo.toml"));
+            want.push(format!("{top}/crates/{dir}/src/lib.rs"));
+        }
+    }
+    want.push(format!("{top}/bindings/python/src/lib.rs"));
+    want.push(format!("{top}/bindings/python/py_src/deathtensors/__init__.py"));
+    for w in &want {
+        if !files.contains(w) {
+            return Err(format!("{}: no {w}", path.display()));
+        }
+    }
+    eprintln!("xtask: sdist holds the {} crates and files a build needs ({} files)", want.len(), files.len());
+    Ok(())
+}
+
+fn test_crate(path: &Path, name: &str) -> Result<(), String> {
+    let files = archive_listing(path)?;
+    let top = name.trim_end_matches(".crate");
+    for w in ["Cargo.toml", "Cargo.toml.orig", "README.md", "LICENSE"] {
+        if !files.contains(&format!("{top}/{w}")) {
+            return Err(format!("{}: no {w}", path.display()));
+        }
+    }
+    if !files.iter().any(|f| f == &format!("{top}/src/lib.rs") || f == &format!("{top}/src/main.rs")) {
+        return Err(format!("{}: no src/lib.rs or src/main.rs", path.display()));
+    }
+    let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
+    // crates.io refuses crates over 10 MB.
+    if size > 10 << 20 {
+        return Err(format!("{}: {size} bytes, over crates.io's 10 MB", path.display()));
+    }
+    eprintln!("xtask: {name}: {} files, {size} bytes", files.len());
+    Ok(())
+}
