@@ -60,3 +60,8 @@ pub use crate::{
     options::RemoteOptions,
     stats::Stats,
 };
+
+// The README's examples compile as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
