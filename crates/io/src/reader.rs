@@ -963,25 +963,8 @@ impl Reader {
     /// fetched, so that checking keeps pace with the transfer instead of
     /// following it. A failed digest zeroes `buf`.
     fn read_checked_windows(&self, source: &dyn ReadAt, buf: &mut [u8]) -> Result<()> {
-        /// A window's size: large enough for many parallel ranged requests,
-        /// small enough that hashing starts early.
-        const WINDOW: u64 = 64 << 20;
         let tensors = self.head.header.tensors();
-        let mut order: Vec<usize> = (0..tensors.len()).collect();
-        order.sort_by_key(|&i| tensors[i].data_offsets);
-        // Windows: (blob start, blob end, tensors), ending on tensor ends.
-        let mut windows: Vec<(u64, u64, Vec<usize>)> = Vec::new();
-        let mut start = 0u64;
-        let mut group = Vec::new();
-        for i in order {
-            group.push(i);
-            let end = tensors[i].data_offsets.1;
-            if end - start >= WINDOW {
-                windows.push((start, end, std::mem::take(&mut group)));
-                start = end;
-            }
-        }
-        windows.push((start, buf.len() as u64, group));
+        let windows = self.windows(buf.len() as u64);
         let (sender, receiver) = std::sync::mpsc::channel::<(u64, &[u8], Vec<usize>)>();
         let result = std::thread::scope(|s| {
             let checker = s.spawn(move || -> Result<()> {
@@ -1026,6 +1009,90 @@ impl Reader {
             buf.fill(0);
         }
         result
+    }
+
+    /// The blob `0..len` cut into windows of whole tensors of about 64 MiB
+    /// (a larger tensor is a window of its own): (start, end, tensors), in
+    /// order, the last one ending at `len`.
+    fn windows(&self, len: u64) -> Vec<(u64, u64, Vec<usize>)> {
+        /// Large enough for many parallel ranged requests, small enough that
+        /// hashing starts early.
+        const WINDOW: u64 = 64 << 20;
+        let tensors = self.head.header.tensors();
+        let mut order: Vec<usize> = (0..tensors.len()).collect();
+        order.sort_by_key(|&i| tensors[i].data_offsets);
+        let mut windows = Vec::new();
+        let mut start = 0u64;
+        let mut group = Vec::new();
+        for i in order {
+            group.push(i);
+            let end = tensors[i].data_offsets.1;
+            if end - start >= WINDOW {
+                windows.push((start, end, std::mem::take(&mut group)));
+                start = end;
+            }
+        }
+        windows.push((start, len.max(start), group));
+        windows
+    }
+
+    /// [`Reader::verify`] of a plain file from a remote source: one pass
+    /// over the object, each window of whole tensors fetched once, fed to
+    /// the footer's hash and hashed for the tensors' digests, so that the
+    /// object is transferred once, not once for each check. `None` when it
+    /// does not apply (a local file, an encrypted or compressed one).
+    fn verify_one_pass(&self) -> Option<Result<()>> {
+        let Source::Other(source) = &self.file else { return None };
+        if self.is_encrypted() || self.is_compressed() {
+            return None;
+        }
+        let (covered_start, covered_end) = self.head.checksummed()?;
+        let io = |e| Error::io(e, &self.path, "cannot verify");
+        let run = || -> Result<()> {
+            let mut footer = hash::Hasher::new();
+            let mut buf = vec![0u8; (self.head.data_start - covered_start) as usize];
+            source.read_exact_at(&mut buf, covered_start).map_err(io)?;
+            footer.update(&buf);
+            let tensors = self.head.header.tensors();
+            let mut bad: Option<Error> = None;
+            for (start, end, group) in self.windows(self.head.data_end - self.head.data_start) {
+                buf.resize((end - start) as usize, 0);
+                source.read_exact_at(&mut buf, self.head.data_start + start).map_err(io)?;
+                footer.update(&buf);
+                let inputs: Vec<Input<'_>> = group
+                    .iter()
+                    .map(|&i| {
+                        let (a, b) = tensors[i].data_offsets;
+                        Input::Bytes(&buf[(a - start) as usize..(b - start) as usize])
+                    })
+                    .collect();
+                let digests = crate::sha_lanes::digests(&inputs).map_err(io)?;
+                for (&i, d) in group.iter().zip(digests) {
+                    if tensors[i].sha256.is_some() && bad.is_none() {
+                        bad = self.check_digest(&tensors[i].name, |_| Ok(d)).err();
+                    }
+                }
+            }
+            buf.resize((covered_end - self.head.data_end) as usize, 0);
+            source.read_exact_at(&mut buf, self.head.data_end).map_err(io)?;
+            footer.update(&buf);
+            // A corrupt tensor is the more precise report.
+            if let Some(e) = bad {
+                return Err(e);
+            }
+            let mut expected = [0u8; 32];
+            source.read_exact_at(&mut expected, covered_end).map_err(io)?;
+            let actual = footer.finish();
+            if actual != expected {
+                return Err(Error::new(
+                    ErrorKind::ChecksumMismatch { expected, actual },
+                    Some(&self.path),
+                    "verification failed for",
+                ));
+            }
+            Ok(())
+        };
+        Some(run())
     }
 
     /// Under a signature requirement (or from a remote source): checks each
@@ -1293,7 +1360,9 @@ impl Reader {
     }
 
     /// Checks everything the file carries: the footer and the per-tensor
-    /// digests, the digests on all cores while the footer is hashed.
+    /// digests, the digests on all cores while the footer is hashed. From a
+    /// remote source, one pass serves both checks (the object is fetched
+    /// once).
     ///
     /// # Errors
     /// `NoChecksum` if the file has neither; otherwise as
@@ -1309,6 +1378,10 @@ impl Reader {
             (true, false) => self.verify_footer(),
             (false, true) => self.verify_tensors(),
             (true, true) => {
+                // A remote object: transferred once for both checks.
+                if let Some(done) = self.verify_one_pass() {
+                    return done;
+                }
                 let (footer, tensors) = std::thread::scope(|s| {
                     let footer = s.spawn(|| self.verify_footer());
                     let tensors = self.verify_tensors();

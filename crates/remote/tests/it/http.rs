@@ -170,3 +170,25 @@ fn sharded_reads_touch_only_the_shards_asked_for() {
     assert!(proxy.requests() <= 3, "{:?}", proxy.ranges());
     assert!(proxy.bytes() <= 2 * (64 << 10) + 50_000, "{}", proxy.bytes());
 }
+
+#[test]
+fn verify_transfers_the_object_once_and_names_a_bad_tensor() {
+    let dir = scratch("http-verify");
+    let Some(server) = nginx(&dir) else { return };
+    let path = server.root.join("m.dt");
+    let tensors = write_model(&path, 12, 1 << 20, 0);
+    let file_len = std::fs::metadata(&path).unwrap().len();
+    let proxy = Proxy::start(server.port);
+    let options = RemoteOptions { part_size: 1 << 20, ..options() };
+    let reader = open(&proxy.url("m.dt"), &options, ReadOptions::default()).unwrap();
+    reader.verify().unwrap();
+    // Footer and digests from one transfer: the head's first 64 KiB again at most.
+    assert!(proxy.bytes() <= file_len + (64 << 10), "{} bytes for a {file_len}-byte file", proxy.bytes());
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = Reader::open(&path).unwrap().tensor(&tensors[9].0).unwrap().file_offset as usize;
+    bytes[at + 3] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let reader = open(&proxy.url("m.dt"), &options, ReadOptions::default()).unwrap();
+    let err = reader.verify().unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::TensorDigestMismatch { tensor, .. } if tensor == &tensors[9].0), "{err}");
+}
