@@ -96,7 +96,9 @@ fn from_store(e: object_store::Error, url: &str, range: &Range<u64>) -> Failure 
             let text = e.to_string();
             // A server that answers a ranged GET with the whole object (200)
             // or with other bytes is no transient failure.
-            if text.contains("non-partial") || text.contains("Range") || text.contains("range") {
+            // object_store's words for these (`GetResultError`).
+            let range_error = ["non-partial response", "Content-Range header", "CONTENT_RANGE header", "Requested "];
+            if range_error.iter().any(|w| text.contains(w)) {
                 (
                     io::ErrorKind::InvalidData,
                     false,
