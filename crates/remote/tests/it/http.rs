@@ -192,3 +192,18 @@ fn verify_transfers_the_object_once_and_names_a_bad_tensor() {
     let err = reader.verify().unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::TensorDigestMismatch { tensor, .. } if tensor == &tensors[9].0), "{err}");
 }
+
+#[test]
+fn a_hostile_header_length_hits_the_limit_without_being_fetched() {
+    let dir = scratch("http-hostile");
+    let Some(server) = nginx(&dir) else { return };
+    // A safetensors prefix declaring a 1 TiB header, then 1 MiB of junk.
+    let mut bytes = (1u64 << 40).to_le_bytes().to_vec();
+    bytes.extend(std::iter::repeat_n(b'{', 1 << 20));
+    std::fs::write(server.root.join("huge.safetensors"), bytes).unwrap();
+    let proxy = Proxy::start(server.port);
+    let err = open(&proxy.url("huge.safetensors"), &options(), ReadOptions::default()).unwrap_err();
+    assert!(err.is_invalid_file(), "{err}");
+    assert_eq!(proxy.requests(), 1);
+    assert!(proxy.bytes() <= 64 << 10, "{}", proxy.bytes());
+}
