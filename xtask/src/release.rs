@@ -148,22 +148,6 @@ pub fn has_changelog_section(changelog: &str, version: &str) -> bool {
     })
 }
 
-/// The `[workspace.package]` version of a workspace `Cargo.toml`.
-pub fn workspace_version_in(toml: &str) -> Option<String> {
-    let mut in_section = false;
-    for line in toml.lines() {
-        let t = line.trim();
-        if t.starts_with('[') {
-            in_section = t == "[workspace.package]";
-        } else if in_section {
-            if let Some(v) = t.strip_prefix("version = \"").and_then(|r| r.strip_suffix('"')) {
-                return Some(v.to_string());
-            }
-        }
-    }
-    None
-}
-
 /// The workspace `Cargo.toml` with `old` replaced by `new` as the
 /// workspace's version and in the `deathtensors-*` entries of
 /// `[workspace.dependencies]`; every other byte kept.
@@ -350,7 +334,7 @@ mod tests {
              deathtensors-format = { path = \"crates/format\", version = \"0.5.0\" }\n\
              other = { version = \"0.4.0\" }\n\n[package]\nversion = \"0.4.0\"\n"
         );
-        assert_eq!(workspace_version_in(&out).as_deref(), Some("0.5.0"));
+        assert_eq!(crate::util::workspace_package_in(&out, "version").as_deref(), Some("0.5.0"));
         assert!(bump_manifest(toml, "0.3.0", "0.5.0").is_err(), "an old version that is not there");
     }
 

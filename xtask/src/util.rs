@@ -63,3 +63,26 @@ pub fn output(cmd: &mut Command) -> Result<String, String> {
     }
     String::from_utf8(out.stdout).map_err(|_| format!("`{}` printed bytes that are not UTF-8", display(cmd)))
 }
+
+/// A field of `[workspace.package]` in the workspace's `Cargo.toml`.
+pub fn workspace_package(key: &str) -> Result<String, String> {
+    let toml = std::fs::read_to_string(root().join("Cargo.toml")).map_err(|e| format!("Cargo.toml: {e}"))?;
+    workspace_package_in(&toml, key).ok_or_else(|| format!("no {key} in Cargo.toml's [workspace.package]"))
+}
+
+/// A string field of `[workspace.package]` in a `Cargo.toml`'s text.
+pub fn workspace_package_in(toml: &str, key: &str) -> Option<String> {
+    let mut in_section = false;
+    for line in toml.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_section = t == "[workspace.package]";
+        } else if in_section {
+            let value = t.strip_prefix(key).map(str::trim_start).and_then(|r| r.strip_prefix('='));
+            if let Some(v) = value.map(str::trim).and_then(|r| r.strip_prefix('"')?.strip_suffix('"')) {
+                return Some(v.to_string());
+            }
+        }
+    }
+    None
+}
