@@ -190,31 +190,33 @@ fn public_key(path: &Path) -> Result<VerifyingKey, String> {
     }
 }
 
-/// Every artifact that differs between two dists (the reproducibility
-/// check).
-pub fn compare(a: &Path, b: &Path) -> Result<(), String> {
+/// Every artifact of `ours` that is not byte-identical in `reference` (the
+/// reproducibility check); artifacts only the reference has were not built
+/// here and are only counted.
+pub fn compare(ours: &Path, reference: &Path) -> Result<(), String> {
     let read = |d: &Path| {
         let text = std::fs::read_to_string(d.join(SUMS)).map_err(|e| format!("{}: {e}", d.join(SUMS).display()))?;
         parse_sums(&text)
     };
-    let (left, right) = (read(a)?, read(b)?);
+    let (left, right) = (read(ours)?, read(reference)?);
     let mut differ = Vec::new();
     for (name, digest) in &left {
         match right.iter().find(|(n, _)| n == name) {
             Some((_, other)) if other == digest => {}
             Some(_) => differ.push(format!("{name}: different bytes")),
-            None => differ.push(format!("{name}: only in {}", a.display())),
+            None => differ.push(format!("{name}: not in {}", reference.display())),
         }
     }
-    for (name, _) in right.iter().filter(|(n, _)| !left.iter().any(|(m, _)| m == n)) {
-        differ.push(format!("{name}: only in {}", b.display()));
+    if !differ.is_empty() {
+        return Err(format!("not reproduced:\n  {}", differ.join("\n  ")));
     }
-    if differ.is_empty() {
-        eprintln!("xtask: all {} artifacts are byte-identical in {} and {}", left.len(), a.display(), b.display());
-        Ok(())
-    } else {
-        Err(format!("the dists differ:\n  {}", differ.join("\n  ")))
-    }
+    eprintln!(
+        "xtask: all {} artifacts built here are byte-identical to {} ({} more there were not built here)",
+        left.len(),
+        reference.display(),
+        right.len() - left.len()
+    );
+    Ok(())
 }
 
 pub fn sha256_file(path: &Path) -> Result<[u8; 32], String> {
@@ -340,6 +342,12 @@ mod tests {
         write(&b, &SigningKey::generate()).unwrap();
         let err = compare(&a, &b).unwrap_err();
         assert!(err.contains("a.whl: different bytes") && !err.contains("b.tar.gz"), "{err}");
+        // Fewer artifacts here than in the reference is fine; more is not.
+        std::fs::remove_file(a.join("a.whl")).unwrap();
+        write(&a, &SigningKey::generate()).unwrap();
+        compare(&a, &b).unwrap();
+        let err = compare(&b, &a).unwrap_err();
+        assert!(err.contains("a.whl: not in"), "{err}");
         std::fs::remove_dir_all(&a).unwrap();
         std::fs::remove_dir_all(&b).unwrap();
     }
