@@ -55,20 +55,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let tree = if dry_run { dry_run_worktree()? } else { root() };
     eprintln!("xtask: release {old} -> {new} in {}", tree.display());
     bump(&tree, &old, &new)?;
-    // Commands run in `tree` (`util::exec` would run them in the root).
-    let run_in = |program: &str, args: &[&str]| -> Result<(), String> {
-        eprintln!("$ (in {}) {program} {}", tree.display(), args.join(" "));
-        let status = Command::new(program)
-            .args(args)
-            .current_dir(&tree)
-            .status()
-            .map_err(|e| format!("cannot run {program}: {e}"))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("release: `{program} {}` failed: {status}", args.join(" ")))
-        }
-    };
+    let run_in = |program: &str, args: &[&str]| exec(Command::new(program).args(args).current_dir(&tree));
     run_in("git", &["commit", "--quiet", "-am", &format!("Release {new}")])?;
     let cargo = cargo_bin();
     run_in(&cargo, &["xtask", "ci"])?;

@@ -13,9 +13,18 @@ pub fn cargo_bin() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
 }
 
-/// Runs a command in the workspace root, echoing it, and fails if it fails.
+/// Runs `cmd` in the directory it names, or else in the workspace root.
+fn in_root(cmd: &mut Command) -> &mut Command {
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(root());
+    }
+    cmd
+}
+
+/// Runs a command (in the workspace root unless it names a directory),
+/// echoing it, and fails if it fails.
 pub fn exec(cmd: &mut Command) -> Result<(), String> {
-    cmd.current_dir(root());
+    in_root(cmd);
     eprintln!("$ {}", display(cmd));
     let status = cmd.status().map_err(|e| format!("cannot run {}: {e}", display(cmd)))?;
     if status.success() {
@@ -32,7 +41,7 @@ pub fn cargo(args: &[&str]) -> Result<(), String> {
 
 /// Whether a command can be run and succeeds (output discarded).
 pub fn succeeds(cmd: &mut Command) -> bool {
-    cmd.current_dir(root())
+    in_root(cmd)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
@@ -48,10 +57,10 @@ fn display(cmd: &Command) -> String {
     s
 }
 
-/// Runs a command in the workspace root and returns its standard output;
-/// fails if it fails.
+/// Runs a command (in the workspace root unless it names a directory) and
+/// returns its standard output; fails if it fails.
 pub fn output(cmd: &mut Command) -> Result<String, String> {
-    cmd.current_dir(root());
+    in_root(cmd);
     let out = cmd.output().map_err(|e| format!("cannot run {}: {e}", display(cmd)))?;
     if !out.status.success() {
         return Err(format!(
