@@ -56,7 +56,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
     eprintln!("xtask: release {old} -> {new} in {}", tree.display());
     bump(&tree, &old, &new)?;
     let run_in = |program: &str, args: &[&str]| exec(Command::new(program).args(args).current_dir(&tree));
-    run_in("git", &["commit", "--quiet", "-am", &format!("Release {new}")])?;
+    let subject = format!("Release {new}");
+    if dry_run {
+        // The throwaway commit of a dry run needs no one's identity.
+        let who = ["-c", "user.name=deathtensors release dry run", "-c", "user.email=dry-run@invalid"];
+        run_in("git", &[&who[..], &["commit", "--quiet", "-am", &subject]].concat())?;
+    } else {
+        run_in("git", &["commit", "--quiet", "-am", &subject])?;
+    }
     let cargo = cargo_bin();
     run_in(&cargo, &["xtask", "ci"])?;
     let crates = published_crates_in(&tree)?;
