@@ -98,7 +98,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         build(&o)?;
     }
     if o.test {
-        dist_test::run(&o.out)?;
+        // A full dist also builds a wheel from its sdist.
+        dist_test::run(&o.out, o.targets.is_empty())?;
     }
     sums::verify(&o.out, None)?;
     if let Some(other) = &o.compare {
