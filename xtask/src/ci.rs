@@ -23,9 +23,14 @@ pub fn run_ci(args: &[String]) -> Result<(), String> {
     cargo(&["build", "-p", "deathtensors-format", "--no-default-features"])?;
     cargo(&["build", "-p", "deathtensors-format", "--no-default-features", "--target", NO_STD_TARGET])?;
     exec(Command::new(cargo_bin()).args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))?;
+    // The rust-version, with that toolchain.
+    crate::msrv::run()?;
     crate::python::test()?;
     // safetensors 0.8.0's own test suite against our drop-in.
     crate::compat::run()?;
+    // The release artifacts CI has time for: the host's CLI and wheel (the
+    // wheel runs the pytest suite), the sdist and crates, signed sums.
+    crate::dist::run(&["--host".to_string()])?;
     crate::fuzz::smoke(fuzz_seconds)?;
     eprintln!("xtask: all checks passed");
     Ok(())

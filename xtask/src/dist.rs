@@ -38,31 +38,36 @@ pub const MANYLINUX: &str = "manylinux2014";
 /// What to build, from the command line.
 #[derive(Debug)]
 struct Options {
-    /// Only the host's CLI and wheel (with the sdist and crates): what CI
-    /// has time for.
-    host_only: bool,
+    /// The targets to build (with the sdist and crates); all when empty.
+    /// CI builds only the host's.
+    targets: Vec<String>,
     signing_key: Option<PathBuf>,
     test: bool,
     allow_dirty: bool,
     compare: Option<PathBuf>,
+    /// Test (and verify) a dist that is there already, without building.
+    test_only: bool,
     out: PathBuf,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
-        host_only: false,
+        targets: Vec::new(),
         signing_key: None,
         test: true,
         allow_dirty: false,
         compare: None,
+        test_only: false,
         out: root().join("target/dist"),
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().cloned().ok_or(format!("{name} needs a value"));
         match a.as_str() {
-            "--host" => o.host_only = true,
+            "--host" => o.targets.push(host()),
+            "--target" => o.targets.push(value(a)?),
             "--no-test" => o.test = false,
+            "--test-only" => o.test_only = true,
             "--allow-dirty" => o.allow_dirty = true,
             "--signing-key" => o.signing_key = Some(PathBuf::from(value(a)?)),
             "--compare" => o.compare = Some(PathBuf::from(value(a)?)),
@@ -73,22 +78,28 @@ fn parse(args: &[String]) -> Result<Options, String> {
     Ok(o)
 }
 
-pub const HELP: &str = "usage: cargo xtask dist [--host] [--signing-key KEY.jwk] [--no-test] [--allow-dirty]
-                         [--compare OTHER_DIST_DIR] [--out DIR]
+pub const HELP: &str = "usage: cargo xtask dist [--host | --target TRIPLE ...] [--signing-key KEY.jwk] [--no-test]
+                         [--allow-dirty] [--compare OTHER_DIST_DIR] [--out DIR]
 
   --host          only the host's CLI and wheel (and the sdist and crates)
+  --target T      only target T's CLI and wheel (repeatable): x86_64-unknown-linux-gnu,
+                  aarch64-unknown-linux-gnu, x86_64-unknown-linux-musl, aarch64-unknown-linux-musl
   --signing-key   an Ed25519 JWK (`deathtensors keygen --type ed25519`) that signs
                   SHA256SUMS [default: a development key in target/dist-tools/]
   --no-test       build, sum and sign without testing the artifacts
+  --test-only     test and verify the dist in --out as it is, building nothing
   --allow-dirty   build from uncommitted changes (the artifacts are then not a commit's)
   --compare DIR   after building, report every artifact that differs from DIR's
   --out DIR       where the artifacts go [default: target/dist]";
 
 pub fn run(args: &[String]) -> Result<(), String> {
     let o = parse(args)?;
-    build(&o)?;
+    if !o.test_only {
+        build(&o)?;
+    }
     if o.test {
-        dist_test::run(&o.out)?;
+        // A full dist also builds a wheel from its sdist.
+        dist_test::run(&o.out, o.targets.is_empty())?;
     }
     sums::verify(&o.out, None)?;
     if let Some(other) = &o.compare {
@@ -108,12 +119,12 @@ fn build(o: &Options) -> Result<(), String> {
     if !o.allow_dirty && !output(Command::new("git").args(["status", "--porcelain"]))?.trim().is_empty() {
         return Err("dist: the work tree has uncommitted changes: commit them, or pass --allow-dirty".into());
     }
-    let host = host();
-    let cli: Vec<(&str, &str)> = CLI_TARGETS.iter().copied().filter(|(t, _)| !o.host_only || *t == host).collect();
-    let wheels: Vec<&str> = WHEEL_TARGETS.iter().copied().filter(|t| !o.host_only || *t == host).collect();
-    if cli.is_empty() || wheels.is_empty() {
-        return Err(format!("dist: no release target for the host {host}"));
+    let wanted = |t: &str| o.targets.is_empty() || o.targets.iter().any(|w| w == t);
+    if let Some(unknown) = o.targets.iter().find(|t| !CLI_TARGETS.iter().any(|(c, _)| c == t)) {
+        return Err(format!("dist: {unknown} is not a release target ({HELP})"));
     }
+    let cli: Vec<(&str, &str)> = CLI_TARGETS.iter().copied().filter(|(t, _)| wanted(t)).collect();
+    let wheels: Vec<&str> = WHEEL_TARGETS.iter().copied().filter(|t| wanted(t)).collect();
     let mut rust_targets: Vec<&str> = cli.iter().map(|(t, _)| *t).chain(wheels.iter().copied()).collect();
     rust_targets.sort_unstable();
     rust_targets.dedup();
@@ -182,9 +193,7 @@ impl BuildEnv {
 
 /// The workspace's version (`[workspace.package] version`).
 pub fn workspace_version() -> Result<String, String> {
-    let toml = std::fs::read_to_string(root().join("Cargo.toml")).map_err(|e| format!("Cargo.toml: {e}"))?;
-    crate::release::workspace_version_in(&toml)
-        .ok_or_else(|| "no [workspace.package] version in Cargo.toml".to_string())
+    crate::util::workspace_package("version")
 }
 
 fn build_cli(env: &BuildEnv, version: &str, target: &str, zig: &str, out: &Path) -> Result<(), String> {

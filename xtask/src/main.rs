@@ -6,6 +6,7 @@
 //! - `cargo xtask setup`: install what the build needs (rustup targets, ...).
 //! - `cargo xtask fuzz [--seconds N] [TARGET]`: run the fuzz targets.
 //! - `cargo xtask bench`: run the benchmarks.
+//! - `cargo xtask msrv`: the rust-version toolchain builds and tests.
 //! - `cargo xtask dist`: build, test, sum and sign the release artifacts.
 //! - `cargo xtask verify-dist`: check a dist's sums and signature.
 //! - `cargo xtask release X.Y.Z`: bump, check, build and tag a release.
@@ -17,6 +18,7 @@ mod demo;
 mod dist;
 mod dist_test;
 mod fuzz;
+mod msrv;
 mod python;
 mod release;
 mod setup;
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
         "fuzz" => fuzz::run(rest),
         "bench" => bench::run(rest),
         "dist" => dist::run(rest),
+        "msrv" => msrv::run(),
         "verify-dist" => sums::run_verify(rest),
         "release" => release::run(rest),
         "help" | "--help" | "-h" => {
@@ -71,6 +74,7 @@ tasks:
                      fuzz every target (or TARGET) for N seconds each (default 60)
   bench [--rust|--python] [ARGS]
                      criterion benches, then the Python comparison (bindings/python/benches/bench.py ARGS)
+  msrv               check the workspace and test the format crate with the rust-version toolchain
   dist [--host] [--signing-key KEY.jwk] [--no-test] [--allow-dirty] [--compare DIR]
                      release artifacts in target/dist: CLI (x86_64/aarch64, glibc/musl), abi3 wheels
                      (manylinux2014 x86_64/aarch64), sdist, crates, signed SHA256SUMS; each tested

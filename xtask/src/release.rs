@@ -55,21 +55,15 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let tree = if dry_run { dry_run_worktree()? } else { root() };
     eprintln!("xtask: release {old} -> {new} in {}", tree.display());
     bump(&tree, &old, &new)?;
-    // Commands run in `tree` (`util::exec` would run them in the root).
-    let run_in = |program: &str, args: &[&str]| -> Result<(), String> {
-        eprintln!("$ (in {}) {program} {}", tree.display(), args.join(" "));
-        let status = Command::new(program)
-            .args(args)
-            .current_dir(&tree)
-            .status()
-            .map_err(|e| format!("cannot run {program}: {e}"))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("release: `{program} {}` failed: {status}", args.join(" ")))
-        }
-    };
-    run_in("git", &["commit", "--quiet", "-am", &format!("Release {new}")])?;
+    let run_in = |program: &str, args: &[&str]| exec(Command::new(program).args(args).current_dir(&tree));
+    let subject = format!("Release {new}");
+    if dry_run {
+        // The throwaway commit of a dry run needs no one's identity.
+        let who = ["-c", "user.name=deathtensors release dry run", "-c", "user.email=dry-run@invalid"];
+        run_in("git", &[&who[..], &["commit", "--quiet", "-am", &subject]].concat())?;
+    } else {
+        run_in("git", &["commit", "--quiet", "-am", &subject])?;
+    }
     let cargo = cargo_bin();
     run_in(&cargo, &["xtask", "ci"])?;
     let crates = published_crates_in(&tree)?;
@@ -146,22 +140,6 @@ pub fn has_changelog_section(changelog: &str, version: &str) -> bool {
         let rest = rest.trim_start_matches('[');
         rest.strip_prefix(version).is_some_and(|after| after.is_empty() || after.starts_with([']', ' ']))
     })
-}
-
-/// The `[workspace.package]` version of a workspace `Cargo.toml`.
-pub fn workspace_version_in(toml: &str) -> Option<String> {
-    let mut in_section = false;
-    for line in toml.lines() {
-        let t = line.trim();
-        if t.starts_with('[') {
-            in_section = t == "[workspace.package]";
-        } else if in_section {
-            if let Some(v) = t.strip_prefix("version = \"").and_then(|r| r.strip_suffix('"')) {
-                return Some(v.to_string());
-            }
-        }
-    }
-    None
 }
 
 /// The workspace `Cargo.toml` with `old` replaced by `new` as the
@@ -350,7 +328,7 @@ mod tests {
              deathtensors-format = { path = \"crates/format\", version = \"0.5.0\" }\n\
              other = { version = \"0.4.0\" }\n\n[package]\nversion = \"0.4.0\"\n"
         );
-        assert_eq!(workspace_version_in(&out).as_deref(), Some("0.5.0"));
+        assert_eq!(crate::util::workspace_package_in(&out, "version").as_deref(), Some("0.5.0"));
         assert!(bump_manifest(toml, "0.3.0", "0.5.0").is_err(), "an old version that is not there");
     }
 

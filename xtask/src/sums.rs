@@ -190,31 +190,33 @@ fn public_key(path: &Path) -> Result<VerifyingKey, String> {
     }
 }
 
-/// Every artifact that differs between two dists (the reproducibility
-/// check).
-pub fn compare(a: &Path, b: &Path) -> Result<(), String> {
+/// Every artifact of `ours` that is not byte-identical in `reference` (the
+/// reproducibility check); artifacts only the reference has were not built
+/// here and are only counted.
+pub fn compare(ours: &Path, reference: &Path) -> Result<(), String> {
     let read = |d: &Path| {
         let text = std::fs::read_to_string(d.join(SUMS)).map_err(|e| format!("{}: {e}", d.join(SUMS).display()))?;
         parse_sums(&text)
     };
-    let (left, right) = (read(a)?, read(b)?);
+    let (left, right) = (read(ours)?, read(reference)?);
     let mut differ = Vec::new();
     for (name, digest) in &left {
         match right.iter().find(|(n, _)| n == name) {
             Some((_, other)) if other == digest => {}
             Some(_) => differ.push(format!("{name}: different bytes")),
-            None => differ.push(format!("{name}: only in {}", a.display())),
+            None => differ.push(format!("{name}: not in {}", reference.display())),
         }
     }
-    for (name, _) in right.iter().filter(|(n, _)| !left.iter().any(|(m, _)| m == n)) {
-        differ.push(format!("{name}: only in {}", b.display()));
+    if !differ.is_empty() {
+        return Err(format!("not reproduced:\n  {}", differ.join("\n  ")));
     }
-    if differ.is_empty() {
-        eprintln!("xtask: all {} artifacts are byte-identical in {} and {}", left.len(), a.display(), b.display());
-        Ok(())
-    } else {
-        Err(format!("the dists differ:\n  {}", differ.join("\n  ")))
-    }
+    eprintln!(
+        "xtask: all {} artifacts built here are byte-identical to {} ({} more there were not built here)",
+        left.len(),
+        reference.display(),
+        right.len() - left.len()
+    );
+    Ok(())
 }
 
 pub fn sha256_file(path: &Path) -> Result<[u8; 32], String> {
@@ -280,6 +282,74 @@ mod tests {
         ] {
             assert!(parse_sums(&bad).is_err(), "accepted {bad:?}");
         }
+    }
+
+    /// A dist in a fresh directory, signed by a fresh key.
+    fn signed_dist(tag: &str) -> (PathBuf, SigningKey) {
+        let dir = std::env::temp_dir().join(format!("xtask-sums-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.whl"), b"wheel bytes").unwrap();
+        std::fs::write(dir.join("b.tar.gz"), b"archive bytes").unwrap();
+        let key = SigningKey::generate();
+        write(&dir, &key).unwrap();
+        (dir, key)
+    }
+
+    #[test]
+    fn a_signed_dist_verifies_and_every_change_is_caught() {
+        let (dir, key) = signed_dist("tamper");
+        verify(&dir, None).unwrap();
+        let sums = std::fs::read_to_string(dir.join(SUMS)).unwrap();
+        assert_eq!(sums.lines().count(), 2, "{sums}");
+
+        // A changed artifact.
+        std::fs::write(dir.join("a.whl"), b"wheel bytez").unwrap();
+        assert!(verify(&dir, None).unwrap_err().contains("a.whl"));
+        std::fs::write(dir.join("a.whl"), b"wheel bytes").unwrap();
+        // An artifact that is not listed, and one that is gone.
+        std::fs::write(dir.join("c.crate"), b"extra").unwrap();
+        assert!(verify(&dir, None).unwrap_err().contains("not in SHA256SUMS"));
+        std::fs::remove_file(dir.join("c.crate")).unwrap();
+        std::fs::remove_file(dir.join("b.tar.gz")).unwrap();
+        assert!(verify(&dir, None).unwrap_err().contains("missing"));
+        std::fs::write(dir.join("b.tar.gz"), b"archive bytes").unwrap();
+        verify(&dir, None).unwrap();
+        // Sums edited to match a new artifact: the signature no longer holds.
+        std::fs::write(dir.join("a.whl"), b"evil").unwrap();
+        let evil = sums.replace(&sums[..64], &hex(&sha256_file(&dir.join("a.whl")).unwrap()));
+        std::fs::write(dir.join(SUMS), &evil).unwrap();
+        assert!(verify(&dir, None).unwrap_err().contains("not a signature"));
+        std::fs::write(dir.join("a.whl"), b"wheel bytes").unwrap();
+        std::fs::write(dir.join(SUMS), &sums).unwrap();
+        // Re-signed by someone else: refused when the signer is named.
+        let signer = dir.with_extension("pub.jwk");
+        std::fs::write(&signer, key.verifying_key().to_jwk(None).to_string()).unwrap();
+        verify(&dir, Some(&signer)).unwrap();
+        write(&dir, &SigningKey::generate()).unwrap();
+        verify(&dir, None).unwrap();
+        assert!(verify(&dir, Some(&signer)).unwrap_err().contains("not a signature"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_file(&signer).unwrap();
+    }
+
+    #[test]
+    fn compare_names_the_artifacts_that_differ() {
+        let (a, _) = signed_dist("cmp-a");
+        let (b, _) = signed_dist("cmp-b");
+        compare(&a, &b).unwrap();
+        std::fs::write(b.join("a.whl"), b"other").unwrap();
+        write(&b, &SigningKey::generate()).unwrap();
+        let err = compare(&a, &b).unwrap_err();
+        assert!(err.contains("a.whl: different bytes") && !err.contains("b.tar.gz"), "{err}");
+        // Fewer artifacts here than in the reference is fine; more is not.
+        std::fs::remove_file(a.join("a.whl")).unwrap();
+        write(&a, &SigningKey::generate()).unwrap();
+        compare(&a, &b).unwrap();
+        let err = compare(&b, &a).unwrap_err();
+        assert!(err.contains("a.whl: not in"), "{err}");
+        std::fs::remove_dir_all(&a).unwrap();
+        std::fs::remove_dir_all(&b).unwrap();
     }
 
     #[test]

@@ -70,11 +70,24 @@ pub fn debian(packages: &[&str]) -> Result<(), String> {
     if missing.is_empty() {
         return Ok(());
     }
-    let apt = |args: &[&str]| exec(Command::new("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive"));
+    let apt = |args: &[&str]| exec(as_root("apt-get").args(args).env("DEBIAN_FRONTEND", "noninteractive"));
     apt(&["update", "-qq"])?;
     let mut install = vec!["install", "-y", "-qq", "--no-install-recommends"];
     install.extend(&missing);
     apt(&install).map_err(|e| format!("{e} (installing Debian packages {})", missing.join(", ")))
+}
+
+/// `program` as root: directly when we are root, else through `sudo -n`
+/// (CI runners' passwordless sudo), which fails at once rather than ask.
+fn as_root(program: &str) -> Command {
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    if root || !on_path("sudo") {
+        Command::new(program)
+    } else {
+        let mut c = Command::new("sudo");
+        c.args(["-n", "--preserve-env=DEBIAN_FRONTEND", program]);
+        c
+    }
 }
 
 fn debian_installed(package: &str) -> bool {
@@ -106,7 +119,7 @@ pub fn arm64_root() -> Result<PathBuf, String> {
     let _ = std::fs::remove_dir_all(&dir);
     let suite = debian_suite();
     exec(
-        Command::new("debootstrap")
+        as_root("debootstrap")
             .args(["--foreign", "--arch=arm64", "--variant=minbase", "--include=python3.11,libpython3.11-stdlib"])
             .arg(&suite)
             .arg(&dir)

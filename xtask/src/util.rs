@@ -13,9 +13,18 @@ pub fn cargo_bin() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
 }
 
-/// Runs a command in the workspace root, echoing it, and fails if it fails.
+/// Runs `cmd` in the directory it names, or else in the workspace root.
+fn in_root(cmd: &mut Command) -> &mut Command {
+    if cmd.get_current_dir().is_none() {
+        cmd.current_dir(root());
+    }
+    cmd
+}
+
+/// Runs a command (in the workspace root unless it names a directory),
+/// echoing it, and fails if it fails.
 pub fn exec(cmd: &mut Command) -> Result<(), String> {
-    cmd.current_dir(root());
+    in_root(cmd);
     eprintln!("$ {}", display(cmd));
     let status = cmd.status().map_err(|e| format!("cannot run {}: {e}", display(cmd)))?;
     if status.success() {
@@ -32,7 +41,7 @@ pub fn cargo(args: &[&str]) -> Result<(), String> {
 
 /// Whether a command can be run and succeeds (output discarded).
 pub fn succeeds(cmd: &mut Command) -> bool {
-    cmd.current_dir(root())
+    in_root(cmd)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
@@ -48,10 +57,10 @@ fn display(cmd: &Command) -> String {
     s
 }
 
-/// Runs a command in the workspace root and returns its standard output;
-/// fails if it fails.
+/// Runs a command (in the workspace root unless it names a directory) and
+/// returns its standard output; fails if it fails.
 pub fn output(cmd: &mut Command) -> Result<String, String> {
-    cmd.current_dir(root());
+    in_root(cmd);
     let out = cmd.output().map_err(|e| format!("cannot run {}: {e}", display(cmd)))?;
     if !out.status.success() {
         return Err(format!(
@@ -62,4 +71,27 @@ pub fn output(cmd: &mut Command) -> Result<String, String> {
         ));
     }
     String::from_utf8(out.stdout).map_err(|_| format!("`{}` printed bytes that are not UTF-8", display(cmd)))
+}
+
+/// A field of `[workspace.package]` in the workspace's `Cargo.toml`.
+pub fn workspace_package(key: &str) -> Result<String, String> {
+    let toml = std::fs::read_to_string(root().join("Cargo.toml")).map_err(|e| format!("Cargo.toml: {e}"))?;
+    workspace_package_in(&toml, key).ok_or_else(|| format!("no {key} in Cargo.toml's [workspace.package]"))
+}
+
+/// A string field of `[workspace.package]` in a `Cargo.toml`'s text.
+pub fn workspace_package_in(toml: &str, key: &str) -> Option<String> {
+    let mut in_section = false;
+    for line in toml.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_section = t == "[workspace.package]";
+        } else if in_section {
+            let value = t.strip_prefix(key).map(str::trim_start).and_then(|r| r.strip_prefix('='));
+            if let Some(v) = value.map(str::trim).and_then(|r| r.strip_prefix('"')?.strip_suffix('"')) {
+                return Some(v.to_string());
+            }
+        }
+    }
+    None
 }

@@ -8,7 +8,6 @@ import hashlib
 import json
 import os
 import pathlib
-import site
 import subprocess
 import sys
 
@@ -34,7 +33,11 @@ def run_ours(out):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, legacy):  # noqa: F811 - the fixture
     os.environ["DT_TEST_VAR"] = "var"
-    os.environ["DT_EXTRA_SITE"] = site.getsitepackages()[0]
+    # Where this interpreter finds torch (its site-packages, or a directory
+    # a .pth file adds), for 0.3.0's venv to append to its path.
+    import torch
+
+    os.environ["DT_EXTRA_SITE"] = str(pathlib.Path(torch.__file__).resolve().parents[1])
     theirs_dir, ours_dir = tmp_path_factory.mktemp("v030"), tmp_path_factory.mktemp("ours")
     try:
         # The legacy fixture parses stdout as JSON: the program's CLI call
