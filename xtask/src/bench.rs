@@ -2,7 +2,9 @@
 //! script that compares the package with safetensors and deathtensors 0.3.0.
 //! `cargo xtask bench [--rust|--python] [ARGS for the Python script]`;
 //! `cargo xtask bench --compress [ARGS]` runs only the compression
-//! benchmark (`bindings/python/benches/compress_bench.py`).
+//! benchmark (`bindings/python/benches/compress_bench.py`);
+//! `cargo xtask bench --remote [ARGS]` the remote one (nginx on loopback,
+//! side by side with curl: `crates/remote/examples/remote_bench.rs`).
 
 use std::process::Command;
 
@@ -12,6 +14,12 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let (rust, python, rest) = match args.first().map(String::as_str) {
         Some("--rust") => (true, false, &args[1..]),
         Some("--python") => (false, true, &args[1..]),
+        Some("--remote") => {
+            // nginx on loopback, our reads and curl's download in one run.
+            crate::setup::run_setup()?;
+            let example = ["run", "--release", "-p", "deathtensors-remote", "--example", "remote_bench", "--"];
+            return cargo(&[&example[..], &args[1..].iter().map(String::as_str).collect::<Vec<_>>()].concat());
+        }
         Some("--compress") => {
             crate::python::setup()?;
             crate::python::install_wheel()?;

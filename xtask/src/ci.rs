@@ -12,6 +12,8 @@ pub fn run_ci(args: &[String]) -> Result<(), String> {
         _ => return Err(format!("unexpected arguments {args:?}")),
     };
     crate::setup::run_setup()?;
+    // Before the Rust tests: they start moto's S3 server from `.venv`.
+    crate::python::setup()?;
     cargo(&["fmt", "--all", "--", "--check"])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
     cargo(&["test", "--workspace"])?;

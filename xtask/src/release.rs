@@ -349,6 +349,9 @@ mod tests {
         let at = |n: &str| order.iter().position(|c| c == n).unwrap_or_else(|| panic!("{n} not in {order:?}"));
         assert!(at("deathtensors-format") < at("deathtensors-io"));
         assert!(at("deathtensors-io") < at("deathtensors-cli"));
+        assert!(
+            at("deathtensors-io") < at("deathtensors-remote") && at("deathtensors-remote") < at("deathtensors-cli")
+        );
         assert!(!order.iter().any(|c| c == "xtask" || c == "deathtensors-python"), "{order:?}");
     }
 }

@@ -26,12 +26,14 @@ pub fn run_setup() -> Result<(), String> {
 
 /// Debian packages the tests use, installed when missing and possible (as
 /// root, with apt): strace kills a writer at each system call of a commit in
-/// the crash tests of collections (they skip without it).
+/// the crash tests of collections (they skip without it); nginx serves files
+/// with Range support to the tests of `deathtensors-remote` (`http://`, on
+/// loopback, started and stopped by the tests).
 fn debian_packages() {
     if !crate::tools::on_path("apt-get") {
         return;
     }
-    if let Err(e) = crate::tools::debian(&["strace"]) {
+    if let Err(e) = crate::tools::debian(&["strace", "nginx"]) {
         eprintln!("xtask: {e} (tests that need them skip)");
     }
 }

@@ -31,7 +31,13 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
                 let filename = err.path().map(|p| p.to_string_lossy().into_owned());
                 PyOSError::new_err((errno, format!("{}: {reason}", err.doing()), filename))
             }
-            None => PyOSError::new_err(message),
+            // No errno (a remote object's error): the subclass by kind.
+            None => match e.kind() {
+                std::io::ErrorKind::NotFound => pyo3::exceptions::PyFileNotFoundError::new_err(message),
+                std::io::ErrorKind::PermissionDenied => pyo3::exceptions::PyPermissionError::new_err(message),
+                std::io::ErrorKind::TimedOut => pyo3::exceptions::PyTimeoutError::new_err(message),
+                _ => PyOSError::new_err(message),
+            },
         },
         ErrorKind::Format(_)
         | ErrorKind::Decompress(_)

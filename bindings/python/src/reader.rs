@@ -71,7 +71,7 @@ impl PyReader {
     /// files that do not meet them (see `docs/FORMAT.md` section 11).
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None))]
+    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, storage_options = None))]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
@@ -82,6 +82,7 @@ impl PyReader {
         require_encryption: bool,
         policy_input: Option<String>,
         max_decompressed_len: Option<u64>,
+        storage_options: Option<Vec<(String, String)>>,
     ) -> PyResult<PyReader> {
         let policy_input = policy_input
             .map(|text| serde_json::from_str(&text))
@@ -97,9 +98,14 @@ impl PyReader {
                 .unwrap_or(deathtensors_io::ReadOptions::default().max_decompressed_len),
             ..deathtensors_io::ReadOptions::default()
         };
+        let url = path.to_str().filter(|p| deathtensors_remote::is_url(p));
         let reader = py
             .allow_threads(|| {
-                if mmap {
+                if let Some(url) = url {
+                    // A URL: ranged reads, never mapped.
+                    let remote = crate::sharded::remote_options(storage_options);
+                    deathtensors_remote::open(url, &remote, options)
+                } else if mmap {
                     // SAFETY: documented in Python: the file must not be
                     // modified or truncated while open; owned reads never
                     // touch the mapping.
@@ -119,6 +125,11 @@ impl PyReader {
         drop(guard);
         release(reader);
         Ok(())
+    }
+
+    /// Whether the file is read from a URL (ranged requests; never mapped).
+    fn is_remote(&self) -> PyResult<bool> {
+        Ok(self.get()?.is_remote())
     }
 
     #[getter]

@@ -19,11 +19,31 @@ pub struct PyShardedIndex {
     inner: ShardedReader,
 }
 
+/// Remote options from Python's `storage_options` (already strings).
+pub(crate) fn remote_options(storage_options: Option<Vec<(String, String)>>) -> deathtensors_remote::RemoteOptions {
+    deathtensors_remote::RemoteOptions {
+        storage_options: storage_options.unwrap_or_default(),
+        // A cache when DEATHTENSORS_REMOTE_CACHE names a directory.
+        ..deathtensors_remote::RemoteOptions::from_env()
+    }
+}
+
 #[pymethods]
 impl PyShardedIndex {
     #[new]
-    fn new(py: Python<'_>, path: PathBuf) -> PyResult<PyShardedIndex> {
-        let inner = py.allow_threads(|| ShardedReader::open(&path)).py(py)?;
+    #[pyo3(signature = (path, storage_options = None))]
+    fn new(py: Python<'_>, path: PathBuf, storage_options: Option<Vec<(String, String)>>) -> PyResult<PyShardedIndex> {
+        let url = path.to_str().filter(|p| deathtensors_remote::is_url(p));
+        let inner = py
+            .allow_threads(|| match url {
+                Some(url) => deathtensors_remote::open_sharded(
+                    url,
+                    &remote_options(storage_options),
+                    deathtensors_io::ReadOptions::default(),
+                ),
+                None => ShardedReader::open(&path),
+            })
+            .py(py)?;
         Ok(PyShardedIndex { inner })
     }
 
@@ -48,13 +68,14 @@ impl PyShardedIndex {
         self.inner.total_size()
     }
 
-    fn shard_paths(&self) -> Vec<PathBuf> {
-        self.inner.shard_paths()
+    /// As strings, not `pathlib` paths: a URL's `//` must survive.
+    fn shard_paths(&self) -> Vec<String> {
+        self.inner.shard_paths().iter().map(|p| p.to_string_lossy().into_owned()).collect()
     }
 
-    /// The path of the shard that holds `name`.
-    fn shard_of(&self, py: Python<'_>, name: &str) -> PyResult<PathBuf> {
-        Ok(self.inner.reader_of(name).py(py)?.path().to_path_buf())
+    /// The path (or URL) of the shard that holds `name`.
+    fn shard_of(&self, py: Python<'_>, name: &str) -> PyResult<String> {
+        Ok(self.inner.reader_of(name).py(py)?.path().to_string_lossy().into_owned())
     }
 
     /// Checks index and shards agree, and every checksum the shards carry.

@@ -11,6 +11,9 @@ Inspect, check and convert deathtensors and safetensors files.
 
 Files are recognised by their content, not by their extension. Reading a
 file's table of tensors reads only its header, whatever the file's size.
+Wherever a file is read, a URL may stand for it (s3://, gs://, az://,
+http(s)://): only the header and the tensors asked for are fetched, with
+ranged requests.
 
 Output: human-readable text goes to stdout; with --json, stdout is exactly
 one JSON document. Progress bars and warnings go to stderr (progress bars
@@ -39,6 +42,11 @@ pub struct Cli {
     /// An environment variable holding a passphrase to decrypt with.
     #[arg(long, value_name = "VAR", global = true)]
     pub passphrase_env: Option<String>,
+    /// A setting of the object store for s3://, gs://, az:// and http(s)://
+    /// URLs, as object_store names it (repeatable; e.g. aws_endpoint=URL,
+    /// aws_region=REGION; the environment, AWS_* and friends, is read too).
+    #[arg(long = "storage-option", value_name = "KEY=VALUE", global = true)]
+    pub storage_options: Vec<String>,
 }
 
 /// One subcommand.

@@ -47,5 +47,5 @@ pub fn ring() -> KeyRing {
 
 /// Opens a file with the keys of this run.
 pub fn open(path: &Path) -> deathtensors_io::Result<Reader> {
-    Reader::open_with(path, ReadOptions { keys: ring(), ..ReadOptions::default() })
+    crate::remote::open(path, ReadOptions { keys: ring(), ..ReadOptions::default() })
 }

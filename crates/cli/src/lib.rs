@@ -22,6 +22,7 @@ mod exit;
 mod keys;
 mod out;
 mod progress;
+mod remote;
 mod sharded;
 
 use std::ffi::OsString;
@@ -46,10 +47,12 @@ where
             return e.exit_code();
         }
     };
-    let result = keys::load(&cli.keys, cli.passphrase_env.as_deref()).and_then(|ring| {
-        keys::set(ring);
-        cmd::run(cli.command)
-    });
+    let result = remote::set(&cli.storage_options)
+        .and_then(|()| keys::load(&cli.keys, cli.passphrase_env.as_deref()))
+        .and_then(|ring| {
+            keys::set(ring);
+            cmd::run(cli.command)
+        });
     match result {
         Ok(code) => code as i32,
         Err(err) => {

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use deathtensors_io::format::{Format, TensorSpec, DEFAULT_ALIGNMENT};
-use deathtensors_io::{write_index, ErrorKind, Reader, ShardedReader, WriteOptions, INDEX_SUFFIX};
+use deathtensors_io::{write_index, ErrorKind, ShardedReader, WriteOptions, INDEX_SUFFIX};
 use serde_json::{json, Value};
 
 use crate::exit::{CheckFailed, ExitCode};
@@ -19,7 +19,7 @@ pub fn is_index(path: &Path) -> bool {
         return true;
     }
     // A deathtensors 0.3.0 index: no tensors, and the flag in its metadata.
-    Reader::open(path).is_ok_and(|r| {
+    crate::keys::open(path).is_ok_and(|r| {
         r.header().is_empty()
             && r.header().metadata().and_then(|m| m.get("deathtensors.sharded")).is_some_and(|v| v == "true")
     })
@@ -55,7 +55,7 @@ fn file_name(p: &Path) -> String {
 /// `inspect` of a sharded checkpoint: the index, its shards, and every
 /// tensor with the shard that holds it (reads only headers).
 pub fn inspect(path: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
-    let sharded = ShardedReader::open(path)?;
+    let sharded = crate::remote::open_sharded(path)?;
     let rows = shard_rows(&sharded)?;
     let mut tensors = Vec::new();
     for name in sharded.keys() {
@@ -136,7 +136,7 @@ pub fn inspect(path: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
 /// the shard the index names, nothing else there, `total_size`), and every
 /// checksum the shards carry.
 pub fn verify(path: &Path, allow_missing: bool, as_json: bool) -> anyhow::Result<ExitCode> {
-    let sharded = ShardedReader::open(path)?;
+    let sharded = crate::remote::open_sharded(path)?;
     let rows = shard_rows(&sharded)?;
     let bar = progress::bar(rows.iter().map(|r| r.bytes).sum(), "verifying");
     let result = sharded.verify();
@@ -186,7 +186,7 @@ pub fn convert(
     alignment: Option<u64>,
     compress: deathtensors_io::Compress,
 ) -> anyhow::Result<()> {
-    let sharded = ShardedReader::open(input)?;
+    let sharded = crate::remote::open_sharded(input)?;
     let options_for = |metadata| WriteOptions {
         format,
         alignment: alignment.unwrap_or(DEFAULT_ALIGNMENT),

@@ -4,7 +4,6 @@
 //! all cores. `deathtensors-format` says where chunks are; this module turns
 //! them into bytes. Writing is in `pack.rs`.
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -14,7 +13,7 @@ use zstd::stream::raw::CParameter;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::hash::{self, Hasher};
-use crate::pread::read_exact_at;
+use crate::pread::{read_exact_at, ReadAt};
 
 /// Below this many raw bytes, a read decompresses on one thread: spreading
 /// a few chunks costs more in thread starts than it saves.
@@ -250,7 +249,7 @@ pub(crate) fn parallel<T: Send>(
 /// A compressed tensor in an open file: what reading its chunks needs.
 #[derive(Clone, Copy)]
 pub(crate) struct Packed<'a> {
-    pub(crate) file: &'a File,
+    pub(crate) file: &'a dyn ReadAt,
     pub(crate) path: &'a Path,
     pub(crate) name: &'a str,
     pub(crate) dtype: Dtype,

@@ -5,7 +5,6 @@
 //! by `deathtensors_format::Cryptotensors`.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -16,7 +15,7 @@ use zeroize::Zeroizing;
 
 use crate::crypt::{KeyRing, SymmetricKey, VerifyingKey};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pread::read_exact_at;
+use crate::pread::{read_exact_at, ReadAt};
 
 /// An opened cryptotensors file: its tensors' keys, unwrapped.
 pub(crate) struct CtFile {
@@ -130,7 +129,7 @@ impl CtFile {
     /// are one AEAD message, decrypted whole.
     pub(crate) fn decrypt(
         &self,
-        file: &File,
+        file: &dyn ReadAt,
         path: &Path,
         info: &TensorInfo,
         file_offset: u64,

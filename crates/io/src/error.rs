@@ -120,6 +120,13 @@ impl Error {
         Error(Box::new(Inner { kind, path: path.map(Path::to_path_buf), doing }))
     }
 
+    /// An I/O error of the file at `path` (or of the object at a URL, for
+    /// sources other than files: `deathtensors-remote`), while `doing`
+    /// (`"cannot open"`, `"cannot read"`).
+    pub fn from_io(e: std::io::Error, path: &Path, doing: &'static str) -> Error {
+        Error::io(e, path, doing)
+    }
+
     pub(crate) fn io(e: std::io::Error, path: &Path, doing: &'static str) -> Error {
         Error::new(ErrorKind::Io(e), Some(path), doing)
     }

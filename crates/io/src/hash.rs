@@ -1,10 +1,8 @@
 //! SHA-256: the footer (one sequential pass) and per-tensor digests (all cores).
 
-use std::fs::File;
-
 use ring::digest::{Context, SHA256};
 
-use crate::pread::read_exact_at;
+use crate::pread::{read_exact_at, ReadAt};
 
 /// Chunk size for hashing through positioned reads: large enough to amortise
 /// the system call, small enough to stay in L2/L3 between read and hash.
@@ -38,7 +36,7 @@ impl Hasher {
 /// Hashes `len` bytes of `file` from `offset` with positioned reads,
 /// calling `progress` with the number of bytes of each chunk hashed.
 pub(crate) fn sha256_file_range(
-    file: &File,
+    file: &(impl ReadAt + ?Sized),
     offset: u64,
     len: u64,
     buf: &mut Vec<u8>,
@@ -47,9 +45,10 @@ pub(crate) fn sha256_file_range(
     let mut h = Hasher::new();
     let mut done = 0u64;
     // No bigger than the range: verifying 20,000 tiny tensors must not zero 20,000 MiB.
-    buf.resize(CHUNK.min(len as usize), 0);
+    let chunk = file.stream_chunk().unwrap_or(CHUNK).max(1);
+    buf.resize(chunk.min(len as usize), 0);
     while done < len {
-        let n = (len - done).min(CHUNK as u64) as usize;
+        let n = (len - done).min(chunk as u64) as usize;
         read_exact_at(file, &mut buf[..n], offset + done)?;
         h.update(&buf[..n]);
         done += n as u64;

@@ -12,7 +12,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fork::Threads;
 use crate::hash::{self, sha256_file_range};
 use crate::mmap::Mmap;
-use crate::pread::read_exact_at;
+use crate::pread::{read_exact_at, ReadAt, Source};
 use crate::sha_lanes::Input;
 use crate::trust::{self, Trust};
 
@@ -63,7 +63,8 @@ impl Default for ReadOptions {
 #[derive(Debug)]
 pub struct Reader {
     path: PathBuf,
-    file: File,
+    /// The file, or another source of its bytes (a remote object).
+    file: Source,
     file_len: u64,
     head: Head,
     /// Whether the caller of `open_mmap` allowed mapping (its safety
@@ -121,7 +122,7 @@ pub(crate) fn read_parallel(file: &File, buf: &mut [u8], offset: u64) -> std::io
 }
 
 pub(crate) fn read_head(file: &File, file_len: u64, path: &Path, limits: &Limits) -> Result<Head> {
-    read_head_from(file, file_len, path, limits, None)
+    read_head_from(file, None, file_len, path, limits, None)
 }
 
 /// Heads at least this long are parsed straight from the file's mapping when
@@ -134,7 +135,8 @@ const MAPPED_HEAD_MIN: u64 = 256 << 10;
 /// enough for it to matter and `map` is given (then the mapping is made and
 /// kept there, for a reader opened with `open_mmap`).
 fn read_head_from(
-    file: &File,
+    file: &dyn ReadAt,
+    local: Option<&File>,
     file_len: u64,
     path: &Path,
     limits: &Limits,
@@ -150,11 +152,11 @@ fn read_head_from(
             return Err(Error::format(e, path, doing));
         }
     }
-    if let Some(map) = map.filter(|_| needed >= MAPPED_HEAD_MIN) {
+    if let (Some(map), Some(local)) = (map.filter(|_| needed >= MAPPED_HEAD_MIN), local) {
         // SAFETY: `map` is given only for `open_mmap` readers, whose caller
         // took on the contract of `Mmap::map`. A mapping that fails here is
         // made again (and its error reported) on first use.
-        if let Ok(m) = unsafe { Mmap::map(file) } {
+        if let Ok(m) = unsafe { Mmap::map(local) } {
             let _ = map.set(Ok(m));
         }
         if let Some(bytes) = map.get().and_then(|m| m.as_ref().ok()).and_then(|m| m.bytes().get(..needed as usize)) {
@@ -192,12 +194,50 @@ impl Reader {
     unsafe fn open_inner(path: &Path, options: ReadOptions, mappable: bool) -> Result<Reader> {
         let file = File::open(path).map_err(|e| Error::io(e, path, "cannot open"))?;
         let file_len = file.metadata().map_err(|e| Error::io(e, path, "cannot open"))?.len();
+        // SAFETY: forwarded to the caller (see `# Safety`).
+        unsafe { Reader::open_from(Source::File(file), file_len, path, options, mappable) }
+    }
+
+    /// Opens a file whose bytes come from `source` (for example an object on
+    /// a remote store, `deathtensors-remote`), `len` bytes long; `name` (its
+    /// URL) stands for a path in errors. Everything [`Reader::open_with`]
+    /// checks is checked, through positioned reads of `source`: the head is
+    /// read with one read of [`PROBE_LEN`](deathtensors_format::PROBE_LEN)
+    /// bytes at 0 and one of the whole head (the source may serve the second
+    /// from the first). Nothing is ever mapped; every whole-tensor read
+    /// ([`Reader::read`], [`Reader::read_data_into`]) checks the bytes
+    /// against the tensor's digest when the header has one, and a mismatch
+    /// is an error (the buffer is zeroed), never data.
+    ///
+    /// # Errors
+    /// As [`Reader::open`].
+    pub fn open_source(
+        source: Box<dyn ReadAt>,
+        len: u64,
+        name: impl AsRef<Path>,
+        options: ReadOptions,
+    ) -> Result<Reader> {
+        // SAFETY: not mappable: nothing is mapped.
+        unsafe { Reader::open_from(Source::Other(source), len, name.as_ref(), options, false) }
+    }
+
+    /// Opens the file read through `file`.
+    ///
+    /// # Safety
+    /// With `mappable`, as [`Reader::open_mmap`]; without, none.
+    unsafe fn open_from(
+        file: Source,
+        file_len: u64,
+        path: &Path,
+        options: ReadOptions,
+        mappable: bool,
+    ) -> Result<Reader> {
         let mut probe = vec![0u8; (PROBE_LEN as u64).min(file_len) as usize];
         read_exact_at(&file, &mut probe, 0).map_err(|e| Error::io(e, path, "cannot open"))?;
         // A signed file is parsed as if its signature block were absent.
         let (body_len, signatures) = trust::split_signatures(&file, file_len, &probe, path)?;
         let map = OnceLock::new();
-        let head = read_head_from(&file, body_len, path, &options.limits, mappable.then_some(&map))?;
+        let head = read_head_from(&file, file.file(), body_len, path, &options.limits, mappable.then_some(&map))?;
         if map.get().and_then(|m| m.as_ref().ok()).is_some_and(|m| m.bytes().len() as u64 != file_len) {
             return Err(Error::input("the file changed size while it was opened".to_string(), path, "cannot open"));
         }
@@ -251,7 +291,8 @@ impl Reader {
         let map = self.map.get_or_init(|| {
             // SAFETY: `mappable` is set only by `open_mmap`, whose caller
             // took on the contract of `Mmap::map`.
-            let map = unsafe { Mmap::map(&self.file) }.map_err(|e| e.to_string())?;
+            let file = self.file.file().ok_or("a remote file cannot be mapped")?;
+            let map = unsafe { Mmap::map(file) }.map_err(|e| e.to_string())?;
             // The file may have changed since its head was read.
             if map.bytes().len() as u64 != self.file_len {
                 return Err("the file changed size since it was opened".to_string());
@@ -505,13 +546,52 @@ impl Reader {
         self.trust.checked_reads
     }
 
-    /// With checked reads, checks the bytes of a plaintext tensor about to
-    /// be returned against its digest.
-    fn check_read(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        if !self.trust.checked_reads || self.is_encrypted() {
+    /// Whether the bytes come from a source other than a local file (a
+    /// remote object): then every whole tensor read is checked against its
+    /// digest, when it has one, before it is returned.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.file, Source::Other(_))
+    }
+
+    /// Fetches the stored bytes of the named tensors ahead, for sources
+    /// that read ranges remotely ([`Reader::open_source`]), which coalesce
+    /// neighbours into one request; a local file ignores it. Names not in
+    /// the file are skipped (reading them reports it), and so is a file
+    /// whose blob is one zstd frame (read whole anyway).
+    ///
+    /// # Errors
+    /// `Io` if the source fails.
+    pub fn prefetch(&self, names: &[&str]) -> Result<()> {
+        if !self.is_remote() || self.head.is_compressed() {
             return Ok(());
         }
-        self.check_bytes(name, bytes)
+        let mut ranges: Vec<(u64, u64)> = names
+            .iter()
+            .filter_map(|n| self.head.header.get(n))
+            .map(|t| (self.head.data_start + t.data_offsets.0, t.data_offsets.1 - t.data_offsets.0))
+            .collect();
+        self.file.prefetch(&mut ranges).map_err(|e| Error::io(e, &self.path, "cannot read"))
+    }
+
+    /// Whether whole reads check each tensor that has a digest against it:
+    /// under checked reads (where a tensor without one is an error), and for
+    /// remote sources (where one without is returned unchecked).
+    fn digest_reads(&self) -> bool {
+        self.trust.checked_reads || (self.is_remote() && self.head.header.has_tensor_digests())
+    }
+
+    /// With checked reads, or from a remote source, checks the bytes of a
+    /// plaintext tensor about to be returned against its digest.
+    fn check_read(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        if self.is_encrypted() {
+            return Ok(());
+        }
+        if self.trust.checked_reads
+            || self.head.header.get(name).is_some_and(|t| t.sha256.is_some()) && self.is_remote()
+        {
+            return self.check_bytes(name, bytes);
+        }
+        Ok(())
     }
 
     /// Refuses mappings under checked reads: a mapping's pages come from the
@@ -682,9 +762,11 @@ impl Reader {
         if self.head.is_compressed() {
             return Err(Error::input("the data blob is compressed: it cannot be mapped", &self.path, doing));
         }
+        let Some(file) = self.file.file() else {
+            return Err(Error::input("a remote file cannot be mapped: read it", &self.path, doing));
+        };
         // SAFETY: forwarded to the caller (see `# Safety`).
-        unsafe { crate::PrivateMap::map(&self.file, self.file_len, start, len) }
-            .map_err(|e| Error::io(e, &self.path, doing))
+        unsafe { crate::PrivateMap::map(file, self.file_len, start, len) }.map_err(|e| Error::io(e, &self.path, doing))
     }
 
     /// Reads the tensor's bytes into `buf`, which must be exactly as long as
@@ -860,25 +942,173 @@ impl Reader {
         if self.head.is_compressed() {
             buf.copy_from_slice(self.blob()?);
         } else {
-            read_parallel(&self.file, buf, self.head.data_start)
-                .map_err(|e| Error::io(e, &self.path, "cannot read"))?;
+            match &self.file {
+                Source::File(file) => read_parallel(file, buf, self.head.data_start),
+                Source::Other(source) if self.digest_reads() => return self.read_checked_windows(&**source, buf),
+                // A remote source splits and parallelises one read itself.
+                Source::Other(source) => source.read_exact_at(buf, self.head.data_start),
+            }
+            .map_err(|e| Error::io(e, &self.path, "cannot read"))?;
         }
-        if self.trust.checked_reads {
+        if self.digest_reads() {
             let layout: Vec<(u64, u64)> = self.head.header.tensors().iter().map(|t| t.data_offsets).collect();
             return self.check_laid_out(buf, &layout);
         }
         Ok(())
     }
 
-    /// Under a signature requirement: checks each tensor's bytes, at its
-    /// range in `layout` of `buf`, against its digest (on all cores), and
-    /// zeroes `buf` if one fails, so that nothing unverified is returned.
+    /// [`Reader::read_data_into`] from a remote source with digests to check:
+    /// the blob is read in windows of whole tensors (about 64 MiB), each
+    /// window's tensors hashed on another thread while the next window is
+    /// fetched, so that checking keeps pace with the transfer instead of
+    /// following it. A failed digest zeroes `buf`.
+    fn read_checked_windows(&self, source: &dyn ReadAt, buf: &mut [u8]) -> Result<()> {
+        let tensors = self.head.header.tensors();
+        let windows = self.windows(buf.len() as u64);
+        let (sender, receiver) = std::sync::mpsc::channel::<(u64, &[u8], Vec<usize>)>();
+        let result = std::thread::scope(|s| {
+            let checker = s.spawn(move || -> Result<()> {
+                for (at, bytes, group) in receiver {
+                    let inputs: Vec<Input<'_>> = group
+                        .iter()
+                        .map(|&i| {
+                            let (a, b) = tensors[i].data_offsets;
+                            Input::Bytes(&bytes[(a - at) as usize..(b - at) as usize])
+                        })
+                        .collect();
+                    let digests =
+                        crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
+                    for (&i, d) in group.iter().zip(digests) {
+                        let t = &tensors[i];
+                        if t.sha256.is_some() || self.trust.checked_reads {
+                            self.check_digest(&t.name, |_| Ok(d))?;
+                        }
+                    }
+                }
+                Ok(())
+            });
+            let mut rest: &mut [u8] = &mut *buf;
+            let mut fetched = Ok(());
+            for (start, end, group) in windows {
+                let (window, tail) = std::mem::take(&mut rest).split_at_mut((end - start) as usize);
+                rest = tail;
+                fetched = source
+                    .read_exact_at(window, self.head.data_start + start)
+                    .map_err(|e| Error::io(e, &self.path, "cannot read"));
+                // A checker that stopped (on a mismatch) ends the transfer.
+                if fetched.is_err() || sender.send((start, &*window, group)).is_err() {
+                    break;
+                }
+            }
+            drop(sender);
+            let checked = checker.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            // A corrupt tensor is the more precise report.
+            checked.and(fetched)
+        });
+        if result.is_err() {
+            buf.fill(0);
+        }
+        result
+    }
+
+    /// The blob `0..len` cut into windows of whole tensors of about 64 MiB
+    /// (a larger tensor is a window of its own): (start, end, tensors), in
+    /// order, the last one ending at `len`.
+    fn windows(&self, len: u64) -> Vec<(u64, u64, Vec<usize>)> {
+        /// Large enough for many parallel ranged requests, small enough that
+        /// hashing starts early.
+        const WINDOW: u64 = 64 << 20;
+        let tensors = self.head.header.tensors();
+        let mut order: Vec<usize> = (0..tensors.len()).collect();
+        order.sort_by_key(|&i| tensors[i].data_offsets);
+        let mut windows = Vec::new();
+        let mut start = 0u64;
+        let mut group = Vec::new();
+        for i in order {
+            group.push(i);
+            let end = tensors[i].data_offsets.1;
+            if end - start >= WINDOW {
+                windows.push((start, end, std::mem::take(&mut group)));
+                start = end;
+            }
+        }
+        windows.push((start, len.max(start), group));
+        windows
+    }
+
+    /// [`Reader::verify`] of a plain file from a remote source: one pass
+    /// over the object, each window of whole tensors fetched once, fed to
+    /// the footer's hash and hashed for the tensors' digests, so that the
+    /// object is transferred once, not once for each check. `None` when it
+    /// does not apply (a local file, an encrypted or compressed one).
+    fn verify_one_pass(&self) -> Option<Result<()>> {
+        let Source::Other(source) = &self.file else { return None };
+        if self.is_encrypted() || self.is_compressed() {
+            return None;
+        }
+        let (covered_start, covered_end) = self.head.checksummed()?;
+        let io = |e| Error::io(e, &self.path, "cannot verify");
+        let run = || -> Result<()> {
+            let mut footer = hash::Hasher::new();
+            let mut buf = vec![0u8; (self.head.data_start - covered_start) as usize];
+            source.read_exact_at(&mut buf, covered_start).map_err(io)?;
+            footer.update(&buf);
+            let tensors = self.head.header.tensors();
+            let mut bad: Option<Error> = None;
+            for (start, end, group) in self.windows(self.head.data_end - self.head.data_start) {
+                buf.resize((end - start) as usize, 0);
+                source.read_exact_at(&mut buf, self.head.data_start + start).map_err(io)?;
+                footer.update(&buf);
+                let inputs: Vec<Input<'_>> = group
+                    .iter()
+                    .map(|&i| {
+                        let (a, b) = tensors[i].data_offsets;
+                        Input::Bytes(&buf[(a - start) as usize..(b - start) as usize])
+                    })
+                    .collect();
+                let digests = crate::sha_lanes::digests(&inputs).map_err(io)?;
+                for (&i, d) in group.iter().zip(digests) {
+                    if tensors[i].sha256.is_some() && bad.is_none() {
+                        bad = self.check_digest(&tensors[i].name, |_| Ok(d)).err();
+                    }
+                }
+            }
+            buf.resize((covered_end - self.head.data_end) as usize, 0);
+            source.read_exact_at(&mut buf, self.head.data_end).map_err(io)?;
+            footer.update(&buf);
+            // A corrupt tensor is the more precise report.
+            if let Some(e) = bad {
+                return Err(e);
+            }
+            let mut expected = [0u8; 32];
+            source.read_exact_at(&mut expected, covered_end).map_err(io)?;
+            let actual = footer.finish();
+            if actual != expected {
+                return Err(Error::new(
+                    ErrorKind::ChecksumMismatch { expected, actual },
+                    Some(&self.path),
+                    "verification failed for",
+                ));
+            }
+            Ok(())
+        };
+        Some(run())
+    }
+
+    /// Under a signature requirement (or from a remote source): checks each
+    /// tensor's bytes, at its range in `layout` of `buf`, against its digest
+    /// (on all cores), and zeroes `buf` if one fails, so that nothing
+    /// unverified is returned. Without a requirement, a tensor without a
+    /// digest passes.
     fn check_laid_out(&self, buf: &mut [u8], layout: &[(u64, u64)]) -> Result<()> {
         let tensors = self.head.header.tensors();
         let inputs: Vec<Input<'_>> =
             layout.iter().map(|&(start, end)| Input::Bytes(&buf[start as usize..end as usize])).collect();
         let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
-        let bad = tensors.iter().zip(digests).find(|(t, d)| t.sha256 != Some(*d));
+        let bad = tensors
+            .iter()
+            .zip(digests)
+            .find(|(t, d)| t.sha256 != Some(*d) && (t.sha256.is_some() || self.trust.checked_reads));
         if let Some((t, actual)) = bad {
             let name = t.name.clone();
             let err = self.check_digest(&name, |_| Ok(actual));
@@ -933,7 +1163,7 @@ impl Reader {
             buf.fill(0);
             return Err(e);
         }
-        if self.trust.checked_reads {
+        if self.digest_reads() {
             return self.check_laid_out(buf, &layout);
         }
         Ok(())
@@ -1130,7 +1360,9 @@ impl Reader {
     }
 
     /// Checks everything the file carries: the footer and the per-tensor
-    /// digests, the digests on all cores while the footer is hashed.
+    /// digests, the digests on all cores while the footer is hashed. From a
+    /// remote source, one pass serves both checks (the object is fetched
+    /// once).
     ///
     /// # Errors
     /// `NoChecksum` if the file has neither; otherwise as
@@ -1146,6 +1378,10 @@ impl Reader {
             (true, false) => self.verify_footer(),
             (false, true) => self.verify_tensors(),
             (true, true) => {
+                // A remote object: transferred once for both checks.
+                if let Some(done) = self.verify_one_pass() {
+                    return done;
+                }
                 let (footer, tensors) = std::thread::scope(|s| {
                     let footer = s.spawn(|| self.verify_footer());
                     let tensors = self.verify_tensors();

@@ -14,11 +14,11 @@
 //! On CPUs without the extensions (and on other architectures) each input
 //! is hashed by `ring`, one per core.
 
-use std::fs::File;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 #[cfg(target_arch = "x86_64")]
 use crate::pread::read_exact_at;
+use crate::pread::ReadAt;
 
 /// The chunk a `File` input is read in (by the two-lane x86 path): two
 /// lanes' chunks stay in a core's L2 cache between the read that fills them
@@ -31,7 +31,7 @@ const CHUNK: usize = 256 << 10;
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Input<'a> {
     Bytes(&'a [u8]),
-    File { file: &'a File, offset: u64, len: u64 },
+    File { file: &'a dyn ReadAt, offset: u64, len: u64 },
 }
 
 impl Input<'_> {
@@ -186,7 +186,9 @@ impl<'a> Lane<'a> {
         }
         // Chunks are whole blocks, so nothing is left over between them.
         debug_assert_eq!(self.pos, self.end);
-        let n = (len - self.loaded).min(CHUNK as u64) as usize;
+        // Whole blocks: a source's own chunk is rounded down to 64 bytes.
+        let chunk = file.stream_chunk().map_or(CHUNK, |c| (c / 64 * 64).max(64));
+        let n = (len - self.loaded).min(chunk as u64) as usize;
         if self.buf.len() < n {
             self.buf.resize(n, 0);
         }
@@ -421,6 +423,8 @@ mod x86 {
 
 #[cfg(test)]
 mod tests {
+    use std::fs::File;
+
     use super::*;
 
     fn bytes(len: usize, seed: u8) -> Vec<u8> {
@@ -433,7 +437,7 @@ mod tests {
 
     /// Writes the inputs to `file`, back to back after a 7-byte prefix (so
     /// that no range is aligned), and returns their (offset, length).
-    fn write_all(inputs: &[Vec<u8>], file: &File) -> Vec<(u64, u64)> {
+    fn write_all(inputs: &[Vec<u8>], file: &std::fs::File) -> Vec<(u64, u64)> {
         use std::io::Write;
         let mut f = file;
         f.write_all(b"prefix!").unwrap();

@@ -33,9 +33,46 @@ const MAX_INDEX_LEN: u64 = 256 << 20;
 /// Suffix of index files.
 pub const INDEX_SUFFIX: &str = ".index.json";
 
+/// Where the files of a sharded checkpoint come from: the local file system
+/// ([`ShardedReader::open`]), or another store (`deathtensors-remote`
+/// opens URLs), given to [`ShardedReader::open_in`]. Paths are the index's
+/// path or URL and its directory joined with a checked shard name.
+pub trait Opener: Send + Sync + std::fmt::Debug {
+    /// Reads a whole small file (an index), refusing one over `max` bytes.
+    ///
+    /// # Errors
+    /// `Io` if it cannot be read; `InvalidInput` if it is over `max`.
+    fn read_small(&self, path: &Path, max: u64) -> Result<Vec<u8>>;
+
+    /// Opens a tensor file.
+    ///
+    /// # Errors
+    /// As [`Reader::open`].
+    fn open(&self, path: &Path) -> Result<Reader>;
+}
+
+/// Files on the local file system.
+#[derive(Debug)]
+struct Local;
+
+impl Opener for Local {
+    fn read_small(&self, path: &Path, max: u64) -> Result<Vec<u8>> {
+        let len = std::fs::metadata(path).map_err(|e| Error::io(e, path, "cannot open"))?.len();
+        if len > max {
+            return Err(invalid(path, format!("index is {len} bytes, over the limit of {max}")));
+        }
+        std::fs::read(path).map_err(|e| Error::io(e, path, "cannot open"))
+    }
+
+    fn open(&self, path: &Path) -> Result<Reader> {
+        Reader::open(path)
+    }
+}
+
 /// A sharded checkpoint, opened lazily.
 #[derive(Debug)]
 pub struct ShardedReader {
+    opener: Box<dyn Opener>,
     index_path: PathBuf,
     dir: PathBuf,
     shard_names: Vec<String>,
@@ -74,16 +111,26 @@ impl ShardedReader {
     /// `Io` if the index cannot be read; `InvalidInput` if it is malformed or
     /// names shards outside its directory; `Format` if a plain file is invalid.
     pub fn open(path: impl AsRef<Path>) -> Result<ShardedReader> {
+        ShardedReader::open_in(Box::new(Local), path)
+    }
+
+    /// [`ShardedReader::open`], with the index and shards opened through
+    /// `opener` (for example a remote store's): an index is read whole, and
+    /// only the shards holding tensors asked for are opened.
+    ///
+    /// # Errors
+    /// As [`ShardedReader::open`].
+    pub fn open_in(opener: Box<dyn Opener>, path: impl AsRef<Path>) -> Result<ShardedReader> {
         let path = path.as_ref();
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if name.ends_with(".json") {
-            return ShardedReader::open_json_index(path, dir);
+            return ShardedReader::open_json_index(opener, path, dir);
         }
-        let reader = Reader::open(path)?;
+        let reader = opener.open(path)?;
         let meta = reader.header().metadata().cloned().unwrap_or_default();
         if reader.header().is_empty() && meta.get("deathtensors.sharded").map(String::as_str) == Some("true") {
-            return ShardedReader::open_legacy_index(path, dir, meta);
+            return ShardedReader::open_legacy_index(opener, path, dir, meta);
         }
         // A single file: one shard.
         let tensors: Vec<(String, usize)> = reader.header().tensors().iter().map(|t| (t.name.clone(), 0)).collect();
@@ -91,10 +138,12 @@ impl ShardedReader {
         let shard_name = name.to_string();
         let cell = OnceLock::new();
         let _ = cell.set(Ok(reader));
-        Ok(ShardedReader::build(path, dir, vec![shard_name], vec![cell], tensors, meta, Some(total)))
+        Ok(ShardedReader::build(opener, path, dir, vec![shard_name], vec![cell], tensors, meta, Some(total)))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn build(
+        opener: Box<dyn Opener>,
         index_path: &Path,
         dir: PathBuf,
         shard_names: Vec<String>,
@@ -105,6 +154,7 @@ impl ShardedReader {
     ) -> ShardedReader {
         let by_name = tensors.iter().enumerate().map(|(i, (n, _))| (n.clone(), i)).collect();
         ShardedReader {
+            opener,
             index_path: index_path.to_path_buf(),
             dir,
             shard_names,
@@ -116,12 +166,8 @@ impl ShardedReader {
         }
     }
 
-    fn open_json_index(path: &Path, dir: PathBuf) -> Result<ShardedReader> {
-        let len = std::fs::metadata(path).map_err(|e| Error::io(e, path, "cannot open"))?.len();
-        if len > MAX_INDEX_LEN {
-            return Err(invalid(path, format!("index is {len} bytes, over the limit of {MAX_INDEX_LEN}")));
-        }
-        let text = std::fs::read(path).map_err(|e| Error::io(e, path, "cannot open"))?;
+    fn open_json_index(opener: Box<dyn Opener>, path: &Path, dir: PathBuf) -> Result<ShardedReader> {
+        let text = opener.read_small(path, MAX_INDEX_LEN)?;
         let value: serde_json::Value =
             serde_json::from_slice(&text).map_err(|e| invalid(path, format!("index is not valid JSON: {e}")))?;
         let obj = value.as_object().ok_or_else(|| invalid(path, "index is not a JSON object"))?;
@@ -157,10 +203,10 @@ impl ShardedReader {
             tensors.push((tensor.clone(), i));
         }
         let shards = shard_names.iter().map(|_| OnceLock::new()).collect();
-        Ok(ShardedReader::build(path, dir, shard_names, shards, tensors, metadata, total_size))
+        Ok(ShardedReader::build(opener, path, dir, shard_names, shards, tensors, metadata, total_size))
     }
 
-    fn open_legacy_index(path: &Path, dir: PathBuf, meta: Metadata) -> Result<ShardedReader> {
+    fn open_legacy_index(opener: Box<dyn Opener>, path: &Path, dir: PathBuf, meta: Metadata) -> Result<ShardedReader> {
         #[derive(serde::Deserialize)]
         struct Shard {
             path: String,
@@ -189,7 +235,7 @@ impl ShardedReader {
             .filter(|(k, _)| !k.starts_with("deathtensors.shard") && k != "deathtensors.sharded")
             .collect();
         let cells = shard_names.iter().map(|_| OnceLock::new()).collect();
-        Ok(ShardedReader::build(path, dir, shard_names, cells, tensors, metadata, None))
+        Ok(ShardedReader::build(opener, path, dir, shard_names, cells, tensors, metadata, None))
     }
 
     /// The index (or single file) this checkpoint was opened from.
@@ -258,7 +304,7 @@ impl ShardedReader {
     fn shard(&self, i: usize) -> Result<&Reader> {
         let path = self.dir.join(&self.shard_names[i]);
         self.shards[i]
-            .get_or_init(|| Reader::open(&path).map_err(|e| e.to_string()))
+            .get_or_init(|| self.opener.open(&path).map_err(|e| e.to_string()))
             .as_ref()
             .map_err(|m| invalid(&path, m.clone()))
     }

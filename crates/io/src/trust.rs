@@ -3,7 +3,6 @@
 //! the signature block, signatures against the caller's requirements, the
 //! tag table, the data key and the header MAC.
 
-use std::fs::File;
 use std::path::Path;
 
 use deathtensors_format::{
@@ -15,7 +14,7 @@ use subtle::ConstantTimeEq;
 
 use crate::crypt::{unwrap_data_key, ChunkCipher, VerifyingKey};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pread::read_exact_at;
+use crate::pread::{read_exact_at, ReadAt};
 use crate::reader::ReadOptions;
 
 const DOING: &str = "cannot open";
@@ -50,7 +49,7 @@ fn err(kind: ErrorKind, path: &Path) -> Error {
 /// For a signed file, the signature records and the length of the file
 /// without them; otherwise no records and the whole length.
 pub(crate) fn split_signatures(
-    file: &File,
+    file: &dyn ReadAt,
     file_len: u64,
     probe: &[u8],
     path: &Path,
@@ -75,7 +74,7 @@ pub(crate) fn split_signatures(
 /// header MAC; returns what reads need, and for a sealed file opened with a
 /// key, its head with the inner header.
 pub(crate) fn check(
-    file: &File,
+    file: &dyn ReadAt,
     path: &Path,
     head: &Head,
     signatures: Vec<SignatureRecord>,
@@ -206,7 +205,7 @@ pub(crate) fn recipients(head: &Head) -> Vec<String> {
 /// spans several.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn decrypt_range(
-    file: &File,
+    file: &dyn ReadAt,
     path: &Path,
     head: &Head,
     trust: &Trust,
@@ -280,7 +279,7 @@ fn open_chunks(
     index: usize,
     info: &TensorInfo,
     base: u64,
-    source: Option<(&File, u64)>,
+    source: Option<(&dyn ReadAt, u64)>,
     offset: u64,
     buf: &mut [u8],
 ) -> Result<()> {
@@ -396,7 +395,13 @@ pub(crate) fn split_chunks(
 /// checked on all cores (two SHA-256 streams per core), then decrypted in
 /// place. `None` when the tensors are not listed in offset order (a file
 /// from another writer): the caller then goes tensor by tensor.
-pub(crate) fn decrypt_all(file: &File, path: &Path, head: &Head, trust: &Trust, buf: &mut [u8]) -> Option<Result<()>> {
+pub(crate) fn decrypt_all(
+    file: &dyn ReadAt,
+    path: &Path,
+    head: &Head,
+    trust: &Trust,
+    buf: &mut [u8],
+) -> Option<Result<()>> {
     let doing = "cannot read";
     let tensors = head.header.tensors();
     if !tensors.windows(2).all(|w| w[0].data_offsets <= w[1].data_offsets) {
@@ -495,7 +500,7 @@ pub(crate) fn decrypt_all(file: &File, path: &Path, head: &Head, trust: &Trust, 
 }
 
 /// Reads every tensor's stored bytes to its offset in `buf`, on all cores.
-fn read_blob(file: &File, path: &Path, data_start: u64, tensors: &[TensorInfo], buf: &mut [u8]) -> Result<()> {
+fn read_blob(file: &dyn ReadAt, path: &Path, data_start: u64, tensors: &[TensorInfo], buf: &mut [u8]) -> Result<()> {
     let threads = crate::hash::threads();
     let part = buf.len().div_ceil(threads).max(1);
     std::thread::scope(|s| {

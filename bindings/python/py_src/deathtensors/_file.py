@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
-from . import _convert, _dtypes, _keys
+from . import _convert, _dtypes, _keys, _remote
 from . import _native
 from ._legacy import expand_path
 from ._native import Reader, save as _native_save
@@ -179,6 +179,7 @@ class DtFile:
         require_encryption: bool = False,
         policy_input: Any = None,
         max_decompressed_len: Optional[int] = None,
+        storage_options: Optional[Mapping[str, Any]] = None,
     ) -> None:
         ring = _keys.keyring(keys) if keys is not None else _keys.default_keys()
         path = expand_path(path)
@@ -191,6 +192,7 @@ class DtFile:
             require_encryption,
             None if policy_input is None else json.dumps(policy_input),
             max_decompressed_len,
+            _remote.pairs(storage_options),
         )
         self.path = path
         if verify:
@@ -357,7 +359,10 @@ class DtFile:
             return _convert.from_buffer(framework, name, dtype, shape, b"")
         arena = None
         mappable = _convert.MAP_BY_DEFAULT and not (
-            self._reader.is_compressed() or self._reader.is_encrypted() or self._reader.checked_reads()
+            self._reader.is_compressed()
+            or self._reader.is_encrypted()
+            or self._reader.checked_reads()
+            or self._reader.is_remote()
         )
         if not (copy or verify) and aligned and end - start >= _convert.MAP_MIN and mappable:
             try:
@@ -402,7 +407,10 @@ class DtFile:
             return {}
         arena = None
         if not copy and _convert.MAP_BY_DEFAULT and not (
-            self._reader.is_compressed() or self._reader.is_encrypted() or self._reader.checked_reads()
+            self._reader.is_compressed()
+            or self._reader.is_encrypted()
+            or self._reader.checked_reads()
+            or self._reader.is_remote()
         ):
             try:
                 arena = self._reader.map_all()
@@ -520,6 +528,7 @@ def open(  # noqa: A001 - the seed's name
     require_encryption: bool = False,
     policy_input: Any = None,
     max_decompressed_len: Optional[int] = None,
+    storage_options: Optional[Mapping[str, Any]] = None,
 ) -> DtFile:
     """Open a file lazily: a context manager returning :class:`DtFile`.
 
@@ -536,6 +545,17 @@ def open(  # noqa: A001 - the seed's name
     (default 16 GiB) caps what a compressed file may decompress to in memory
     this library allocates (one tensor, or all of them at once): a small
     hostile file can declare huge tensors.
+
+    ``path`` may be a URL: ``s3://``, ``gs://``, ``az://``, ``http(s)://``.
+    Opening then reads the prefix and header with at most 2 ranged
+    requests, and each tensor read fetches only its bytes (large ones in
+    parallel parts), checked against its SHA-256 when the file has digests.
+    ``storage_options`` configure the store (object_store's keys, e.g.
+    ``{"aws_endpoint": "http://127.0.0.1:9000", "aws_region": "us-east-1"}``);
+    the environment (``AWS_*``, ``GOOGLE_*``, ``AZURE_*``) is read too.
+    ``DEATHTENSORS_REMOTE_CACHE`` (a directory) keeps fetched ranges in a
+    local cache, checked and bounded (``DEATHTENSORS_REMOTE_CACHE_MAX_BYTES``,
+    default 10 GiB): see ``docs/REMOTE.md``.
     """
     return DtFile(
         path,
@@ -546,6 +566,7 @@ def open(  # noqa: A001 - the seed's name
         require_encryption=require_encryption,
         policy_input=policy_input,
         max_decompressed_len=max_decompressed_len,
+        storage_options=storage_options,
     )
 
 

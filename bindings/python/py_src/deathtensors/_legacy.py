@@ -68,7 +68,11 @@ def DT_DTYPE_MAP() -> Dict[Any, str]:  # noqa: N802 - 0.3.0's name
 
 def expand_path(path: Union[str, "os.PathLike[str]"]) -> str:
     """Expands ``~`` and ``$VARS`` and normalises ``path``, as 0.3.0 does for
-    every path it is given."""
+    every path it is given. A URL (``s3://...``) is left as it is."""
+    from . import _remote
+
+    if _remote.is_url(path):
+        return path
     return os.path.normpath(os.path.expandvars(os.path.expanduser(os.fspath(path))))
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
-from . import _convert, _keys, _native
+from . import _convert, _keys, _native, _remote
 from ._file import DtFile, PathLike, _check_metadata, _compress_mode
 from ._legacy import expand_path
 from ._native import ShardedIndex, save_sharded as _native_save_sharded
@@ -115,7 +115,8 @@ class ShardedFile:
 
     def __init__(self, index_path: PathLike, verify: bool = False, **trust: Any) -> None:
         self.path = _index_path(expand_path(index_path))
-        self._index = ShardedIndex(self.path)
+        # storage_options= for URLs: the index's and every shard's store.
+        self._index = ShardedIndex(self.path, _remote.pairs(trust.get("storage_options")))
         self._files: Dict[str, DtFile] = {}
         # keys=, trusted_signers=, require_signature=, require_encryption=,
         # policy_input=: applied to every shard (see deathtensors.open).
@@ -225,7 +226,7 @@ def _index_path(path: str) -> str:
     """``path``, or the index a Hugging Face save of ``path`` wrote (so that
     ``open_sharded("out/model")`` opens what ``save_sharded("out/model")``
     made)."""
-    if not os.path.exists(path):
+    if not _remote.is_url(path) and not os.path.exists(path):
         for suffix in (".deathtensors.index.json", ".safetensors.index.json"):
             if os.path.exists(path + suffix):
                 return path + suffix
@@ -245,11 +246,15 @@ def open_sharded(
     require_signature: bool = False,
     require_encryption: bool = False,
     policy_input: Any = None,
+    storage_options: Optional[Mapping[str, Any]] = None,
 ) -> ShardedFile:
     """Open a sharded checkpoint from its index (ours, Hugging Face's, or
     deathtensors 0.3.0's tensor-less index file), or a single file. The key
     and trust arguments are :func:`deathtensors.open`'s, applied to every
-    shard as it is opened."""
+    shard as it is opened. ``index_path`` may be a URL (``s3://``, ``gs://``,
+    ``az://``, ``http(s)://``, with ``storage_options`` as in
+    :func:`deathtensors.open`): the index is read, and only the shards that
+    hold the tensors asked for are opened."""
     return ShardedFile(
         index_path,
         verify=verify,
@@ -258,6 +263,7 @@ def open_sharded(
         require_signature=require_signature,
         require_encryption=require_encryption,
         policy_input=policy_input,
+        storage_options=storage_options,
     )
 
 

@@ -68,7 +68,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         ..deathtensors_io::ReadOptions::default()
     };
     // Signatures and requirements are checked here, at open.
-    let reader = deathtensors_io::Reader::open_with(&args.file, options)?;
+    let reader = crate::remote::open(&args.file, options)?;
     let path = args.file.display();
     let signers: Vec<String> = reader.signers().iter().map(|k| k.fingerprint()).collect();
     // A key holder checks every tag of an encrypted file: every chunk decrypts.

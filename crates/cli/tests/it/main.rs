@@ -10,6 +10,7 @@ mod diff;
 mod errors;
 mod inspect;
 mod meta;
+mod remote;
 mod sharded;
 mod stats;
 mod verify;

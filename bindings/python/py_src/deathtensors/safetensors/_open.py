@@ -21,9 +21,9 @@ import json
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional, Union
+from typing import Any, Mapping, Optional, Union
 
-from .. import _dtypes, _keys, _native
+from .. import _dtypes, _keys, _native, _remote
 from .._convert import MAP_BY_DEFAULT, MAP_MIN, gc_paused
 from ..errors import DeathTensorsError, TensorNotFoundError
 from . import _slicing
@@ -94,13 +94,16 @@ def _backend(name: Any) -> str:
     return name
 
 
-def open_reader(path: str, mmap: bool) -> Any:
-    """Opens a file with the deathtensors core, with safetensors' errors."""
+def open_reader(path: str, mmap: bool, storage_options: Optional[Mapping[str, Any]] = None) -> Any:
+    """Opens a file (or a URL: ``s3://``, ``http(s)://``, ...) with the
+    deathtensors core, with safetensors' errors."""
     try:
         # Keys registered with deathtensors.register_keys (or in the
         # environment) open cryptotensors files, as cryptotensors'
         # compatibility package does.
-        return _native.Reader(path, mmap=mmap, keys=_keys.default_keys())
+        return _native.Reader(
+            path, mmap=mmap, keys=_keys.default_keys(), storage_options=_remote.pairs(storage_options)
+        )
     except FileNotFoundError:
         raise FileNotFoundError(f"No such file or directory: {path}") from None
     except DeathTensorsError as e:
@@ -269,6 +272,10 @@ class safe_open:
             only ``"cpu"`` for frameworks other than torch and paddle.
         backend: ``"mmap"`` (the default) maps the file; ``"pread"`` reads
             each tensor with positioned reads instead.
+        storage_options: for a URL (``s3://``, ``gs://``, ``az://``,
+            ``http(s)://``; a deathtensors extension), the store's settings,
+            as :func:`deathtensors.open` takes them. A URL is read with
+            ranged requests (as ``"pread"``), never mapped.
     """
 
     def __init__(
@@ -278,6 +285,7 @@ class safe_open:
         device: Any = "cpu",
         *,
         backend: str = "mmap",
+        storage_options: Optional[Mapping[str, Any]] = None,
     ) -> None:
         self._reader: Optional[Any] = None
         self._framework = _framework(framework)
@@ -288,7 +296,9 @@ class safe_open:
             raise SafetensorError(f"Device {self._device} is not supported for framework {self._framework}")
         # As safetensors, fail at open when the framework is missing.
         importlib.import_module({"pytorch": "torch", "paddle": "paddle"}.get(self._framework, "numpy"))
-        self._reader = open_reader(path, mmap=self._backend == "mmap")
+        if _remote.is_url(path):
+            self._backend = "pread"
+        self._reader = open_reader(path, mmap=self._backend == "mmap", storage_options=storage_options)
         self._keys: Optional[list[str]] = None
         # Whether tensors are copy-on-write mappings rather than copies.
         self._mapping_ok = (

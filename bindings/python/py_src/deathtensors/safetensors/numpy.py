@@ -96,7 +96,9 @@ def load(data: bytes) -> dict[str, np.ndarray]:
     return out
 
 
-def load_file(filename: Union[str, os.PathLike], *, backend: str = "mmap") -> dict[str, np.ndarray]:
-    """Every array of a safetensors file."""
-    with safe_open(filename, framework="np", backend=backend) as f:
+def load_file(
+    filename: Union[str, os.PathLike], *, backend: str = "mmap", storage_options: Optional[dict] = None
+) -> dict[str, np.ndarray]:
+    """Every array of a safetensors file (or URL: see ``safe_open``)."""
+    with safe_open(filename, framework="np", backend=backend, storage_options=storage_options) as f:
         return f.get_tensors()

@@ -224,9 +224,10 @@ def load_file(
     device: Union[str, int] = "cpu",
     *,
     backend: str = "mmap",
+    storage_options: Optional[dict] = None,
 ) -> dict[str, torch.Tensor]:
-    """Every tensor of a safetensors file, on `device`."""
-    with safe_open(filename, framework="pt", device=device, backend=backend) as f:
+    """Every tensor of a safetensors file (or URL: see ``safe_open``), on `device`."""
+    with safe_open(filename, framework="pt", device=device, backend=backend, storage_options=storage_options) as f:
         return f.get_tensors()
 
 

@@ -1,0 +1,102 @@
+//! Opening remote checkpoints: single files and sharded ones.
+
+use std::path::Path;
+
+use deathtensors_io::{Error, Opener, ReadOptions, Reader, Result, ShardedReader};
+
+use crate::object::Object;
+use crate::options::RemoteOptions;
+use crate::store;
+
+/// URL schemes opened remotely; anything else is a local path.
+const SCHEMES: [&str; 8] = ["s3://", "s3a://", "gs://", "az://", "abfs://", "azure://", "http://", "https://"];
+
+/// Whether `location` is a URL this crate opens (`s3://`, `gs://`, `az://`,
+/// `abfs://`, `azure://`, `http://`, `https://`), not a local path.
+pub fn is_url(location: &str) -> bool {
+    SCHEMES.iter().any(|s| location.len() > s.len() && location[..s.len()].eq_ignore_ascii_case(s))
+}
+
+/// The object at `url`, and its length (the first request).
+fn object(url: &str, options: &RemoteOptions) -> Result<(Object, u64)> {
+    let name = Path::new(url);
+    let (store, location) = store::build(url, options).map_err(|e| Error::from_io(e, name, "cannot open"))?;
+    let object = Object::new(store, location, url, options);
+    let len = object.len().map_err(|e| Error::from_io(e, name, "cannot open"))?;
+    Ok((object, len))
+}
+
+/// Opens the checkpoint file at `url`: its prefix and header with at most 2
+/// requests, everything `Reader::open_with` checks checked. Errors name the
+/// URL where they name a path.
+///
+/// # Errors
+/// - `Io` if the object cannot be read (`NotFound`, `PermissionDenied`, a
+///   server that ignores `Range`, a transfer that fails after its retries,
+///   an object replaced since the first request).
+/// - `InvalidInput` (as `Io`) for a URL of no supported store, or an
+///   unknown storage option.
+/// - As [`Reader::open_with`] for the file's contents.
+pub fn open(url: &str, options: &RemoteOptions, read_options: ReadOptions) -> Result<Reader> {
+    let (object, len) = object(url, options)?;
+    Reader::open_source(Box::new(object), len, url, read_options)
+}
+
+/// Opens a sharded checkpoint from the URL of its index (or of a single
+/// file): the index is read whole (at most 256 MiB), and a shard, named in
+/// the index relative to it, is opened when a tensor in it is first asked
+/// for.
+///
+/// # Errors
+/// As [`open`] and `ShardedReader::open`.
+pub fn open_sharded(url: &str, options: &RemoteOptions, read_options: ReadOptions) -> Result<ShardedReader> {
+    ShardedReader::open_in(Box::new(RemoteOpener::new(options.clone(), read_options)), url)
+}
+
+/// Fetches the bytes of the named tensors of a remote `reader` ahead, ranges
+/// closer than [`RemoteOptions::coalesce_gap`] coalesced into one, so that
+/// reading them one by one next costs no more requests. A local reader, or
+/// a name not in the file, is left alone (the read reports it).
+///
+/// # Errors
+/// As the reads of [`open`].
+pub fn prefetch(reader: &Reader, names: &[&str]) -> Result<()> {
+    reader.prefetch(names)
+}
+
+/// Opens the files of a sharded checkpoint on a remote store, for
+/// `ShardedReader::open_in`.
+#[derive(Debug)]
+pub struct RemoteOpener {
+    options: RemoteOptions,
+    read_options: ReadOptions,
+}
+
+impl RemoteOpener {
+    /// Opens files with these options.
+    pub fn new(options: RemoteOptions, read_options: ReadOptions) -> RemoteOpener {
+        RemoteOpener { options, read_options }
+    }
+}
+
+impl Opener for RemoteOpener {
+    fn read_small(&self, path: &Path, max: u64) -> Result<Vec<u8>> {
+        let url = path.to_string_lossy();
+        let (object, len) = object(&url, &self.options)?;
+        if len > max {
+            return Err(Error::from_io(
+                std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{len} bytes, over the limit of {max}")),
+                path,
+                "cannot open",
+            ));
+        }
+        let mut bytes = vec![0u8; len as usize];
+        deathtensors_io::ReadAt::read_exact_at(&object, &mut bytes, 0)
+            .map_err(|e| Error::from_io(e, path, "cannot open"))?;
+        Ok(bytes)
+    }
+
+    fn open(&self, path: &Path) -> Result<Reader> {
+        open(&path.to_string_lossy(), &self.options, self.read_options.clone())
+    }
+}

@@ -1,0 +1,106 @@
+//! From a URL and options to an object_store store and the object's path.
+
+use std::io;
+use std::str::FromStr;
+use std::sync::{Arc, Once};
+use std::time::Duration;
+
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+use object_store::http::HttpBuilder;
+use object_store::path::Path;
+use object_store::{BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, ObjectStoreScheme, RetryConfig};
+use url::Url;
+
+use crate::options::RemoteOptions;
+
+fn invalid(message: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// Installs ring as rustls' provider once: reqwest is built without one
+/// (no aws-lc), and rustls refuses to guess.
+fn install_crypto() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Err: the process (an application embedding us) installed one.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// Options whose value names a plain-HTTP endpoint: then plain HTTP is
+/// allowed (a local S3-compatible server, say), as the caller asked for it.
+const ENDPOINT_KEYS: [&str; 4] = ["aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url"];
+
+/// The store holding `url` and the object's path in it, configured from
+/// the environment, then `options.storage_options`.
+///
+/// # Errors
+/// `InvalidInput` for a URL that is not `s3://`, `gs://`, `az://`
+/// (`abfs://`, `azure://`) or `http(s)://`, or an unknown option.
+pub(crate) fn build(url: &str, options: &RemoteOptions) -> io::Result<(Arc<dyn ObjectStore>, Path)> {
+    install_crypto();
+    let parsed = Url::parse(url).map_err(|e| invalid(format!("{url:?} is not a URL: {e}")))?;
+    let (scheme, path) =
+        ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(format!("{url:?} is not a store's URL: {e}")))?;
+    let path = Path::parse(path).map_err(|e| invalid(format!("{url:?} has an invalid object path: {e}")))?;
+    let env_endpoint = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT"].iter().find_map(|k| std::env::var(k).ok());
+    let plain_http = options
+        .storage_options
+        .iter()
+        .filter(|(k, _)| ENDPOINT_KEYS.contains(&k.to_ascii_lowercase().as_str()))
+        .map(|(_, v)| v.clone())
+        .chain(env_endpoint)
+        .any(|v| v.starts_with("http://"))
+        || parsed.scheme() == "http";
+    // Each request (a part of at most `part_size`) must finish in this time;
+    // a stalled connection is retried instead of hanging.
+    let client = ClientOptions::new()
+        .with_allow_http(plain_http)
+        .with_connect_timeout(Duration::from_secs(10))
+        .with_timeout(Duration::from_secs(60));
+    let retry = RetryConfig {
+        backoff: BackoffConfig { init_backoff: options.backoff, max_backoff: Duration::from_secs(5), base: 2.0 },
+        max_retries: options.retries as usize,
+        retry_timeout: Duration::from_secs(120),
+    };
+    let unknown = |key: &str| invalid(format!("unknown storage option {key:?} for {url}"));
+    let store: Arc<dyn ObjectStore> = match scheme {
+        ObjectStoreScheme::AmazonS3 => {
+            let mut b = AmazonS3Builder::from_env().with_url(url).with_client_options(client).with_retry(retry.clone());
+            for (k, v) in &options.storage_options {
+                b = b.with_config(AmazonS3ConfigKey::from_str(&k.to_ascii_lowercase()).map_err(|_| unknown(k))?, v);
+            }
+            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {e}")))?)
+        }
+        ObjectStoreScheme::GoogleCloudStorage => {
+            let mut b = GoogleCloudStorageBuilder::from_env()
+                .with_url(url)
+                .with_client_options(client)
+                .with_retry(retry.clone());
+            for (k, v) in &options.storage_options {
+                b = b.with_config(GoogleConfigKey::from_str(&k.to_ascii_lowercase()).map_err(|_| unknown(k))?, v);
+            }
+            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {e}")))?)
+        }
+        ObjectStoreScheme::MicrosoftAzure => {
+            let mut b =
+                MicrosoftAzureBuilder::from_env().with_url(url).with_client_options(client).with_retry(retry.clone());
+            for (k, v) in &options.storage_options {
+                b = b.with_config(AzureConfigKey::from_str(&k.to_ascii_lowercase()).map_err(|_| unknown(k))?, v);
+            }
+            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {e}")))?)
+        }
+        ObjectStoreScheme::Http => {
+            let base = &parsed[..url::Position::BeforePath];
+            let mut b = HttpBuilder::new().with_url(base).with_client_options(client).with_retry(retry.clone());
+            for (k, v) in &options.storage_options {
+                b = b.with_config(ClientConfigKey::from_str(&k.to_ascii_lowercase()).map_err(|_| unknown(k))?, v);
+            }
+            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {e}")))?)
+        }
+        other => return Err(invalid(format!("{url}: {other:?} URLs are not remote stores (use a path)"))),
+    };
+    Ok((store, path))
+}

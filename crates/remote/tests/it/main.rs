@@ -1,0 +1,51 @@
+//! Integration tests of `deathtensors-remote`, against real servers on
+//! loopback that the tests start and stop themselves: nginx (Debian) for
+//! `http://`, moto's S3 server (PyPI, in `.venv`) for `s3://`, and a small
+//! proxy of our own in front of nginx that counts requests and bytes and
+//! injects faults.
+
+mod cache;
+mod faults;
+mod http;
+mod proxy;
+mod s3;
+mod servers;
+
+use std::path::{Path, PathBuf};
+
+use deathtensors_io::format::{Dtype, TensorSpec};
+use deathtensors_io::{save, WriteOptions};
+
+/// A fresh empty directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("dt-remote-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Deterministic bytes: tensor `i`'s contents.
+pub fn bytes(i: usize, len: usize) -> Vec<u8> {
+    let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Writes a deathtensors file of `count` U8 tensors of `len` bytes each,
+/// named `t.{i}` padded with `name_pad` bytes (to grow the header), with
+/// per-tensor digests and a footer; returns the tensors.
+pub fn write_model(path: &Path, count: usize, len: usize, name_pad: usize) -> Vec<(String, Vec<u8>)> {
+    let tensors: Vec<(String, Vec<u8>)> =
+        (0..count).map(|i| (format!("t.{i:06}{}", "x".repeat(name_pad)), bytes(i, len))).collect();
+    let specs: Vec<(TensorSpec, &[u8])> =
+        tensors.iter().map(|(n, b)| (TensorSpec::new(n.as_str(), Dtype::U8, [b.len() as u64]), &b[..])).collect();
+    let options = WriteOptions { checksum: true, durable: false, ..WriteOptions::default() };
+    save(path, specs, &options).unwrap();
+    tensors
+}

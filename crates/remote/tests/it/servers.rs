@@ -1,0 +1,131 @@
+//! Servers the tests start on 127.0.0.1 with an ephemeral port, and stop
+//! when dropped (also when a test fails): nginx serving a directory, and
+//! moto's S3 server.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A free port on loopback (bound then released: the server binds it next).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits until `port` accepts connections, at most 20 s.
+fn wait_for(port: u16, child: &mut Child, what: &str) {
+    let start = Instant::now();
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("{what} exited at start: {status}");
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{what} did not listen on port {port} within 20 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Finds a program on PATH or in the given places.
+fn find(bin: &str, also: &[PathBuf]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).map(|d| d.join(bin)).chain(also.iter().cloned()).find(|p| p.is_file())
+}
+
+/// A server process, killed and reaped on drop.
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    /// nginx's document root (for nginx).
+    pub root: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// The URL of `name` under the server's root.
+    pub fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+/// nginx serving `dir/www` (with Range, ETag and If-Match, its defaults),
+/// one process, no daemon. `None`, with a message, when nginx is not
+/// installed (`cargo xtask setup` installs it from Debian).
+pub fn nginx(dir: &Path) -> Option<Server> {
+    let Some(bin) = find("nginx", &["/usr/sbin/nginx".into()]) else {
+        eprintln!("SKIP: nginx is not installed (cargo xtask setup installs it with apt-get)");
+        return None;
+    };
+    let root = dir.join("www");
+    std::fs::create_dir_all(&root).unwrap();
+    let port = free_port();
+    let d = dir.display();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
+         events {{ worker_connections 512; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  \
+         fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  \
+         keepalive_requests 100000;\n  sendfile on;\n  tcp_nopush on;\n\
+         server {{ listen 127.0.0.1:{port}; root {}; location / {{ }} }}\n}}\n",
+        root.display()
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    let mut child = Command::new(bin)
+        .arg("-p")
+        .arg(dir)
+        .arg("-c")
+        .arg(dir.join("nginx.conf"))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(port, &mut child, "nginx");
+    Some(Server { child, port, root })
+}
+
+/// The repository's `.venv` (made by `cargo xtask python`/`setup`).
+fn venv_bin(bin: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin").join(bin)
+}
+
+/// moto's S3 server, or `None` with a message when moto is not installed
+/// (`cargo xtask setup` installs `moto[server]` into `.venv`).
+pub fn moto(dir: &Path) -> Option<Server> {
+    let Some(bin) = find("moto_server", &[venv_bin("moto_server")]).filter(|_| true) else {
+        eprintln!("SKIP: moto_server is not installed (cargo xtask setup installs moto[server] into .venv)");
+        return None;
+    };
+    let port = free_port();
+    let mut child = Command::new(bin)
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("moto.log")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for(port, &mut child, "moto_server");
+    Some(Server { child, port, root: dir.to_path_buf() })
+}
+
+/// One plain HTTP/1.1 request (moto checks no signatures): the status code.
+pub fn request(port: u16, method: &str, path: &str, body: &[u8]) -> u16 {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut response = Vec::new();
+    let _ = s.read_to_end(&mut response);
+    let text = String::from_utf8_lossy(&response[..response.len().min(64)]).to_string();
+    text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+}
