@@ -11,6 +11,7 @@ pub fn run_ci(args: &[String]) -> Result<(), String> {
         [flag, n] if flag == "--fuzz-seconds" => n.parse().map_err(|_| format!("bad number {n:?}"))?,
         _ => return Err(format!("unexpected arguments {args:?}")),
     };
+    disk_report("at the start");
     crate::setup::run_setup()?;
     // Before the Rust tests: they start moto's S3 server from `.venv`.
     crate::python::setup()?;
@@ -25,6 +26,9 @@ pub fn run_ci(args: &[String]) -> Result<(), String> {
     exec(Command::new(cargo_bin()).args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))?;
     // The rust-version, with that toolchain.
     crate::msrv::run()?;
+    // Its separate build is done with: give the disk back before the
+    // Python wheel, the compat suite and the release builds.
+    let _ = std::fs::remove_dir_all(crate::util::root().join("target/msrv"));
     crate::python::test()?;
     // safetensors 0.8.0's own test suite against our drop-in.
     crate::compat::run()?;
@@ -32,8 +36,29 @@ pub fn run_ci(args: &[String]) -> Result<(), String> {
     // wheel runs the pytest suite), the sdist and crates, signed sums.
     crate::dist::run(&["--host".to_string()])?;
     crate::fuzz::smoke(fuzz_seconds)?;
+    disk_report("at the end");
     eprintln!("xtask: all checks passed");
     Ok(())
+}
+
+/// Prints the free space and the size of `target/`, so that a run that
+/// fills the disk says so before a compiler's "No space left on device".
+fn disk_report(when: &str) {
+    let df = Command::new("df").args(["-Pk", "."]).current_dir(crate::util::root()).output();
+    let free_kib = df
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|t| t.lines().nth(1)?.split_whitespace().nth(3)?.parse::<u64>().ok());
+    let du = Command::new("du").args(["-sk", "target"]).current_dir(crate::util::root()).output();
+    let target_kib = du
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|t| t.split_whitespace().next()?.parse::<u64>().ok());
+    let gib = |k: Option<u64>| k.map_or("?".to_string(), |k| format!("{:.1} GiB", k as f64 / (1 << 20) as f64));
+    eprintln!("xtask: disk {when}: {} free, target/ holds {}", gib(free_kib), gib(target_kib));
+    if free_kib.is_some_and(|k| k < 10 << 20) {
+        eprintln!("xtask: warning: less than 10 GiB free; a full CI run builds about that much");
+    }
 }
 
 pub fn run(args: &[String]) -> Result<(), String> {

@@ -4,9 +4,11 @@
 use deathtensors_io::format::{Dtype, RowLayout};
 use deathtensors_io::{Collection, CollectionOptions, ErrorKind};
 
-fn tmp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("dt-coll-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+/// A path for a collection that does not exist yet, in a scratch
+/// directory removed when the test ends.
+fn tmp(name: &str) -> crate::Scratch {
+    let dir = crate::scratch(&format!("coll-{name}"));
+    std::fs::remove_dir(&dir).unwrap();
     dir
 }
 

@@ -16,11 +16,11 @@ fn row_bytes(range: std::ops::Range<u64>) -> Vec<u8> {
 }
 
 /// A committed collection of `rows` U8 x 2 rows in blocks of 3.
-fn made(name: &str, rows: u64) -> PathBuf {
+fn made(name: &str, rows: u64) -> crate::Scratch {
     made_with(name, RowLayout::new(Dtype::U8, vec![WIDTH as u64], 3).unwrap(), rows)
 }
 
-fn made_with(name: &str, layout: RowLayout, rows: u64) -> PathBuf {
+fn made_with(name: &str, layout: RowLayout, rows: u64) -> crate::Scratch {
     let dir = crate::scratch(&format!("coll-hostile-{name}"));
     let rb = layout.row_bytes() as usize;
     let mut w = Collection::create(&dir, layout, CollectionOptions { durable: false }).unwrap();

@@ -3,7 +3,7 @@
 //! refresh, never rows of another commit), and the one-writer lock across
 //! threads.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Barrier};
 
 use deathtensors_io::format::{Dtype, RowLayout};
@@ -24,7 +24,7 @@ fn read(c: &Collection, start: u64, n: u64) -> Vec<u8> {
 
 /// A collection of `n` rows (salt 0) in blocks of 3, committed, and its
 /// writer.
-fn made(name: &str, n: u64) -> (PathBuf, Collection) {
+fn made(name: &str, n: u64) -> (crate::Scratch, Collection) {
     let dir = crate::scratch(&format!("coll-snap-{name}"));
     let layout = RowLayout::new(Dtype::U8, vec![WIDTH as u64], 3).unwrap();
     let mut w = Collection::create(&dir, layout, CollectionOptions { durable: false }).unwrap();
@@ -189,7 +189,7 @@ fn is_locked(dir: &Path) -> bool {
 #[test]
 fn a_second_writer_in_another_thread_is_refused_until_the_first_is_dropped() {
     let (dir, w) = made("lock-thread", 2);
-    let d = dir.clone();
+    let d = dir.to_path_buf();
     std::thread::spawn(move || {
         assert!(is_locked(&d));
         let layout = RowLayout::new(Dtype::U8, vec![WIDTH as u64], 3).unwrap();
@@ -203,7 +203,7 @@ fn a_second_writer_in_another_thread_is_refused_until_the_first_is_dropped() {
     // The refused attempts changed nothing.
     assert_eq!(read(&w, 0, 2), rows(0..2, 0));
     drop(w);
-    let d = dir.clone();
+    let d = dir.to_path_buf();
     std::thread::spawn(move || {
         let mut w = Collection::open_writable(&d, CollectionOptions::default()).unwrap();
         w.write_rows(2, &rows(2..3, 0)).unwrap();
@@ -223,7 +223,7 @@ fn writers_racing_for_the_lock_get_it_one_at_a_time() {
     let barrier = Arc::new(Barrier::new(THREADS));
     let handles: Vec<_> = (0..THREADS)
         .map(|_| {
-            let (dir, barrier) = (dir.clone(), barrier.clone());
+            let (dir, barrier) = (dir.to_path_buf(), barrier.clone());
             std::thread::spawn(move || {
                 barrier.wait();
                 let got = Collection::open_writable(&dir, CollectionOptions::default());
@@ -246,7 +246,7 @@ fn writers_racing_for_the_lock_get_it_one_at_a_time() {
 fn a_writer_that_panics_releases_the_lock() {
     let (dir, w) = made("lock-panic", 1);
     drop(w);
-    let d = dir.clone();
+    let d = dir.to_path_buf();
     let panicked = std::thread::spawn(move || {
         let mut w = Collection::open_writable(&d, CollectionOptions::default()).unwrap();
         w.write_rows(1, &rows(1..2, 9)).unwrap();
