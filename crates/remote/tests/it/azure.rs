@@ -25,7 +25,8 @@ fn azure_options(server: &Server) -> RemoteOptions {
 }
 
 /// One request to Azurite for `path` (from the container on) with its
-/// query, signed with the account's shared key: the status code.
+/// query, signed with the account's shared key: the status code. No
+/// `x-ms-date` is sent: Azurite does not ask for one (Azure would).
 fn signed(server: &Server, method: &str, path: &str, query: &[(&str, &str)], ms: &[(&str, &str)], body: &[u8]) -> u16 {
     let mut ms: Vec<(&str, &str)> = ms.iter().copied().chain([("x-ms-version", "2021-08-06")]).collect();
     ms.sort();
