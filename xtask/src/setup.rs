@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use crate::util::exec;
+use crate::util::{exec, root};
 
 /// The bare-metal target that proves `deathtensors-format` is `no_std`.
 pub const NO_STD_TARGET: &str = "thumbv7em-none-eabihf";
@@ -21,6 +21,7 @@ pub fn run_setup() -> Result<(), String> {
         }
     }
     debian_packages();
+    npm_tools();
     Ok(())
 }
 
@@ -35,6 +36,40 @@ fn debian_packages() {
     }
     if let Err(e) = crate::tools::debian(&["strace", "nginx"]) {
         eprintln!("xtask: {e} (tests that need them skip)");
+    }
+}
+
+/// Azurite, the Azure Storage emulator the tests of `az://` URLs start
+/// (`azurite-blob`, on loopback), pinned.
+const AZURITE: &str = "3.37.0";
+
+/// The directory npm installs Azurite into (the tests look there).
+fn azurite_dir() -> std::path::PathBuf {
+    root().join("target/test-tools/azurite")
+}
+
+/// npm packages the tests use, installed into `target/test-tools` when
+/// missing or of another version; without npm, or when the install fails,
+/// a message says so and the tests that need them skip.
+fn npm_tools() {
+    let dir = azurite_dir();
+    let manifest = dir.join("node_modules/azurite/package.json");
+    let version = format!("\"version\": \"{AZURITE}\"");
+    if std::fs::read_to_string(&manifest).is_ok_and(|m| m.contains(&version)) {
+        return;
+    }
+    if !crate::tools::on_path("npm") {
+        eprintln!("xtask: npm is not installed: the az:// tests skip (they need Azurite {AZURITE})");
+        return;
+    }
+    let installed = exec(
+        Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix"])
+            .arg(&dir)
+            .arg(format!("azurite@{AZURITE}")),
+    );
+    if let Err(e) = installed {
+        eprintln!("xtask: {e} (installing Azurite {AZURITE}: the az:// tests skip)");
     }
 }
 

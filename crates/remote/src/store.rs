@@ -30,8 +30,19 @@ fn install_crypto() {
 }
 
 /// Options whose value names a plain-HTTP endpoint: then plain HTTP is
-/// allowed (a local S3-compatible server, say), as the caller asked for it.
-const ENDPOINT_KEYS: [&str; 4] = ["aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url"];
+/// allowed (a local S3-compatible server, Azurite, a GCS emulator), as the
+/// caller asked for it. S3's endpoint, Azure's (`azure_storage_endpoint`,
+/// `azure_endpoint`; `endpoint` is both stores' alias) and GCS's base URL.
+const ENDPOINT_KEYS: [&str; 8] = [
+    "aws_endpoint",
+    "aws_endpoint_url",
+    "endpoint",
+    "endpoint_url",
+    "azure_storage_endpoint",
+    "azure_endpoint",
+    "google_base_url",
+    "base_url",
+];
 
 /// The store holding `url` and the object's path in it, configured from
 /// the environment, then `options.storage_options`.

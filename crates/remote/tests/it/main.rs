@@ -1,11 +1,15 @@
 //! Integration tests of `deathtensors-remote`, against real servers on
 //! loopback that the tests start and stop themselves: nginx (Debian) for
-//! `http://`, moto's S3 server (PyPI, in `.venv`) for `s3://`, and a small
-//! proxy of our own in front of nginx that counts requests and bytes and
-//! injects faults.
+//! `http://`, moto's S3 server (PyPI, in `.venv`) for `s3://`, Azurite
+//! (npm, in `target/test-tools`) for `az://`, fake-gcs-server (PyPI, in
+//! `.venv`) for `gs://`, and a small proxy of our own in front of nginx
+//! that counts requests and bytes and injects faults.
 
+mod azure;
 mod cache;
+mod checks;
 mod faults;
+mod gcs;
 mod http;
 mod proxy;
 mod s3;

