@@ -67,6 +67,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let cargo = cargo_bin();
     run_in(&cargo, &["xtask", "ci"])?;
     let crates = published_crates_in(&tree)?;
+    forget_unpublished_sources(&crates, &new)?;
     let mut publish: Vec<&str> = vec!["publish", "--dry-run", "--locked"];
     for c in &crates {
         publish.extend(["-p", c.as_str()]);
@@ -210,6 +211,37 @@ fn bump(tree: &Path, old: &str, new: &str) -> Result<(), String> {
         .collect();
     if !stale.is_empty() {
         return Err(format!("after the bump, still not {new}: {}", stale.join(", ")));
+    }
+    Ok(())
+}
+
+/// Removes what an earlier `cargo publish --dry-run` of the same version
+/// left in cargo's registry folders: the verification of one crate builds
+/// the others from a local overlay of crates.io, and cargo extracts them to
+/// `registry/src/<crates.io>/NAME-VERSION`, which it reuses by name and
+/// version alone. A second dry run of that version would then build
+/// against the first one's sources (seen: a crate verified against an
+/// older `deathtensors-io` 0.5.0 that lacked an API it uses). The version
+/// being released is newer than any published one; were it on crates.io
+/// after all, cargo would only download it again.
+fn forget_unpublished_sources(crates: &[String], version: &str) -> Result<(), String> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .ok_or("neither CARGO_HOME nor HOME is set")?;
+    for (kind, suffix) in [("src", ""), ("cache", ".crate")] {
+        let Ok(registries) = std::fs::read_dir(home.join("registry").join(kind)) else { continue };
+        for registry in registries.flatten() {
+            for krate in crates {
+                let stale = registry.path().join(format!("{krate}-{version}{suffix}"));
+                if stale.exists() {
+                    eprintln!("xtask: removing {} (left by an earlier dry run)", stale.display());
+                    let removed =
+                        if suffix.is_empty() { std::fs::remove_dir_all(&stale) } else { std::fs::remove_file(&stale) };
+                    removed.map_err(|e| format!("cannot remove {}: {e}", stale.display()))?;
+                }
+            }
+        }
     }
     Ok(())
 }
