@@ -1082,15 +1082,7 @@ impl Reader {
             }
             let mut expected = [0u8; 32];
             source.read_exact_at(&mut expected, covered_end).map_err(io)?;
-            let actual = footer.finish();
-            if actual != expected {
-                return Err(Error::new(
-                    ErrorKind::ChecksumMismatch { expected, actual },
-                    Some(&self.path),
-                    "verification failed for",
-                ));
-            }
-            Ok(())
+            self.check_footer(expected, footer.finish())
         };
         Some(run())
     }
@@ -1277,6 +1269,11 @@ impl Reader {
             .map_err(io)?;
         // A signature block may follow the footer.
         debug_assert!(self.file_len >= covered_end + FOOTER_LEN);
+        self.check_footer(expected, actual)
+    }
+
+    /// The footer's SHA-256 (`expected`) against the covered bytes' hash.
+    fn check_footer(&self, expected: [u8; 32], actual: [u8; 32]) -> Result<()> {
         if actual != expected {
             return Err(Error::new(
                 ErrorKind::ChecksumMismatch { expected, actual },

@@ -143,19 +143,7 @@ fn sharded_reads_touch_only_the_shards_asked_for() {
     let dir = scratch("http-sharded");
     let Some(server) = nginx(&dir) else { return };
     let tensors = crate::write_model(&dir.join("whole.dt"), 12, 50_000, 0);
-    let specs: Vec<_> = tensors
-        .iter()
-        .map(|(n, b)| {
-            (
-                deathtensors_io::format::TensorSpec::new(
-                    n.as_str(),
-                    deathtensors_io::format::Dtype::U8,
-                    [b.len() as u64],
-                ),
-                &b[..],
-            )
-        })
-        .collect();
+    let specs = crate::u8_specs(&tensors);
     let options_w = WriteOptions { checksum: true, durable: false, ..WriteOptions::default() };
     let (index, _) = save_sharded(server.root.join("model.dt"), specs, 200_000, &options_w).unwrap();
     let proxy = Proxy::start(server.port);

@@ -74,9 +74,12 @@ pub fn bytes(i: usize, len: usize) -> Vec<u8> {
 pub fn write_model(path: &Path, count: usize, len: usize, name_pad: usize) -> Vec<(String, Vec<u8>)> {
     let tensors: Vec<(String, Vec<u8>)> =
         (0..count).map(|i| (format!("t.{i:06}{}", "x".repeat(name_pad)), bytes(i, len))).collect();
-    let specs: Vec<(TensorSpec, &[u8])> =
-        tensors.iter().map(|(n, b)| (TensorSpec::new(n.as_str(), Dtype::U8, [b.len() as u64]), &b[..])).collect();
     let options = WriteOptions { checksum: true, durable: false, ..WriteOptions::default() };
-    save(path, specs, &options).unwrap();
+    save(path, u8_specs(&tensors), &options).unwrap();
     tensors
+}
+
+/// Each named byte vector as a 1-D U8 tensor to save.
+pub fn u8_specs(tensors: &[(String, Vec<u8>)]) -> Vec<(TensorSpec, &[u8])> {
+    tensors.iter().map(|(n, b)| (TensorSpec::new(n.as_str(), Dtype::U8, [b.len() as u64]), &b[..])).collect()
 }

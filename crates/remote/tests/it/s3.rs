@@ -66,19 +66,7 @@ fn s3_sharded_opens_only_the_shard_asked_for() {
     let dir = scratch("s3-sharded");
     let Some(server) = moto(&dir) else { return };
     let tensors = write_model(&dir.join("whole.dt"), 9, 100_000, 0);
-    let specs: Vec<_> = tensors
-        .iter()
-        .map(|(n, b)| {
-            (
-                deathtensors_io::format::TensorSpec::new(
-                    n.as_str(),
-                    deathtensors_io::format::Dtype::U8,
-                    [b.len() as u64],
-                ),
-                &b[..],
-            )
-        })
-        .collect();
+    let specs = crate::u8_specs(&tensors);
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
     let w = deathtensors_io::WriteOptions { checksum: true, durable: false, ..Default::default() };
