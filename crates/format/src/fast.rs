@@ -99,6 +99,56 @@ fn string_end(bytes: &[u8], from: usize) -> Option<usize> {
     tail.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20).map(|i| at + i)
 }
 
+/// The value of the ASCII digits `bytes` starts with, up to eight of them,
+/// and how many there are (0 to 8).
+///
+/// Eight bytes at a time when there are eight (offsets are up to 10 or so
+/// digits long): a byte is a digit when its high nibble is 3 and adding 6
+/// keeps it 3. A carry out of a non-digit byte can only spoil the flags
+/// above it, so the lowest flagged byte is the first non-digit. The digits
+/// are then moved to the top of the word behind `'0'` padding and summed
+/// pairwise by multiplication (the method of `fast_float` and simdjson).
+fn leading_digits(bytes: &[u8]) -> (u64, usize) {
+    const ZEROS: u64 = u64::from_le_bytes([b'0'; 8]);
+    const HIGH_NIBBLES: u64 = u64::from_le_bytes([0xF0; 8]);
+    let Some(word) = bytes.get(..8) else {
+        // Near the end of the input: one byte at a time.
+        let mut value = 0u64;
+        let mut n = 0;
+        while let Some(&b @ b'0'..=b'9') = bytes.get(n) {
+            if n == 8 {
+                break;
+            }
+            value = value * 10 + u64::from(b - b'0');
+            n += 1;
+        }
+        return (value, n);
+    };
+    let mut eight = [0u8; 8];
+    eight.copy_from_slice(word);
+    let v = u64::from_le_bytes(eight);
+    let not_digit =
+        ((v & HIGH_NIBBLES) ^ ZEROS) | ((v.wrapping_add(u64::from_le_bytes([6; 8])) & HIGH_NIBBLES) ^ ZEROS);
+    let n = (not_digit.trailing_zeros() / 8) as usize;
+    if n == 0 {
+        return (0, 0);
+    }
+    // The n digits at the top, '0's below them: the same number in 8 digits.
+    let shift = 8 * (8 - n as u32);
+    let padded = (v.checked_shl(shift).unwrap_or(0)) | ZEROS.checked_shr(8 * n as u32).unwrap_or(0);
+    (eight_digits(padded), n)
+}
+
+/// The value of eight ASCII digits, the first in the lowest byte.
+fn eight_digits(v: u64) -> u64 {
+    const MASK: u64 = 0x0000_00FF_0000_00FF;
+    const MUL1: u64 = 100 + (1_000_000 << 32);
+    const MUL2: u64 = 1 + (10_000 << 32);
+    let v = v.wrapping_sub(u64::from_le_bytes([b'0'; 8]));
+    let v = v.wrapping_mul(10).wrapping_add(v >> 8);
+    ((v & MASK).wrapping_mul(MUL1).wrapping_add(((v >> 16) & MASK).wrapping_mul(MUL2))) >> 32
+}
+
 /// About the fewest bytes writers use for one tensor entry. The tensor list
 /// is sized from the input's length with it: it rarely has to grow, and
 /// reserves at most about 1.3 times the input's length (128-byte entries).
@@ -138,20 +188,23 @@ impl<'a> Parser<'a> {
     /// (no sign, no leading zero, no fraction, no exponent).
     fn uint(&mut self) -> Option<u64> {
         self.skip_ws();
-        let mut value: u64 = match self.bytes.get(self.at)? {
-            b'0' => 0,
-            &b @ b'1'..=b'9' => u64::from(b - b'0'),
-            _ => return None,
-        };
-        self.at += 1;
-        if value != 0 {
+        let first = *self.bytes.get(self.at)?;
+        if !first.is_ascii_digit() {
+            return None;
+        }
+        let (mut value, digits) = leading_digits(self.bytes.get(self.at..).unwrap_or_default());
+        if first == b'0' && digits > 1 {
+            return None; // a leading zero: left to the full decoder
+        }
+        self.at += digits;
+        if digits == 8 {
             while let Some(&b @ b'0'..=b'9') = self.bytes.get(self.at) {
                 value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
                 self.at += 1;
             }
         }
-        // Whatever else follows a number (a digit after a leading zero, a
-        // fraction, an exponent) is left to the full decoder.
+        // Whatever else follows a number (a fraction, an exponent) is left
+        // to the full decoder.
         match self.bytes.get(self.at) {
             Some(b',' | b']' | b'}' | b' ' | b'\t' | b'\n' | b'\r') => Some(value),
             _ => None,
@@ -565,7 +618,9 @@ impl<'a> Parser<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::string_end;
+    use alloc::string::ToString;
+
+    use super::{leading_digits, string_end, Parser};
 
     #[test]
     fn compressed_headers_take_the_fast_path() {
@@ -607,6 +662,64 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn leading_digits_matches_a_byte_at_a_time_count() {
+        let naive = |b: &[u8]| {
+            let n = b.iter().take(8).take_while(|c| c.is_ascii_digit()).count();
+            (b[..n].iter().fold(0u64, |v, &c| v * 10 + u64::from(c - b'0')), n)
+        };
+        // Every byte value around every digit run, at every length, so each
+        // flag, carry and shift is exercised.
+        let others: alloc::vec::Vec<u8> = (0..=255u8).filter(|b| !b.is_ascii_digit()).collect();
+        for len in 0..=12 {
+            for run in 0..=len {
+                for &other in &others {
+                    let mut bytes: alloc::vec::Vec<u8> = (0..len).map(|i| b"9081726354"[i % 10]).collect();
+                    if run < len {
+                        bytes[run] = other;
+                        if run + 1 < len {
+                            bytes[run + 1] = 0xff; // a carry source above the first non-digit
+                        }
+                    }
+                    assert_eq!(leading_digits(&bytes), naive(&bytes), "{bytes:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn uint_takes_canonical_integers_only() {
+        let limits = crate::Limits::DEFAULT;
+        let uint = |text: &str| {
+            let mut p = Parser { text, bytes: text.as_bytes(), at: 0, limits: &limits };
+            p.uint().map(|v| (v, p.at))
+        };
+        for v in [0u64, 1, 9, 10, 99, 1_234_567, 12_345_678, 123_456_789, 1 << 53, u64::MAX] {
+            for end in [",", "]", "}", " ", "\n", ",0000000000"] {
+                let text = alloc::format!("{v}{end}");
+                assert_eq!(uint(&text), Some((v, v.to_string().len())), "{text:?}");
+            }
+        }
+        // Overflow, leading zeros, fractions, exponents, signs, no terminator.
+        for text in [
+            "18446744073709551616,",
+            "99999999999999999999]",
+            "01,",
+            "00]",
+            "012345678,",
+            "1.5,",
+            "1e3,",
+            "-1,",
+            "+1,",
+            "12",
+            "123456789",
+            "x,",
+            "",
+        ] {
+            assert_eq!(uint(text), None, "{text:?}");
         }
     }
 }

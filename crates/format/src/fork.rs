@@ -1,11 +1,12 @@
 //! How a caller lends a thread to the decoder. This crate has none (it is
 //! `no_std` and sans-IO), so a caller that has threads passes a [`Fork`],
 //! and the decoder splits a large header's tensor entries in two halves
-//! decoded at the same time (see `fast.rs`).
+//! decoded at the same time (see `fast.rs`), then builds the name index
+//! while it checks the layout (see `header.rs`).
 
 /// Runs two jobs, possibly at the same time.
 ///
-/// The decoder calls [`Fork::join`] at most once per header, with two jobs
+/// The decoder calls [`Fork::join`] at most twice per header, with two jobs
 /// that share nothing and never panic; `join` must run both to completion
 /// before it returns. [`Serial`] runs them one after the other.
 pub trait Fork: Sync {

@@ -11,6 +11,41 @@ use crate::crypt::Encryption;
 use crate::tensor::{Format, Metadata, TensorInfo, TensorSpec};
 use crate::{de, layout, Dtype, Error, ErrorKind, Limits, Result};
 
+/// Headers with at least this many tensors build their name index and
+/// check their layout at once, when the caller lends a thread (below, a
+/// thread costs more than it saves).
+const BUILD_FORK_MIN: usize = 2_500;
+
+/// The index of `tensors` by name.
+///
+/// # Errors
+/// `DuplicateKey` for the first name that repeats an earlier one.
+fn index(format: Format, tensors: &[TensorInfo], hasher: &DefaultHashBuilder) -> Result<HashTable<u32>> {
+    let mut index = HashTable::with_capacity(tensors.len());
+    for (i, t) in tensors.iter().enumerate() {
+        let hash = hasher.hash_one(t.name.as_str());
+        let entry = index.entry(
+            hash,
+            |&j: &u32| tensors[j as usize].name == t.name,
+            |&j: &u32| hasher.hash_one(tensors[j as usize].name.as_str()),
+        );
+        match entry {
+            hashbrown::hash_table::Entry::Occupied(_) => {
+                let within = match format {
+                    Format::Deathtensors | Format::Bintensors => "tensors",
+                    Format::Safetensors => "header",
+                };
+                return Err(Error::new(ErrorKind::DuplicateKey { within, key: t.name.as_str().into() }));
+            }
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                // `tensors.len()` is bounded by `Limits::max_tensors`, far below u32::MAX.
+                v.insert(i as u32);
+            }
+        }
+    }
+    Ok(index)
+}
+
 /// The name written in `created_by` by this crate's deathtensors encoder.
 pub const CREATED_BY: &str = concat!("deathtensors ", env!("CARGO_PKG_VERSION"), " (rust)");
 
@@ -124,7 +159,15 @@ impl Header {
         if raw.compression.is_some() && raw.encryption.is_some() {
             return Err(Error::new(ErrorKind::Unsupported { what: "compression with encryption" }));
         }
-        let header = Header::build(raw.format, raw.created_by, raw.metadata, alignment, raw.tensors, raw.compression)?;
+        let header = Header::build_with(
+            raw.format,
+            raw.created_by,
+            raw.metadata,
+            alignment,
+            raw.tensors,
+            raw.compression,
+            fork,
+        )?;
         match raw.encryption {
             Some(e) => header.with_encryption_within(e, limits),
             None => Ok(header),
@@ -251,29 +294,35 @@ impl Header {
         tensors: Vec<TensorInfo>,
         compression: Option<RawCompression>,
     ) -> Result<Header> {
+        Header::build_with(format, created_by, metadata, alignment, tensors, compression, &crate::Serial)
+    }
+
+    /// [`Header::build`], with the name index and the layout check of a
+    /// large header made at once through `fork` (they share nothing).
+    fn build_with(
+        format: Format,
+        created_by: Option<String>,
+        metadata: Option<Metadata>,
+        alignment: u64,
+        tensors: Vec<TensorInfo>,
+        compression: Option<RawCompression>,
+        fork: &dyn crate::Fork,
+    ) -> Result<Header> {
         let hasher = DefaultHashBuilder::default();
-        let mut index = HashTable::with_capacity(tensors.len());
-        for (i, t) in tensors.iter().enumerate() {
-            let hash = hasher.hash_one(t.name.as_str());
-            let entry = index.entry(
-                hash,
-                |&j: &u32| tensors[j as usize].name == t.name,
-                |&j: &u32| hasher.hash_one(tensors[j as usize].name.as_str()),
-            );
-            match entry {
-                hashbrown::hash_table::Entry::Occupied(_) => {
-                    let within = match format {
-                        Format::Deathtensors | Format::Bintensors => "tensors",
-                        Format::Safetensors => "header",
-                    };
-                    return Err(Error::new(ErrorKind::DuplicateKey { within, key: t.name.as_str().into() }));
-                }
-                hashbrown::hash_table::Entry::Vacant(v) => {
-                    // `tensors.len()` is bounded by `Limits::max_tensors`, far below u32::MAX.
-                    v.insert(i as u32);
-                }
-            }
-        }
+        // A compression section's tables are matched through the index
+        // before the layout check can run; a bintensors layout is checked
+        // in header order after its dtypes.
+        let both_at_once = compression.is_none() && format != Format::Bintensors && tensors.len() >= BUILD_FORK_MIN;
+        let (indexed, laid_out) = if both_at_once {
+            let (mut indexed, mut laid_out) = (None, None);
+            fork.join(&mut || indexed = Some(index(format, &tensors, &hasher)), &mut || {
+                laid_out = Some(layout::check(&tensors, alignment, &[]))
+            });
+            (indexed.unwrap_or_else(|| index(format, &tensors, &hasher)), laid_out)
+        } else {
+            (index(format, &tensors, &hasher), None)
+        };
+        let index = indexed?;
         // After the duplicate check: a repeated name is the problem to
         // report, not the overlap of its two entries' byte ranges.
         if format == Format::Safetensors {
@@ -289,13 +338,16 @@ impl Header {
                 }
                 layout::check_in_order(&tensors)?
             }
-            Format::Deathtensors | Format::Safetensors => {
-                let stored = match &compression {
-                    Some(c) => Header::match_tables(c, &tensors, &index, &hasher)?,
-                    None => Vec::new(),
-                };
-                layout::check(&tensors, alignment, &stored)?
-            }
+            Format::Deathtensors | Format::Safetensors => match laid_out {
+                Some(laid_out) => laid_out?,
+                None => {
+                    let stored = match &compression {
+                        Some(c) => Header::match_tables(c, &tensors, &index, &hasher)?,
+                        None => Vec::new(),
+                    };
+                    layout::check(&tensors, alignment, &stored)?
+                }
+            },
         };
         let (section, chunks) = match compression {
             Some(c) => {

@@ -53,7 +53,9 @@ fn both_formats_decode_the_same_in_two_halves() {
         let bytes = file(&header);
         let fork = threads();
         let split = Head::parse_with(&bytes, bytes.len() as u64, &Limits::DEFAULT, &fork).unwrap();
-        assert_eq!(fork.0.load(Ordering::Relaxed), 1, "a 600 KB header is split");
+        // One join splits the entries, one builds the index while the
+        // layout is checked.
+        assert_eq!(fork.0.load(Ordering::Relaxed), 2, "a 600 KB header is split");
         assert_eq!(split.header, header);
         assert_eq!(Head::parse(&bytes, bytes.len() as u64, &Limits::DEFAULT).unwrap().header, header);
     }
@@ -92,7 +94,7 @@ fn metadata_in_the_second_half_is_found_and_a_second_copy_refused() {
     let n = 5000;
     let bytes = st_json(n, "\"__metadata__\":{\"a\":\"b\"}", n - 10);
     let (split, serial, forks) = parse_both(&bytes);
-    assert_eq!(forks, 1);
+    assert_eq!(forks, 2);
     let split = split.unwrap();
     assert_eq!(split.header.metadata().unwrap()["a"], "b");
     assert_eq!(split.header, serial.unwrap().header);
@@ -144,4 +146,27 @@ fn the_tensor_limit_counts_both_halves() {
     let limits = Limits { max_tensors: 5000, ..Limits::DEFAULT };
     assert_eq!(Head::parse_with(&bytes, bytes.len() as u64, &limits, &threads()).unwrap().header.len(), 5000);
     assert_eq!(header.format(), Format::Safetensors);
+}
+
+/// A large header's name index and layout check run at once: a header
+/// with both a repeated name and a layout error still reports the name,
+/// as the serial decoder does, and a layout error alone is the same too.
+#[test]
+fn index_and_layout_errors_are_those_of_the_serial_decoder() {
+    let n = 5000;
+    let both = st_json(
+        n,
+        "\"tensor.00000003.padding_to_make_the_names_long\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}",
+        4000,
+    );
+    let (split, serial, forks) = parse_both(&both);
+    let (a, b) = (split.unwrap_err(), serial.unwrap_err());
+    assert!(matches!(a.kind(), ErrorKind::DuplicateKey { .. }), "{a}");
+    assert_eq!(a.to_string(), b.to_string());
+    assert_eq!(forks, 2, "decoded in halves, then indexed while the layout was checked");
+    let overlap = st_json(n, "\"overlapping\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}", 4000);
+    let (split, serial, _) = parse_both(&overlap);
+    let (a, b) = (split.unwrap_err(), serial.unwrap_err());
+    assert!(matches!(a.kind(), ErrorKind::Overlap { .. }), "{a}");
+    assert_eq!(a.to_string(), b.to_string());
 }
