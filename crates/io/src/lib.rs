@@ -68,6 +68,7 @@ pub use crate::{
     pack::{save_from, Compress},
     pread::ReadAt,
     reader::{ReadOptions, Reader, TensorRef},
+    sha_lanes::sha256_many,
     sharded::{save_sharded, save_sharded_legacy, write_index, Opener, ShardedReader, INDEX_SUFFIX},
     sidecar::{manifest, write_manifest},
     signing::sign_file,

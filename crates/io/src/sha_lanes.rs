@@ -54,6 +54,31 @@ pub(crate) fn digests(inputs: &[Input<'_>]) -> std::io::Result<Vec<[u8; 32]>> {
     digests_with(inputs, &|_| {})
 }
 
+/// The SHA-256 of each of `inputs`, in order, on all cores: two
+/// interleaved streams per core where the CPU has the SHA extensions (as
+/// the library computes per-tensor digests), `ring` otherwise.
+///
+/// # Example
+/// ```
+/// let digests = deathtensors_io::sha256_many(&[&b"abc"[..], b""]);
+/// assert_eq!(digests[0][..4], [0xba, 0x78, 0x16, 0xbf]);
+/// assert_eq!(digests[1][..4], [0xe3, 0xb0, 0xc4, 0x42]);
+/// ```
+pub fn sha256_many<B: AsRef<[u8]> + Sync>(inputs: &[B]) -> Vec<[u8; 32]> {
+    let bytes: Vec<Input<'_>> = inputs.iter().map(|b| Input::Bytes(b.as_ref())).collect();
+    // Only file inputs can fail to be read; these are all in memory.
+    digests(&bytes).unwrap_or_else(|_| {
+        inputs
+            .iter()
+            .map(|b| {
+                let mut out = [0u8; 32];
+                out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, b.as_ref()).as_ref());
+                out
+            })
+            .collect()
+    })
+}
+
 /// [`digests`], calling `progress` with the number of bytes hashed as the
 /// work goes (from any thread).
 ///
@@ -467,6 +492,10 @@ mod tests {
             for (i, d) in digests(set).unwrap().iter().enumerate() {
                 assert_eq!(d.to_vec(), ring(&inputs[i]), "{tag}: input {i} of {} bytes", inputs[i].len());
             }
+        }
+        // The public entry point: memory inputs only.
+        for (i, d) in sha256_many(inputs).iter().enumerate() {
+            assert_eq!(d.to_vec(), ring(&inputs[i]), "{tag}: sha256_many, input {i}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

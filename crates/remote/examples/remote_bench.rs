@@ -3,6 +3,12 @@
 //! `curl` in the same run, side by side. Prints requests, bytes and
 //! throughput as a Markdown table for `docs/BENCHMARKS.md`.
 //!
+//! It also prints the CPU time (user + system) that nginx and each client
+//! used, from `/proc`: on a machine whose cores the server shares with the
+//! client, the work of a checked download (the transfer plus SHA-256 of
+//! every byte) spread over all cores bounds the throughput any checked
+//! load can reach there.
+//!
 //! `remote_bench [--size-mib N] [--tensor-mib N] [--runs N] [--ranks N]`
 
 use std::net::{TcpListener, TcpStream};
@@ -76,6 +82,38 @@ fn write(path: &Path, count: usize, len: usize, checksum: bool) -> Result<(), St
     Ok(())
 }
 
+/// One timed download or load: its wall time, and the CPU time (user +
+/// system) the server and the client used during it.
+struct Run {
+    wall: Duration,
+    server_cpu: f64,
+    client_cpu: f64,
+}
+
+/// CPU seconds (user + system) process `pid` has used so far, from
+/// `/proc/PID/stat` (0 where there is no `/proc`).
+fn cpu_seconds(pid: u32) -> f64 {
+    // Fields after the command name's `)`: state is the first, utime and
+    // stime the 12th and 13th, in clock ticks of 1/100 s (USER_HZ).
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| {
+        let fields: Vec<u64> =
+            stat.rsplit_once(')')?.1.split_whitespace().skip(11).take(2).filter_map(|f| f.parse().ok()).collect();
+        Some(fields.iter().sum::<u64>())
+    });
+    ticks.unwrap_or(0) as f64 / 100.0
+}
+
+/// The children's CPU seconds from the output of the shell's `times`
+/// (its second line: `0m0.030000s 0m0.210000s`, user and system).
+fn children_cpu(out: &[u8]) -> f64 {
+    let text = String::from_utf8_lossy(out);
+    let seconds = |t: &str| -> Option<f64> {
+        let (m, s) = t.trim_end_matches('s').split_once('m')?;
+        Some(m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+    };
+    text.lines().nth(1).map_or(0.0, |line| line.split_whitespace().filter_map(seconds).sum())
+}
+
 fn gbps(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / t.as_secs_f64() / 1e9
 }
@@ -126,37 +164,38 @@ fn run(
         tensor >> 20
     );
 
+    let nginx_pid = _server.0.id();
     // curl: the best single download of the same file.
-    let mut curl_best = Duration::MAX;
-    for _ in 0..runs {
+    let curl = |pipeline: &str| -> Result<Run, String> {
+        let nginx0 = cpu_seconds(nginx_pid);
         let t = Instant::now();
-        let ok = Command::new("curl")
-            .args(["-s", "-o", "/dev/null", &url("model.dt")])
-            .status()
-            .map_err(|e| format!("curl: {e}"))?
-            .success();
-        if !ok {
-            return Err("curl failed".into());
+        let out = Command::new("sh")
+            .args(["-c", &format!("{pipeline} && times")])
+            .output()
+            .map_err(|e| format!("sh: {e}"))?;
+        let wall = t.elapsed();
+        if !out.status.success() {
+            return Err(format!("{pipeline} failed"));
         }
-        curl_best = curl_best.min(t.elapsed());
-    }
-
+        Ok(Run { wall, server_cpu: cpu_seconds(nginx_pid) - nginx0, client_cpu: children_cpu(&out.stdout) })
+    };
+    let best = |pipeline: &str| -> Result<Run, String> {
+        let mut best: Option<Run> = None;
+        for _ in 0..runs {
+            let run = curl(pipeline)?;
+            if best.as_ref().is_none_or(|b| run.wall < b.wall) {
+                best = Some(run);
+            }
+        }
+        best.ok_or_else(|| "no run".to_string())
+    };
+    let curl_run = best(&format!("curl -s -o /dev/null {}", url("model.dt")))?;
+    let curl_best = curl_run.wall;
     // curl piped into OpenSSL's SHA-256 (which uses the CPU's SHA
     // extensions, unlike coreutils' sha256sum): the fastest way a single
     // download checks its bytes, the reference for a checked load.
-    let mut curl_sha_best = Duration::MAX;
-    for _ in 0..runs {
-        let t = Instant::now();
-        let ok = Command::new("sh")
-            .args(["-c", &format!("curl -s {} | openssl dgst -sha256 > /dev/null", url("model.dt"))])
-            .status()
-            .map_err(|e| format!("sh: {e}"))?
-            .success();
-        if !ok {
-            return Err("curl | openssl dgst -sha256 failed".into());
-        }
-        curl_sha_best = curl_sha_best.min(t.elapsed());
-    }
+    let curl_sha_run = best(&format!("curl -s {} | openssl dgst -sha256 > /dev/null", url("model.dt")))?;
+    let curl_sha_best = curl_sha_run.wall;
 
     println!("| what | requests | bytes transferred | goal | time |");
     println!("|---|---|---|---|---|");
@@ -192,6 +231,7 @@ fn run(
     let len = reader.header().data_len();
     let mut buf = vec![0u8; len as usize];
     let mut best = Duration::MAX;
+    let mut loads = Vec::new();
     for (name, what) in [("model.dt", "digests checked"), ("plain.dt", "a file without digests")] {
         if name == "plain.dt" {
             // Room on small disks: curl and the loads above are done with it.
@@ -199,16 +239,20 @@ fn run(
             write(&root.join("plain.dt"), count, tensor as usize, false)?;
         }
         let (mut took_best, mut requests, mut bytes) = (Duration::MAX, 0, 0);
+        let mut cpu = (0.0, 0.0);
         for _ in 0..runs {
             let options = read_options(args);
+            let (nginx0, self0) = (cpu_seconds(nginx_pid), cpu_seconds(std::process::id()));
             let t = Instant::now();
             let reader = open(&url(name), &options, ReadOptions::default()).map_err(|e| e.to_string())?;
             reader.read_data_into(&mut buf).map_err(|e| e.to_string())?;
             let took = t.elapsed();
             if took < took_best {
                 (took_best, requests, bytes) = (took, options.stats.requests(), options.stats.bytes());
+                cpu = (cpu_seconds(nginx_pid) - nginx0, cpu_seconds(std::process::id()) - self0);
             }
         }
+        loads.push((what, Run { wall: took_best, server_cpu: cpu.0, client_cpu: cpu.1 }));
         if name == "model.dt" {
             best = took_best;
         }
@@ -232,6 +276,45 @@ fn run(
         "\nload everything / curl: {:.0}% (bytes per second); / curl | openssl sha256: {:.0}%\n",
         100.0 * gbps(len, best) / gbps(file_len, curl_best),
         100.0 * gbps(len, best) / gbps(file_len, curl_sha_best)
+    );
+
+    // Where the CPU went: the bound a checked load meets on this machine.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("| CPU, best run | wall | nginx CPU | client CPU | cores busy (of {cores}) |");
+    println!("|---|---|---|---|---|");
+    let mut rows = vec![("curl", &curl_run), ("curl | openssl dgst -sha256", &curl_sha_run)];
+    rows.extend(loads.iter().map(|(what, run)| (*what, run)));
+    for (what, run) in rows {
+        println!(
+            "| {} | {:.0} ms | {:.2} s | {:.2} s | {:.2} |",
+            what.replace('|', "\\|"),
+            run.wall.as_secs_f64() * 1e3,
+            run.server_cpu,
+            run.client_cpu,
+            (run.server_cpu + run.client_cpu) / run.wall.as_secs_f64()
+        );
+    }
+    // A checked download's least work: curl's transfer (nginx and curl),
+    // plus hashing every tensor in memory the way we do (two SHA-256
+    // streams per core, on all cores), timed here on the loaded bytes.
+    let slices: Vec<&[u8]> =
+        reader.header().tensors().iter().map(|t| &buf[t.data_offsets.0 as usize..t.data_offsets.1 as usize]).collect();
+    let before = cpu_seconds(std::process::id());
+    let digests = deathtensors_io::sha256_many(&slices);
+    let hashing = cpu_seconds(std::process::id()) - before;
+    let checked = reader.header().tensors().iter().zip(&digests).all(|(t, d)| t.sha256.is_none_or(|s| &s == d));
+    if !checked {
+        return Err("the loaded bytes do not match their digests".into());
+    }
+    let work = curl_run.server_cpu + curl_run.client_cpu + hashing;
+    let floor = work / cores as f64;
+    println!(
+        "\nA checked download does at least {work:.2} s of CPU work here: curl's transfer ({:.2} s for nginx and \
+         curl) and SHA-256 of every byte in memory ({hashing:.2} s). On {cores} cores shared with \
+         the server, no checked load takes less than {:.0} ms: {:.0}% of curl at best.\n",
+        curl_run.server_cpu + curl_run.client_cpu,
+        floor * 1e3,
+        100.0 * curl_best.as_secs_f64() / floor
     );
 
     // Ranks: each opens the URL and reads its contiguous share of the
