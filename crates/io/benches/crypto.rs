@@ -2,7 +2,8 @@
 //! model of the `io` bench (~1 GiB, 267 tensors), in one criterion group so
 //! that every row comes from the same run on the same data: the one-core
 //! AEAD speed of ring (the physical limit per core), loads of a whole
-//! encrypted file and of one tensor, and encrypted + signed saves next to
+//! encrypted file and of one tensor, a copy of as many bytes on all cores
+//! (the memory's limit for any load), and encrypted + signed saves next to
 //! plain saves with a checksum.
 //!
 //! `cargo bench -p deathtensors-io --bench crypto` (or `cargo xtask bench`).
@@ -239,6 +240,22 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function("load all, plain, fresh buffer", |b| b.iter_with_large_drop(|| load_all_fresh(&f.plain, &f.read)));
     g.bench_function("load all, plain, prefaulted buffer", |b| b.iter(|| load_all(&f.plain, &f.read, &mut buf)));
+    // The floor of every load: the same number of bytes copied from one
+    // buffer to another, both faulted in, on all cores. A load must read
+    // every byte and write every byte, as this does, whatever the cipher.
+    let source = vec![1u8; blob];
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    g.bench_function("memcpy, all cores (the floor of a load)", |b| {
+        b.iter(|| {
+            let part = blob.div_ceil(cores).max(1);
+            std::thread::scope(|s| {
+                for (to, from) in buf.chunks_mut(part).zip(source.chunks(part)) {
+                    s.spawn(move || to.copy_from_slice(black_box(from)));
+                }
+            });
+        })
+    });
+    drop(source);
     drop(buf);
 
     // Saves, each from a clean page cache (see `clean_writes`).
