@@ -86,6 +86,6 @@ mod tests {
         // same time, on two threads (when `b` was not taken by the caller
         // first, which `a` prevents by waiting here).
         let barrier = Barrier::new(2);
-        Threads.join(&mut || drop(barrier.wait()), &mut || drop(barrier.wait()));
+        Threads.join(&mut || _ = barrier.wait(), &mut || _ = barrier.wait());
     }
 }
