@@ -300,6 +300,58 @@ def test_slice_errors_match_safetensors(tmp_path):
     assert got[0] == "SafetensorError"
 
 
+# With "pt", safetensors indexes a torch view, so torch's rules hold:
+# bounds clamp, lists, None and masks select, bad indices raise IndexError,
+# ValueError or TypeError. transformers slices every parameter this way
+# (zero-size ones too) and tensor-parallel loading passes lists.
+TORCH_INDICES = [
+    (...,), (slice(None),), (slice(0, 0),), (slice(None), slice(None)), slice(2, 6), slice(1, 100),
+    slice(4, None), slice(10, None), slice(-10, None), [0, 2], ([0, 2], ...), (slice(None), [0, 2, 4]),
+    torch.tensor([1, 3]), None, (slice(None), None), (..., ...), True, False, 4, (0, 6), (0, 0, 0), -1,
+    (-1, -2), slice(None, None, -1), slice(None, None, 0), 1.0, (slice(None), slice(1, 3)),
+    slice(None, None, 2), torch.tensor([True, False, True, False]),
+]
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+def test_torch_slices_follow_torch_like_safetensors(backend, tmp_path):
+    path = tmp_path / "s.safetensors"
+    real_pt.save_file(
+        {
+            "empty": torch.empty(0, 4),
+            "w": torch.arange(24.0).reshape(4, 6),
+            "mask": torch.tensor([True, False, True, False]),
+            "h": torch.arange(12, dtype=torch.bfloat16).reshape(4, 3),
+            "scalar": torch.tensor(2.5),
+        },
+        path,
+    )
+    with real.safe_open(path, "pt") as g, ours.safe_open(path, "pt", backend=backend) as f:
+        for name in g.keys():
+            for index in TORCH_INDICES:
+                want = raised_or(g.get_slice(name).__getitem__, index)
+                got = raised_or(f.get_slice(name).__getitem__, index)
+                if isinstance(want, torch.Tensor):
+                    assert isinstance(got, torch.Tensor), (name, index, got)
+                    assert (got.shape, got.dtype) == (want.shape, want.dtype), (name, index)
+                    assert torch.equal(got, want), (name, index)
+                else:
+                    assert got == want, (name, index)
+        # A slice is the caller's copy: writing it reaches neither the file
+        # nor later reads.
+        x = f.get_slice("w")[...]
+        x[0, 0] = 99
+        assert f.get_slice("w")[0, 0].item() == 0.0 and f.get_tensor("w")[0, 0].item() == 0.0
+
+
+def raised_or(call, *args):
+    """What `call` returns, or the type of what it raises."""
+    try:
+        return call(*args)
+    except Exception as e:  # noqa: BLE001 -- compared by type
+        return type(e)
+
+
 def test_bf16_and_fp8_slices(tmp_path):
     t = torch.arange(24, dtype=torch.float32).reshape(4, 6)
     tensors = {"b": t.to(torch.bfloat16), "f": t.to(torch.float8_e5m2)}
@@ -450,6 +502,20 @@ def test_shared_tensor_helpers_match_safetensors():
             assert ours_pt._is_complete(t) == real_pt._is_complete(t)
             assert (ours_pt.storage_ptr(t), ours_pt.storage_size(t)) == (real_pt.storage_ptr(t), real_pt.storage_size(t))
     assert ours_pt._TYPES["BF16"] is torch.bfloat16
+
+
+def test_remove_duplicate_names_lists_only_shared_tensors():
+    a = torch.arange(8.0)
+    cases = [
+        {"A": a, "x": torch.ones(1)},  # nothing shared
+        {"A": a, "B": a, "x": torch.ones(1)},  # one group
+        {},
+    ]
+    for sd in cases:
+        assert dict(ours_pt._remove_duplicate_names(sd)) == dict(real_pt._remove_duplicate_names(sd)), sd
+    # A lone view not covering its storage: both refuse.
+    lone = {"y": torch.ones(2)[:1]}
+    assert raised_or(ours_pt._remove_duplicate_names, lone) == raised_or(real_pt._remove_duplicate_names, lone)
 
 
 # The switch

@@ -20,6 +20,7 @@ import importlib
 import json
 import os
 import sys
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Optional, Union
 
@@ -241,6 +242,8 @@ class PySafeSlice:
 
         shape = self._shape
         packed = self._code == "F4"
+        if self._framework == "pytorch" and not packed:
+            return self._torch_item(index)
         indexers = _slicing.parse(index, shape)
         np_index, newshape = _slicing.plan(indexers, shape, packed)
         if packed:
@@ -259,6 +262,31 @@ class PySafeSlice:
         selected = source.reshape([*byte_shape, itemsize])[np_index]
         raw = copied(self._framework, selected)
         return from_bytes(self._framework, self._device, self._code, newshape, raw)
+
+
+    def _torch_item(self, index: Any) -> Any:
+        """``framework="pt"``: safetensors 0.8.0 indexes a torch view of the
+        tensor, so torch's rules and errors apply (bounds clamp, lists, None
+        and masks select, a bad index is an ``IndexError``); so here, on a
+        view of the mapping (or of the tensor read), of which only the
+        selection is copied."""
+        import torch
+
+        dtype = torch_dtype(self._code)
+        nbytes = self._reader.nbytes(self._name)
+        if not nbytes:
+            whole = torch.empty(self._shape, dtype=dtype)
+        elif self._mapped:
+            with warnings.catch_warnings():
+                # The mapping is read-only; the view is only read, never
+                # handed out: the selection below is a copy.
+                warnings.simplefilter("ignore", UserWarning)
+                raw = torch.frombuffer(self._reader.region(self._name), dtype=torch.uint8)
+            whole = raw.view(dtype).reshape(self._shape)
+        else:
+            whole = _read(self._reader, self._name, nbytes, "pytorch").view(dtype).reshape(self._shape)
+        selected = whole[index].clone(memory_format=torch.contiguous_format)
+        return selected if self._device == "cpu" else selected.to(self._device)
 
 
 class safe_open:

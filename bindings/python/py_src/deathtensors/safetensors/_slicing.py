@@ -1,5 +1,7 @@
 """Indexing a tensor slice (``get_slice(name)[...]``) with safetensors
-0.8.0's rules and error messages.
+0.8.0's rules and error messages for every framework but torch (with
+``"pt"``, safetensors indexes a torch view, and so does ``PySafeSlice``),
+and for F4 tensors.
 
 An index is ints, slices (positive steps), ``...`` and tuples of those, or
 an empty list. Out-of-range stops are errors, not clamped as numpy would, so

@@ -148,7 +148,9 @@ def _remove_duplicate_names(
             )
         candidates = (preferred & complete) or (complete - discard) or complete
         keep = min(candidates)
-        to_remove[keep].extend(name for name in sorted(shared) if name != keep)
+        for name in sorted(shared):
+            if name != keep:
+                to_remove[keep].append(name)  # a lone tensor gets no (empty) entry
     return to_remove
 
 
