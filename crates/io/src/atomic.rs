@@ -84,8 +84,29 @@ fn clean_stale(dir: &Path) {
     }
 }
 
+/// Gives the temp file the permission bits of the file it will replace, if
+/// any, before anything is written to it: replacing a file the user made
+/// private (0600) never widens who can read it. A new file gets the
+/// process's default (0644 less the umask).
+#[cfg(unix)]
+fn keep_mode(file: &File, target: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::metadata(target) {
+        Ok(old) if old.is_file() => {
+            file.set_permissions(std::fs::Permissions::from_mode(old.permissions().mode() & 0o777))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(not(unix))]
+fn keep_mode(_file: &File, _target: &Path) -> io::Result<()> {
+    Ok(())
+}
+
 impl TempFile {
-    /// Creates the temp file beside `target`.
+    /// Creates the temp file beside `target`, with the permissions of the
+    /// file it replaces (see [`keep_mode`]).
     pub(crate) fn create(target: &Path, durable: bool) -> io::Result<TempFile> {
         let dir = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -101,6 +122,7 @@ impl TempFile {
             match rustix::fs::openat(rustix::fs::CWD, &dir, flags, Mode::from_raw_mode(0o644)) {
                 Ok(fd) => {
                     let file = File::from(fd);
+                    keep_mode(&file, target)?;
                     return Ok(TempFile { file, target: target.to_path_buf(), dir, named: None, durable });
                 }
                 // Filesystems without O_TMPFILE: fall back to a named file.
@@ -110,7 +132,9 @@ impl TempFile {
         }
         let path = dir.join(temp_name(target));
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-        Ok(TempFile { file, target: target.to_path_buf(), dir, named: Some(path), durable })
+        let temp = TempFile { file, target: target.to_path_buf(), dir, named: Some(path), durable };
+        keep_mode(&temp.file, target)?;
+        Ok(temp)
     }
 
     pub(crate) fn file(&self) -> &File {

@@ -33,6 +33,28 @@ fn dropped_writer_keeps_the_old_file_and_leaves_no_temp() {
     assert_eq!(crate::entries(&dir), ["m.dt"]);
 }
 
+#[cfg(unix)]
+#[test]
+fn replacing_a_file_keeps_its_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = crate::scratch("keep-mode");
+    let path = dir.join("m.dt");
+    let tensors = || vec![(TensorSpec::new("a", Dtype::U8, [3]), &[1u8, 2, 3][..])];
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    save(&path, tensors(), &WriteOptions::default()).unwrap();
+    let fresh = mode(&path);
+    assert_eq!(fresh & 0o600, 0o600, "a new file is the owner's to read and write: {fresh:o}");
+    for private in [0o600, 0o640, 0o400] {
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(private)).unwrap();
+        for durable in [true, false] {
+            save(&path, tensors(), &WriteOptions { durable, ..WriteOptions::default() }).unwrap();
+            assert_eq!(mode(&path), private, "durable={durable}");
+            assert_eq!(Reader::open(&path).unwrap().read("a").unwrap(), [1, 2, 3]);
+        }
+    }
+    assert_eq!(crate::entries(&dir), ["m.dt"]);
+}
+
 #[test]
 fn save_into_a_missing_directory_is_an_io_error_naming_the_path() {
     let dir = crate::scratch("missing-dir");
