@@ -7,7 +7,12 @@ by the deathtensors Rust core.
 :class:`safe_open`, ``save_file``/``load_file``/``save``/``load``,
 ``save_model``/``load_model``, :class:`TensorSpec`, :func:`serialize`,
 :func:`serialize_file`, :func:`deserialize` and :class:`SafetensorError`,
-with the same bytes on disk and the same error messages.
+with the same bytes on disk and the same exception types. Error messages
+say more than safetensors' (which tensor, which byte), so their wording
+differs. Files are checked more strictly than safetensors checks them, as
+docs/FORMAT.md section 7 lists: names must be non-empty, at most 4,096
+bytes and free of control characters; duplicate keys, unknown fields in a
+tensor entry and a header not starting with ``{`` are refused.
 
 To make existing code use it without changing it, either call
 :func:`install` before anything imports safetensors, or start the program
