@@ -18,7 +18,7 @@ pub use self::keys::{
 pub use self::wrap::EncryptOptions;
 
 pub(crate) use self::aead::{ChunkCipher, TensorChunks};
-pub(crate) use self::sign::{sign_message, verify_signatures};
+pub(crate) use self::sign::{sign_message, verify_ed25519, verify_signatures};
 pub(crate) use self::wrap::{aead_key, new_file_keys, unwrap_data_key, UnwrapError};
 
 /// Fills `out` from the operating system's generator.

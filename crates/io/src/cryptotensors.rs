@@ -10,7 +10,6 @@ use std::sync::Arc;
 
 use deathtensors_format::{ct_chunk_nonce, ct_signed_message, Cryptotensors, CtAlg, CtData, Head, TensorInfo};
 use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305};
-use ring::signature::{UnparsedPublicKey, ED25519};
 use zeroize::Zeroizing;
 
 use crate::crypt::{KeyRing, SymmetricKey, VerifyingKey};
@@ -81,7 +80,7 @@ pub(crate) fn open(
     // The signature first: nothing else is trusted before it.
     let metadata = head.header.metadata().cloned().unwrap_or_default();
     let message = ct_signed_message(&head.header, &metadata);
-    if UnparsedPublicKey::new(&ED25519, &verify_key.0).verify(&message, &ct.signature).is_err() {
+    if !crate::crypt::verify_ed25519(&verify_key.0, &message, &ct.signature) {
         return Err(err(ErrorKind::BadSignature { signer: verify_key.fingerprint() }, path));
     }
     crate::policy::evaluate(&ct.policy.local, policy_input).map_err(|m| err(ErrorKind::PolicyDenied(m), path))?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use deathtensors_format::{Argon2Params, Cipher, Dtype, Flags, TensorSpec};
 use deathtensors_io::{
     save, sign_file, EncryptOptions, ErrorKind, KeyRing, Passphrase, ReadOptions, Reader, RecipientKey, SigningKey,
-    SymmetricKey, WriteOptions, X25519SecretKey,
+    SymmetricKey, VerifyingKey, WriteOptions, X25519SecretKey,
 };
 
 use crate::scratch;
@@ -413,6 +413,37 @@ fn signature_requirements_and_downgrades() {
     expect_err(r.read_data_into(&mut blob), "TensorDigestMismatch");
     // Without a requirement the same read is not checked (as for unsigned files).
     assert!(Reader::open(&p).unwrap().read("t4").is_ok());
+}
+
+#[test]
+fn a_signature_anyone_can_make_is_refused() {
+    // ring alone accepts the identity key with R the identity and S = 0 for
+    // every message: a "signature" made without any secret key. Swapping it
+    // in for the real record must not give a verified, signed file.
+    let dir = scratch("crypt-sign-forged");
+    let data = tensors();
+    let path = dir.join("signed.dt");
+    let publisher = Arc::new(SigningKey::generate());
+    write(&path, &data, &WriteOptions { signers: vec![publisher], ..WriteOptions::default() });
+    let signed = std::fs::read(&path).unwrap();
+    let records_at = signed.len() - 16 - 96;
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    for (key, r) in [(identity, identity), ([0u8; 32], [0u8; 32])] {
+        let mut forged = signed.clone();
+        forged[records_at..records_at + 32].copy_from_slice(&key);
+        forged[records_at + 32..records_at + 64].copy_from_slice(&r);
+        forged[records_at + 64..records_at + 96].fill(0);
+        let p = dir.join("forged.dt");
+        std::fs::write(&p, &forged).unwrap();
+        expect_err(Reader::open(&p), "BadSignature");
+        expect_err(
+            Reader::open_with(&p, ReadOptions { require_signature: true, ..ReadOptions::default() }),
+            "BadSignature",
+        );
+        let trusted = ReadOptions { trusted_signers: vec![VerifyingKey(key)], ..ReadOptions::default() };
+        expect_err(Reader::open_with(&p, trusted), "BadSignature");
+    }
 }
 
 #[test]
