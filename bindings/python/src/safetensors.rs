@@ -79,12 +79,57 @@ pub fn encode_safetensors<'py>(
     Ok(bytes)
 }
 
-/// Parses the head of a file held in memory (either format) and returns
-/// `(format, metadata or None, compressed, [(name, dtype, shape, (start, end))], data_start)`,
-/// tensors in header order, offsets relative to `data_start`.
+/// A file held in memory, for the io `Reader` (which needs a `'static`
+/// source): the address and length of bytes that outlive every reader
+/// made over them (see `parse_head`).
+#[derive(Debug)]
+struct Borrowed {
+    ptr: usize,
+    len: usize,
+}
+
+impl deathtensors_io::ReadAt for Borrowed {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        // SAFETY: `parse_head` makes this from a slice it holds borrowed for
+        // as long as the reader over it lives (the reader is dropped first).
+        let data = unsafe { std::slice::from_raw_parts(self.ptr as *const u8, self.len) };
+        let range = usize::try_from(offset).ok().and_then(|start| Some(start..start.checked_add(buf.len())?));
+        match range.and_then(|r| data.get(r)) {
+            Some(bytes) => {
+                buf.copy_from_slice(bytes);
+                Ok(())
+            }
+            None => Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "read past the end of the bytes")),
+        }
+    }
+}
+
+/// Parses the head of a file held in memory (any format we read) and
+/// returns `(format, metadata or None, compressed, [(name, dtype, shape,
+/// (start, end))], data_start)`, tensors in header order, offsets relative
+/// to `data_start`.
+///
+/// The bytes are opened by the same `Reader` as a file on disk, so they get
+/// the same checks (signature block, footer, padding, tag table, header
+/// MAC); an encrypted or cryptotensors file is refused, as its bytes are
+/// ciphertext (`deathtensors.open` with keys reads it).
 #[pyfunction]
 pub fn parse_head<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyTuple>> {
-    let head = Head::parse(data, data.len() as u64, &Limits::DEFAULT).map_err(|e| format_to_py(py, e))?;
+    let source = Borrowed { ptr: data.as_ptr() as usize, len: data.len() };
+    let reader = deathtensors_io::Reader::open_source(
+        Box::new(source),
+        data.len() as u64,
+        "<bytes>",
+        deathtensors_io::ReadOptions::default(),
+    )
+    .map_err(|e| crate::errors::to_py(py, e))?;
+    if reader.is_encrypted() || reader.is_sealed() || reader.is_cryptotensors() {
+        return Err(crate::errors::error(
+            py,
+            "the file is encrypted: its bytes are ciphertext; open it with deathtensors.open(path, keys=...)".into(),
+        ));
+    }
+    let head = reader.head();
     let header = &head.header;
     let format = match header.format() {
         Format::Deathtensors => "deathtensors",
@@ -108,5 +153,8 @@ pub fn parse_head<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyTu
     // Either compression (a 0.3.0 blob, or tensors in chunks) means the
     // bytes at `data_offsets` are not the tensors'.
     let compressed = head.is_compressed() || head.is_chunk_compressed();
-    (format, metadata, compressed, tensors, head.data_start).into_pyobject(py)
+    let out = (format, metadata, compressed, tensors, head.data_start).into_pyobject(py);
+    // The reader (and its borrowed source) goes before `data` can.
+    drop(reader);
+    out
 }

@@ -430,7 +430,7 @@ class DtFile:
         10-million-row embedding table can be streamed a block at a time.
         The result is a fresh tensor the caller owns. (deathtensors 0.3.0
         read the whole tensor to slice it.)"""
-        dtype, shape, (begin, end) = self._reader.info(name)[:3]
+        dtype, shape = self._reader.info(name)[:2]
         if not shape:
             raise DeathTensorsError(f"tensor {name!r} is a scalar; get_tensor_slice needs at least one axis")
         rows = shape[0]
@@ -440,7 +440,8 @@ class DtFile:
             count = rows - start
         if not isinstance(count, int) or count < 0 or start + count > rows:
             raise DeathTensorsError(f"slice [{start}, {start}+{count}) exceeds the {rows} rows of tensor {name!r}")
-        row_bytes, odd = divmod(end - begin, rows)
+        # The tensor's own bytes (a compressed one's stored bytes are fewer).
+        row_bytes, odd = divmod(self._reader.nbytes(name), rows)
         if odd:
             raise DeathTensorsError(f"the rows of tensor {name!r} ({dtype}) do not fill whole bytes: use get_bytes()")
         arena = self._reader.read_range(name, start * row_bytes, count * row_bytes)
@@ -478,7 +479,7 @@ class DtFile:
         names = list(self._reader.keys() if names is None else names)
         out = {}
         for name, s in zip(names, self._reader.stats(names)):
-            dtype, shape, (begin, end) = self._reader.info(name)[:3]
+            dtype, shape = self._reader.info(name)[:2]
             if s is None:
                 raise DeathTensorsError(f"stats of tensor {name!r}: not supported for packed sub-byte dtype {dtype}")
             count, finite, zeros, nan, inf, lo, hi, mean, std = s
@@ -489,7 +490,7 @@ class DtFile:
             out[name] = {
                 "dtype": dtype,
                 "shape": list(shape),
-                "nbytes": end - begin,
+                "nbytes": self._reader.nbytes(name),
                 "count": numel,
                 "min": float("nan") if lo is None else lo,
                 "max": float("nan") if hi is None else hi,

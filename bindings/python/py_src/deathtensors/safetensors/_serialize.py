@@ -208,7 +208,7 @@ def parse(data: Any) -> Parsed:
         data = bytes(memoryview(data))
     try:
         _format, metadata, compressed, tensors, start = _native.parse_head(data)
-    except ValueError as e:
+    except (ValueError, OSError) as e:
         raise SafetensorError(f"Error while deserializing: {e}") from e
     if compressed:
         raise SafetensorError(
