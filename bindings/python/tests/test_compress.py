@@ -250,3 +250,18 @@ def test_max_decompressed_len_caps_what_a_load_allocates(tmp_path):
             f.get_tensors(framework="numpy")
     with dt.open(path, max_decompressed_len=w.nbytes) as f:
         assert np.array_equal(f.get_tensor("w", framework="numpy"), w)
+
+
+def test_row_slices_and_stats_of_compressed_tensors_use_their_raw_size(tmp_path):
+    # Two rows of 32 KiB of zeros compress to a few bytes: the rows' size
+    # comes from the shape, not from the stored (compressed) bytes.
+    for rows in (2, 4):
+        t = np.zeros((rows, 65536 // rows), dtype=np.uint8)
+        t[1, :5] = [1, 2, 3, 4, 5]
+        path = tmp_path / f"z{rows}.dt"
+        dt.save(path, {"t": t}, compress=True)
+        with dt.open(path) as f:
+            assert f.info("t")["stored_nbytes"] < 65536
+            np.testing.assert_array_equal(f.get_tensor_slice("t", 1, 1, framework="numpy"), t[1:2])
+            np.testing.assert_array_equal(f.get_tensor_slice("t", 0, framework="numpy"), t)
+            assert f.stats("t")["nbytes"] == 65536

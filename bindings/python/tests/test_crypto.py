@@ -244,3 +244,42 @@ def test_encrypted_round_trips(tmp_path_factory, tensors, cipher, seal, checksum
     assert set(got) == set(tensors)
     for k, v in tensors.items():
         assert got[k].dtype == v.dtype and got[k].shape == v.shape and got[k].tobytes() == np.ascontiguousarray(v).tobytes(), k
+
+
+def test_bytes_api_refuses_ciphertext_and_checks_like_files(tmp_path, sym):
+    """`safetensors.load(bytes)` and `deserialize` open the bytes with the
+    same reader as files: an encrypted or sealed file is refused (its bytes
+    are ciphertext, never tensors), and a signed one is read past its block."""
+    import deathtensors.safetensors as dts
+    import deathtensors.safetensors.numpy as dtn
+
+    publisher = dt.generate_key("ed25519")
+    for name, options in [("enc.dt", {"encrypt": sym}), ("sealed.dt", {"encrypt": sym, "seal_header": True})]:
+        path = tmp_path / name
+        dt.save(path, sample(), **options)
+        for call in (dtn.load, dts.deserialize):
+            with pytest.raises(dts.SafetensorError, match="encrypted"):
+                call(path.read_bytes())
+    signed = tmp_path / "signed.dt"
+    dt.save(signed, sample(), checksum=True, sign=publisher)
+    same(dtn.load(signed.read_bytes()), sample())
+    # Flag bit 3 without the block it promises: refused, as from a file.
+    data = bytearray(signed.read_bytes())
+    block = 16 + 96
+    with pytest.raises(dts.SafetensorError):
+        dtn.load(bytes(data[:-block]))
+    data[-1] ^= 1  # a damaged trailer
+    with pytest.raises(dts.SafetensorError):
+        dtn.load(bytes(data))
+
+
+def test_a_policy_that_would_crash_the_reader_refuses_access(tmp_path, sym):
+    bombs = [
+        "package model\nimport rego.v1\nallow if { count([x | some x in numbers.range(1, 100000000)]) > 0 }\n",
+        "package model\nimport rego.v1\nf(x) := f(x + 1)\nallow if f(1) > 0\n",
+    ]
+    for i, rego in enumerate(bombs):
+        path = tmp_path / f"bomb{i}.dt"
+        dt.save(path, sample(), encrypt=sym, global_metadata={"__policy__": rego})
+        with pytest.raises(dt.DeathTensorsError, match="cannot be evaluated"):
+            dt.open(path, keys=sym)
