@@ -309,3 +309,43 @@ def test_loads_leave_the_garbage_collector_as_they_found_it(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_shape_no_framework_can_hold_is_a_clear_error(tmp_path):
+    """A zero-element tensor whose other dimensions multiply past 2^63 is a
+    valid file (it has no bytes), but numpy and torch cannot make it: the
+    error names the tensor, and the file's other tensors still load."""
+    import json
+    import struct
+
+    import deathtensors.safetensors as dts
+    import deathtensors.safetensors.numpy as dtn
+
+    header = {
+        "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+        "z": {"dtype": "F32", "shape": [2**63, 2**63, 0], "data_offsets": [8, 8]},
+    }
+    text = json.dumps(header, separators=(",", ":")).encode()
+    path = tmp_path / "huge-empty.safetensors"
+    path.write_bytes(struct.pack("<Q", len(text)) + text + np.array([1.5, 2.5], np.float32).tobytes())
+    with dt.open(path) as f:
+        assert sorted(f.keys()) == ["a", "z"]
+        assert f.get_tensor("a", framework="numpy").tolist() == [1.5, 2.5]
+        for framework in ("numpy", "torch"):
+            with pytest.raises(dt.DeathTensorsError, match="tensor 'z'.*cannot be made a"):
+                f.get_tensors(framework=framework)
+            with pytest.raises(dt.DeathTensorsError, match="tensor 'z'"):
+                f.get_tensor("z", framework=framework)
+    with pytest.raises(dts.SafetensorError, match=r"shape \[9223372036854775808"):
+        dtn.load_file(path)
+
+
+def test_views_of_f4_tensors_in_torch(tmp_path):
+    if not hasattr(torch, "float4_e2m1fn_x2"):
+        pytest.skip("this torch has no float4_e2m1fn_x2")
+    path = tmp_path / "f4.dt"
+    dt.save(path, {"f": ("F4", [2, 4], b"\x12\x34\x56\x78")})
+    with dt.open(path) as f:
+        v = f.get_tensor_view("f")
+        assert v.dtype == torch.float4_e2m1fn_x2 and list(v.shape) == [2, 2]
+        assert v.view(torch.uint8).flatten().tolist() == [0x12, 0x34, 0x56, 0x78]

@@ -108,8 +108,25 @@ def _numpy_buffer(name: str, a: Any) -> tuple[str, list[int], Any]:
     return dtype, shape, a.reshape(-1).view(np.uint8)
 
 
-def view(framework: str, dtype: str, shape: list[int], region: Any) -> Any:
+def view(framework: str, dtype: str, shape: list[int], region: Any, name: str = "") -> Any:
     """A read-only tensor over a mapped region (zero-copy)."""
+    try:
+        return _view(framework, dtype, shape, region, name)
+    except DeathTensorsError:
+        raise
+    except (ValueError, TypeError, RuntimeError, OverflowError, MemoryError) as e:
+        raise unrepresentable(name, dtype, shape, framework, e) from e
+
+
+def unrepresentable(name: str, dtype: str, shape: list, framework: str, cause: BaseException) -> DeathTensorsError:
+    """The error for a tensor the file may hold but `framework` cannot: a
+    shape with a zero whose other dimensions multiply past 2^63, say."""
+    return DeathTensorsError(
+        f"tensor {name!r} ({dtype}, shape {list(shape)}) cannot be made a {framework} tensor: {cause}"
+    )
+
+
+def _view(framework: str, dtype: str, shape: list[int], region: Any, name: str) -> Any:
     if framework in ("numpy", "np"):
         import numpy as np
 
@@ -184,6 +201,17 @@ def from_blob(framework: str, layout: list, arena: Any) -> Dict[str, Any]:
     slice of one array over the buffer (numpy); tensors not aligned for
     their dtype are copied."""
     out: Dict[str, Any] = {}
+    try:
+        return _from_blob(framework, layout, arena, out)
+    except DeathTensorsError:
+        raise
+    except (ValueError, TypeError, RuntimeError, OverflowError, MemoryError) as e:
+        # The first tensor not made is the one that failed.
+        row = next(r for r in layout if r[0] not in out)
+        raise unrepresentable(row[0], row[1], row[2], framework, e) from e
+
+
+def _from_blob(framework: str, layout: list, arena: Any, out: Dict[str, Any]) -> Dict[str, Any]:
     names = {row[1] for row in layout}
     if framework in ("torch", "pt"):
         import torch

@@ -387,7 +387,7 @@ class DtFile:
         dtype, shape, _, _, _, _, aligned = self._reader.info(name)
         if not aligned:
             return self.get_tensor(name, framework)
-        return _convert.view(framework, dtype, list(shape), self._reader.region(name))
+        return _convert.view(framework, dtype, list(shape), self._reader.region(name), name)
 
     def get_tensors(self, framework: str = "torch", copy: bool = False) -> Dict[str, Any]:
         """Every tensor, by name in the order of :meth:`keys`, in memory the

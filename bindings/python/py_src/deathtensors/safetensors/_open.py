@@ -170,6 +170,17 @@ def empty_bytes(framework: str, nbytes: int) -> tuple[Any, Any]:
 def from_bytes(framework: str, device: Union[str, int], code: str, shape: list[int], raw: Any) -> Any:
     """A tensor of `framework` taking over `raw`, the first half of what
     :func:`empty_bytes` gave, filled with the tensor's bytes."""
+    try:
+        return _from_bytes(framework, device, code, shape, raw)
+    except SafetensorError:
+        raise
+    except (ValueError, TypeError, RuntimeError, OverflowError, MemoryError) as e:
+        # A shape the file may hold but the framework cannot (a zero among
+        # dimensions that multiply past 2^63, say).
+        raise SafetensorError(f"a {code} tensor of shape {list(shape)} cannot be made a {framework} tensor: {e}") from e
+
+
+def _from_bytes(framework: str, device: Union[str, int], code: str, shape: list[int], raw: Any) -> Any:
     if framework == "pytorch":
         import torch
 
