@@ -283,3 +283,24 @@ def test_a_policy_that_would_crash_the_reader_refuses_access(tmp_path, sym):
         dt.save(path, sample(), encrypt=sym, global_metadata={"__policy__": rego})
         with pytest.raises(dt.DeathTensorsError, match="cannot be evaluated"):
             dt.open(path, keys=sym)
+
+
+def test_loading_all_of_a_sealed_file_without_its_key_is_an_error(tmp_path, sym):
+    """Without a key a sealed file lists no tensors (its header is
+    encrypted); loading all of it must say so, not return an empty dict
+    that passes for a file of no tensors (a truncated one included)."""
+    import deathtensors.safetensors.numpy as dtn
+
+    path = tmp_path / "sealed.dt"
+    dt.save(path, sample(), encrypt=sym, seal_header=True)
+    with dt.open(path) as f:
+        assert f.keys() == []
+        with pytest.raises(dt.NoKeyError, match="sealed"):
+            f.get_tensors(framework="numpy")
+    with pytest.raises(dt.NoKeyError, match="sealed"):
+        dtn.load_file(path)
+    with dt.open(path, keys=sym) as f:
+        same(f.get_tensors(framework="numpy"), sample())
+    empty = tmp_path / "empty.dt"
+    dt.save(empty, {})
+    assert dt.open(empty).get_tensors() == {}

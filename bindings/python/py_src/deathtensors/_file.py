@@ -10,7 +10,7 @@ from . import _convert, _dtypes, _keys, _remote
 from . import _native
 from ._legacy import expand_path
 from ._native import Reader, save as _native_save
-from .errors import DeathTensorsError, IntegrityError
+from .errors import DeathTensorsError, IntegrityError, NoKeyError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -404,6 +404,8 @@ class DtFile:
         their dtype (files by deathtensors 0.3.0) are copied.
         """
         if not len(self._reader):
+            if self._reader.is_sealed() and not self._reader.can_decrypt():
+                raise hidden_tensors(self.path)
             return {}
         arena = None
         if not copy and _convert.MAP_BY_DEFAULT and not (
@@ -517,6 +519,15 @@ class DtFile:
     def verify_tensor(self, name: str) -> None:
         """Check one tensor against its digest; raises IntegrityError."""
         self._reader.verify_tensor(name)
+
+
+def hidden_tensors(path: Any) -> NoKeyError:
+    """The error for loading every tensor of a sealed file without its key:
+    it lists none (its header is encrypted), which must not pass for a file
+    of no tensors."""
+    return NoKeyError(
+        f"cannot read {path}: the header is sealed and no key given matches its recipients, so its tensors are hidden"
+    )
 
 
 def open(  # noqa: A001 - the seed's name

@@ -338,6 +338,7 @@ class safe_open:
         if _remote.is_url(path):
             self._backend = "pread"
         self._reader = open_reader(path, mmap=self._backend == "mmap", storage_options=storage_options)
+        self._path = path
         self._keys: Optional[list[str]] = None
         # Whether tensors are copy-on-write mappings rather than copies.
         self._mapping_ok = (
@@ -432,6 +433,10 @@ class safe_open:
     def _get_tensors(self) -> dict[str, Any]:
         names = self.offset_keys()
         reader = self._open()
+        if not names and reader.is_sealed() and not reader.can_decrypt():
+            from .._file import hidden_tensors
+
+            raise hidden_tensors(self._path)
         if self._mapping_ok:
             try:
                 blob = reader.map_all()
