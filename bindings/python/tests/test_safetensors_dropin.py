@@ -542,6 +542,20 @@ def test_install_makes_import_safetensors_ours():
     assert out == "0.8.0 0.8.0 True"
 
 
+@pytest.mark.parametrize("how", ["install", "shim"])
+def test_the_native_module_names_import_from_the_drop_in(how):
+    real_names = sorted(n for n in dir(real._safetensors_rust) if not n.startswith("__") or n == "__version__")
+    code = (
+        ("import deathtensors.safetensors as d; d.install(); " if how == "install" else "")
+        + "import safetensors._safetensors_rust as r, deathtensors.safetensors as d; "
+        + "from safetensors._safetensors_rust import SafetensorError, deserialize, safe_open; "
+        + "assert r.SafetensorError is d.SafetensorError and r.safe_open is d.safe_open; "
+        + "print(' '.join(sorted(n for n in dir(r) if not n.startswith('__') or n == '__version__')))"
+    )
+    env = {"PYTHONPATH": ours.SHIM_PATH} if how == "shim" else {}
+    assert run_python(code, **env).split() == real_names
+
+
 def test_install_refuses_after_the_real_one_unless_replacing():
     out = run_python(
         "import safetensors, deathtensors.safetensors as d\n"

@@ -20,8 +20,9 @@ with :data:`SHIM_PATH` on ``PYTHONPATH``::
 
     PYTHONPATH=$(python -c "import deathtensors.safetensors as s; print(s.SHIM_PATH)") python train.py
 
-Limits: only ``safetensors``, ``safetensors.torch`` and ``safetensors.numpy``
-exist (not ``.flax``, ``.tensorflow``, ``.paddle``, ``.mlx``; ``safe_open``
+Limits: only ``safetensors``, ``safetensors.torch``, ``safetensors.numpy`` and
+``safetensors._safetensors_rust`` exist (not ``.flax``, ``.tensorflow``,
+``.paddle``, ``.mlx``; ``safe_open``
 does give those frameworks' tensors); tensors are read on the CPU and then
 moved to the device; ``install`` cannot reach modules that imported the
 real package before it ran; little-endian hosts only.

@@ -29,7 +29,7 @@ _PACKAGE = __name__.rpartition(".")[0]
 SHIM_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_shim")
 
 # Submodules served as `safetensors.<name>`.
-_SUBMODULES = ("torch", "numpy")
+_SUBMODULES = ("torch", "numpy", "_safetensors_rust")
 
 
 def _is_ours(module: Optional[ModuleType]) -> bool:
@@ -83,10 +83,10 @@ def install(*, replace: bool = False, durable: Optional[bool] = None) -> None:
     then it is dropped from ``sys.modules``, but modules that already did
     ``from safetensors import ...`` keep what they got.
 
-    Only ``safetensors``, ``safetensors.torch`` and ``safetensors.numpy`` are
-    provided; ``safetensors.flax``, ``.tensorflow``, ``.paddle``, ``.mlx``
-    and the private ``safetensors._safetensors_rust`` are not (importing them
-    fails with ``ModuleNotFoundError``).
+    ``safetensors``, ``safetensors.torch``, ``safetensors.numpy`` and the
+    private ``safetensors._safetensors_rust`` are provided;
+    ``safetensors.flax``, ``.tensorflow``, ``.paddle`` and ``.mlx`` are not
+    (importing them fails with ``ModuleNotFoundError``).
     """
     if durable is not None:
         from ._serialize import set_durable
