@@ -414,7 +414,7 @@ impl PyReader {
     fn read_tensor(&self, py: Python<'_>, name: &str, verify: bool) -> PyResult<crate::arena::PyArena> {
         let r = self.get()?;
         let len = r.unpacked_tensor_len(name).py(py)? as usize;
-        let mut arena = crate::arena::PyArena::new(len).map_err(|e| {
+        let mut arena = crate::arena::PyArena::new(len).map_err(|_| {
             // Say whose size it is: a compressed tensor's is what its header
             // declares, however few bytes the file stores.
             let stored = r.header().get(name).map_or(0, |t| t.data_offsets.1 - t.data_offsets.0);
@@ -423,7 +423,7 @@ impl PyReader {
             } else {
                 String::new()
             };
-            pyo3::exceptions::PyMemoryError::new_err(format!("{e} for tensor {name:?}{note}"))
+            pyo3::exceptions::PyMemoryError::new_err(format!("cannot allocate {len} bytes for tensor {name:?}{note}"))
         })?;
         // SAFETY: the arena was just made and is not exported yet.
         let buf = unsafe { arena.as_mut_slice() };
