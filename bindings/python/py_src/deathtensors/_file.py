@@ -404,8 +404,7 @@ class DtFile:
         their dtype (files by deathtensors 0.3.0) are copied.
         """
         if not len(self._reader):
-            if self._reader.is_sealed() and not self._reader.can_decrypt():
-                raise hidden_tensors(self.path)
+            refuse_hidden_tensors(self._reader, self.path)
             return {}
         arena = None
         if not copy and _convert.MAP_BY_DEFAULT and not (
@@ -521,13 +520,15 @@ class DtFile:
         self._reader.verify_tensor(name)
 
 
-def hidden_tensors(path: Any) -> NoKeyError:
-    """The error for loading every tensor of a sealed file without its key:
-    it lists none (its header is encrypted), which must not pass for a file
-    of no tensors."""
-    return NoKeyError(
-        f"cannot read {path}: the header is sealed and no key given matches its recipients, so its tensors are hidden"
-    )
+def refuse_hidden_tensors(reader: Any, path: Any) -> None:
+    """For loading every tensor of a file that lists none: raises if that is
+    because the header is sealed and no key opened it, which must not pass
+    for a file of no tensors."""
+    if reader.is_sealed() and not reader.can_decrypt():
+        raise NoKeyError(
+            f"cannot read {path}: the header is sealed and no key given matches its recipients, "
+            "so its tensors are hidden"
+        )
 
 
 def open(  # noqa: A001 - the seed's name

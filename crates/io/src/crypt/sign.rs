@@ -55,12 +55,7 @@ mod tests {
     /// The eight points of small order, in their canonical encodings (y
     /// little-endian, x's sign in the top bit).
     fn small_order_points() -> Vec<[u8; 32]> {
-        let mut points = Vec::new();
-        let torsion = curve25519_dalek::constants::EIGHT_TORSION;
-        for p in torsion {
-            points.push(p.compress().to_bytes());
-        }
-        points
+        curve25519_dalek::constants::EIGHT_TORSION.iter().map(|p| p.compress().to_bytes()).collect()
     }
 
     #[test]

@@ -433,10 +433,10 @@ class safe_open:
     def _get_tensors(self) -> dict[str, Any]:
         names = self.offset_keys()
         reader = self._open()
-        if not names and reader.is_sealed() and not reader.can_decrypt():
-            from .._file import hidden_tensors
+        if not names:
+            from .._file import refuse_hidden_tensors
 
-            raise hidden_tensors(self._path)
+            refuse_hidden_tensors(reader, self._path)
         if self._mapping_ok:
             try:
                 blob = reader.map_all()
