@@ -71,7 +71,7 @@ impl PyReader {
     /// files that do not meet them (see `docs/FORMAT.md` section 11).
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, storage_options = None))]
+    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, storage_options = None, max_kdf_work = None))]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
@@ -83,6 +83,7 @@ impl PyReader {
         policy_input: Option<String>,
         max_decompressed_len: Option<u64>,
         storage_options: Option<Vec<(String, String)>>,
+        max_kdf_work: Option<u64>,
     ) -> PyResult<PyReader> {
         let policy_input = policy_input
             .map(|text| serde_json::from_str(&text))
@@ -96,6 +97,7 @@ impl PyReader {
             require_encryption,
             max_decompressed_len: max_decompressed_len
                 .unwrap_or(deathtensors_io::ReadOptions::default().max_decompressed_len),
+            max_kdf_work: max_kdf_work.unwrap_or(deathtensors_io::ReadOptions::DEFAULT_MAX_KDF_WORK),
             ..deathtensors_io::ReadOptions::default()
         };
         let url = path.to_str().filter(|p| deathtensors_remote::is_url(p));

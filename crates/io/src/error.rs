@@ -108,6 +108,15 @@ pub enum ErrorKind {
     NotEncrypted,
     /// The file's Rego policy refuses access for the caller's input.
     PolicyDenied(String),
+    /// Deriving keys from the file's passphrase entries would take more
+    /// Argon2 work (KiB × passes) than the reader allows
+    /// (`ReadOptions::max_kdf_work`).
+    KdfBudget {
+        /// The work the open would have come to with the next derivation.
+        needed: u64,
+        /// The reader's budget.
+        budget: u64,
+    },
     /// Another writer holds a collection's lock; the message names it.
     Locked(String),
     /// A collection is damaged beyond its manifest: a block file it names
@@ -243,6 +252,11 @@ impl fmt::Display for Error {
                 write!(f, "the file is encrypted and no key given matches its recipients ({})", recipients.join(", "))
             }
             ErrorKind::Decrypt { what } => write!(f, "cannot decrypt {what} (wrong key, or the file was modified)"),
+            ErrorKind::KdfBudget { needed, budget } => write!(
+                f,
+                "its passphrase entries need {needed} KiB-passes of Argon2 work, more than this reader allows \
+                 ({budget}; raise max_kdf_work to open it)"
+            ),
             ErrorKind::TagTableMismatch => {
                 f.write_str("the tag table does not match its digest in the header (the file was modified)")
             }

@@ -37,6 +37,20 @@ pub struct ReadOptions {
     /// The `input` a file's Rego policy is evaluated against before its
     /// keys are released (cryptotensors' `__policy__`, or ours).
     pub policy_input: Option<serde_json::Value>,
+    /// The most Argon2 work one open may spend deriving keys from
+    /// passphrases, in KiB of memory times passes, summed over the
+    /// derivations it runs (one per passphrase entry tried, at most 4).
+    /// Default [`ReadOptions::DEFAULT_MAX_KDF_WORK`]: a file's header sets
+    /// the cost of its entries (up to 1 GiB and 16 passes each), so a
+    /// hostile file could otherwise hold a reader for about a minute.
+    pub max_kdf_work: u64,
+}
+
+impl ReadOptions {
+    /// 4 GiB-passes (4,194,304 KiB × passes): one derivation of RFC 9106's
+    /// first recommendation (2 GiB, 1 pass), or 21 of our writer's default
+    /// (64 MiB, 3 passes); about 3.5 s of Argon2 on one core here.
+    pub const DEFAULT_MAX_KDF_WORK: u64 = 4 << 20;
 }
 
 impl Default for ReadOptions {
@@ -49,6 +63,7 @@ impl Default for ReadOptions {
             require_signature: false,
             require_encryption: false,
             policy_input: None,
+            max_kdf_work: ReadOptions::DEFAULT_MAX_KDF_WORK,
         }
     }
 }

@@ -141,9 +141,10 @@ pub(crate) fn check(
     if options.keys.is_empty() {
         return Ok((trust, None));
     }
-    let dk = unwrap_data_key(enc, &options.keys).map_err(|e| match e {
+    let dk = unwrap_data_key(enc, &options.keys, options.max_kdf_work).map_err(|e| match e {
         crate::crypt::UnwrapError::NoKey => err(ErrorKind::NoKey { recipients: recipients(head) }, path),
         crate::crypt::UnwrapError::Failed => err(ErrorKind::Decrypt { what: "the data key".into() }, path),
+        crate::crypt::UnwrapError::Budget { needed, budget } => err(ErrorKind::KdfBudget { needed, budget }, path),
     })?;
     // The MAC covers everything before it: prefix, header, padding, tags;
     // bit 3 (signed) is not covered: signing does not need the data key.

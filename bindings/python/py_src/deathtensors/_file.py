@@ -180,6 +180,7 @@ class DtFile:
         policy_input: Any = None,
         max_decompressed_len: Optional[int] = None,
         storage_options: Optional[Mapping[str, Any]] = None,
+        max_kdf_work: Optional[int] = None,
     ) -> None:
         ring = _keys.keyring(keys) if keys is not None else _keys.default_keys()
         path = expand_path(path)
@@ -193,6 +194,7 @@ class DtFile:
             None if policy_input is None else json.dumps(policy_input),
             max_decompressed_len,
             _remote.pairs(storage_options),
+            max_kdf_work,
         )
         self.path = path
         if verify:
@@ -542,6 +544,7 @@ def open(  # noqa: A001 - the seed's name
     policy_input: Any = None,
     max_decompressed_len: Optional[int] = None,
     storage_options: Optional[Mapping[str, Any]] = None,
+    max_kdf_work: Optional[int] = None,
 ) -> DtFile:
     """Open a file lazily: a context manager returning :class:`DtFile`.
 
@@ -557,7 +560,10 @@ def open(  # noqa: A001 - the seed's name
     for what a policy can and cannot enforce). ``max_decompressed_len``
     (default 16 GiB) caps what a compressed file may decompress to in memory
     this library allocates (one tensor, or all of them at once): a small
-    hostile file can declare huge tensors.
+    hostile file can declare huge tensors. ``max_kdf_work`` (default
+    4,194,304: 4 GiB of memory times passes) caps the Argon2 work spent
+    deriving keys from passphrases in one open, summed over the entries
+    tried: a file's header sets that cost, up to 16 GiB-passes an entry.
 
     ``path`` may be a URL: ``s3://``, ``gs://``, ``az://``, ``http(s)://``.
     Opening then reads the prefix and header with at most 2 ranged
@@ -580,6 +586,7 @@ def open(  # noqa: A001 - the seed's name
         policy_input=policy_input,
         max_decompressed_len=max_decompressed_len,
         storage_options=storage_options,
+        max_kdf_work=max_kdf_work,
     )
 
 

@@ -161,16 +161,28 @@ pub(crate) enum UnwrapError {
     NoKey,
     /// A key matched a recipient but did not unwrap: wrong key or tampering.
     Failed,
+    /// The next passphrase derivation would take the Argon2 work of this
+    /// open past the reader's budget: what it would have come to, and the
+    /// budget (`ReadOptions::max_kdf_work`).
+    Budget { needed: u64, budget: u64 },
 }
 
-/// How many passphrase entries one open tries: each may cost up to 1 GiB
-/// and 16 passes of Argon2, and a hostile file may list 64 of them.
+/// How many passphrase entries one open tries: a hostile file may list 64.
 const MAX_PASSPHRASE_TRIES: usize = 4;
 
+/// The Argon2 work of one derivation: memory (KiB) times passes, the
+/// measure of its time (lanes share the memory, they do not add to it).
+fn kdf_work(p: &deathtensors_format::Argon2Params) -> u64 {
+    u64::from(p.memory_kib) * u64::from(p.iterations)
+}
+
 /// Unwraps the data key with the first of `keys` that matches a recipient.
-pub(crate) fn unwrap_data_key(enc: &Encryption, keys: &KeyRing) -> Result<DataKey, UnwrapError> {
+/// Passphrase derivations stop at `MAX_PASSPHRASE_TRIES` and before their
+/// summed [`kdf_work`] would pass `max_kdf_work`.
+pub(crate) fn unwrap_data_key(enc: &Encryption, keys: &KeyRing, max_kdf_work: u64) -> Result<DataKey, UnwrapError> {
     let mut tried = false;
     let mut argon2_runs = 0usize;
+    let mut work = 0u64;
     for r in &enc.recipients {
         match r {
             Recipient::Symmetric { kid, wrapped_key } => {
@@ -204,7 +216,12 @@ pub(crate) fn unwrap_data_key(enc: &Encryption, keys: &KeyRing) -> Result<DataKe
                     if argon2_runs == MAX_PASSPHRASE_TRIES {
                         return Err(UnwrapError::Failed);
                     }
+                    let needed = work.saturating_add(kdf_work(kdf));
+                    if needed > max_kdf_work {
+                        return Err(UnwrapError::Budget { needed, budget: max_kdf_work });
+                    }
                     argon2_runs += 1;
+                    work = needed;
                     let Some(ikm) = argon2(p.bytes(), salt, kdf) else { continue };
                     let kek = kek(&enc.file_id, &ikm[..], "passphrase", b"");
                     if let Some(dk) = unwrap(enc.cipher, &kek, wrapped_key) {

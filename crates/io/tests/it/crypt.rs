@@ -197,6 +197,43 @@ fn every_recipient_kind_unwraps_and_others_do_not() {
 }
 
 #[test]
+fn passphrase_derivations_stop_at_the_readers_argon2_budget() {
+    let dir = scratch("crypt-kdf-budget");
+    let data = tensors();
+    // 64 KiB and 2 passes: 128 KiB-passes an entry.
+    let params = Argon2Params { memory_kib: 64, iterations: 2, parallelism: 1 };
+    let pass = |p: &str| Arc::new(Passphrase::new(p).unwrap());
+    let open = |path: &Path, p: &str, max_kdf_work: u64| {
+        let mut keys = KeyRing::new();
+        keys.add_passphrase(pass(p));
+        Reader::open_with(path, ReadOptions { keys, max_kdf_work, ..ReadOptions::default() })
+    };
+    let one = dir.join("one.dt");
+    write(&one, &data, &encrypted_options(vec![RecipientKey::Passphrase(pass("right"), params)], Cipher::Aes256Gcm));
+    // Exactly the work of the entry is enough; one less refuses before deriving.
+    check_contents(&open(&one, "right", 128).unwrap(), &data);
+    let e = open(&one, "right", 127).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::KdfBudget { needed: 128, budget: 127 }), "{e}");
+    assert!(e.to_string().contains("max_kdf_work"), "{e}");
+    assert!(!e.is_invalid_file(), "a costly entry is not a malformed file: {e}");
+
+    // Three entries for other passphrases: the work adds up over the tries.
+    let three = dir.join("three.dt");
+    let recipients = ["a", "b", "c"].map(|p| RecipientKey::Passphrase(pass(p), params)).to_vec();
+    write(&three, &data, &encrypted_options(recipients, Cipher::Aes256Gcm));
+    let e = open(&three, "wrong", 256).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::KdfBudget { needed: 384, budget: 256 }), "{e}");
+    expect_err(open(&three, "wrong", ReadOptions::DEFAULT_MAX_KDF_WORK), "Decrypt");
+    check_contents(&open(&three, "c", 384).unwrap(), &data);
+
+    // The default covers four entries of our writer's cost, and
+    // is less than one entry at the format's most (1 GiB, 16 passes).
+    let ours = u64::from(Argon2Params::DEFAULT.memory_kib) * u64::from(Argon2Params::DEFAULT.iterations);
+    assert!(4 * ours <= ReadOptions::DEFAULT_MAX_KDF_WORK);
+    assert!((1u64 << 20) * 16 > ReadOptions::DEFAULT_MAX_KDF_WORK);
+}
+
+#[test]
 fn without_a_key_the_header_opens_and_the_data_does_not() {
     let dir = scratch("crypt-nokey");
     let data = tensors();
