@@ -71,6 +71,12 @@ def test_x25519_and_passphrase_recipients(tmp_path):
     assert "sesame" not in repr(dt.Passphrase("open sesame"))
     with pytest.raises(dt.DecryptionError):
         dt.open(path, keys=dt.Passphrase("wrong"))
+    # Our writer's Argon2 cost is 64 MiB x 3 passes: 196,608 KiB-passes.
+    with dt.open(path, keys=dt.Passphrase("open sesame"), max_kdf_work=196_608) as f:
+        same(f.get_tensors(framework="numpy"), sample())
+    with pytest.raises(dt.DeathTensorsError, match="196608 KiB-passes.*max_kdf_work") as e:
+        dt.open(path, keys=dt.Passphrase("open sesame"), max_kdf_work=196_607)
+    assert not isinstance(e.value, dt.DecryptionError)
 
 
 def test_wrong_and_missing_keys(tmp_path, sym):
