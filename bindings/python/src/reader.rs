@@ -192,10 +192,10 @@ impl PyReader {
         let info = t.info;
         (
             info.dtype.name(),
-            info.shape.clone(),
+            info.shape.to_vec(),
             info.data_offsets,
             metadata_dict(py, &info.metadata)?,
-            info.sha256.as_ref().map(hex_digest),
+            info.sha256.as_deref().map(hex_digest),
             t.file_offset,
             t.is_aligned(),
         )
@@ -255,7 +255,7 @@ impl PyReader {
     }
 
     fn shape(&self, py: Python<'_>, name: &str) -> PyResult<Vec<u64>> {
-        Ok(PyReader::tensor_info(&*self.get()?, py, name)?.shape.clone())
+        Ok(PyReader::tensor_info(&*self.get()?, py, name)?.shape.to_vec())
     }
 
     fn nbytes(&self, py: Python<'_>, name: &str) -> PyResult<u64> {

@@ -148,7 +148,7 @@ pub fn parse_head<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyTu
     };
     let tensors = PyList::empty(py);
     for t in header.tensors() {
-        tensors.append((t.name.as_str(), t.dtype.name(), t.shape.clone(), t.data_offsets))?;
+        tensors.append((t.name.as_str(), t.dtype.name(), t.shape.to_vec(), t.data_offsets))?;
     }
     // Either compression (a 0.3.0 blob, or tensors in chunks) means the
     // bytes at `data_offsets` are not the tensors'.

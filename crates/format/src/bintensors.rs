@@ -161,7 +161,14 @@ fn tensor(r: &mut Reader<'_>, claims: &mut Claims, limits: &Limits) -> Result<Te
     claims.claim(2 * CLAIM_USIZE).map_err(|e| located(e.at_offset(at)))?;
     let begin = varint::read(r, "data offset").map_err(located)?;
     let end = varint::read(r, "data offset").map_err(located)?;
-    Ok(TensorInfo { name, dtype, shape, data_offsets: (begin, end), metadata: Metadata::new(), sha256: None })
+    Ok(TensorInfo {
+        name,
+        dtype,
+        shape: shape.into(),
+        data_offsets: (begin, end),
+        metadata: Metadata::new(),
+        sha256: None,
+    })
 }
 
 /// Reads a list's element count, claims the list, and checks that the bytes

@@ -11,6 +11,7 @@
 //! [`Error`] in a slot shared by all visitors of one parse and returns an
 //! empty serde error to unwind; the entry point then prefers the slot.
 
+use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -605,7 +606,7 @@ fn tensor_entry<'de, A: MapAccess<'de>>(
     let name = key.into_string();
     match map.next_value_seed(TensorSeed { ctx, format }) {
         Ok((dtype, shape, data_offsets, metadata, sha256)) => {
-            Ok(TensorInfo { name, dtype, shape, data_offsets, metadata, sha256 })
+            Ok(TensorInfo { name, dtype, shape: shape.into(), data_offsets, metadata, sha256: sha256.map(Box::new) })
         }
         Err(e) => {
             ctx.annotate(&name);

@@ -31,7 +31,7 @@ fn tensor(out: &mut Vec<u8>, t: &TensorInfo, format: Format) {
         metadata(out, &t.metadata);
         if let Some(d) = &t.sha256 {
             out.extend_from_slice(b",\"sha256\":\"");
-            hex(out, d);
+            hex(out, &d[..]);
             out.push(b'"');
         }
     }

@@ -19,6 +19,7 @@
 //! (in the subset, JSON means the same to simd-json and serde_json). Debug
 //! builds (tests, fuzzing) check that on every parse, in `de::parse`.
 
+use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
@@ -367,7 +368,8 @@ impl<'a> Parser<'a> {
         let dtype = Dtype::from_name(self.text.get(self.at..end)?)?;
         self.at = end;
         self.lit(b"\",\"shape\":[")?;
-        // Up to 8 dimensions on the stack, then one exact allocation.
+        // Up to 8 dimensions on the stack; a shape of more than two is then
+        // one exact allocation.
         let mut dims = [0u64; 8];
         let mut rank = 0;
         if self.lit(b"]").is_none() {
@@ -405,10 +407,10 @@ impl<'a> Parser<'a> {
         Some(TensorInfo {
             name: name.to_string(),
             dtype,
-            shape: dims.get(..rank)?.to_vec(),
+            shape: crate::Shape::new(dims.get(..rank)?),
             data_offsets: (start, end),
             metadata,
-            sha256,
+            sha256: sha256.map(Box::new),
         })
     }
 
@@ -434,10 +436,10 @@ impl<'a> Parser<'a> {
         Some(TensorInfo {
             name: name.to_string(),
             dtype: dtype?,
-            shape: shape?,
+            shape: shape?.into(),
             data_offsets: offsets?,
             metadata: metadata.unwrap_or_default(),
-            sha256,
+            sha256: sha256.map(Box::new),
         })
     }
 

@@ -1,5 +1,6 @@
 //! Where tensors sit in the data blob: planning offsets and checking them.
 
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 use crate::limits::MAX_ALIGNMENT;
@@ -59,10 +60,10 @@ pub(crate) fn plan_stored(
         out.push(TensorInfo {
             name: spec.name,
             dtype: spec.dtype,
-            shape: spec.shape,
+            shape: spec.shape.into(),
             data_offsets: (start, end),
             metadata: spec.metadata,
-            sha256: spec.sha256,
+            sha256: spec.sha256.map(Box::new),
         });
     }
     Ok(out)

@@ -40,7 +40,7 @@ extern crate std;
 // Modules, bottom to top: each uses only modules named before it (rustfmt
 // keeps the `mod` lines sorted, so the order is written here):
 // limits, error, fork, dtype, reader (the byte cursor), varint (bincode's),
-// sniff, prefix, signature; tensor (plain types), layout, tree, json; crypt
+// sniff, prefix, signature; shape, tensor (plain types), layout, tree, json; crypt
 // (the encryption section), compression (the compression section and chunk
 // tables), raw, fast, de, bintensors (the decoders, and
 // bintensors' encoder); header (`Header`), enc, head (`Head`),
@@ -64,6 +64,7 @@ mod limits;
 mod prefix;
 mod raw;
 mod reader;
+mod shape;
 mod signature;
 mod sniff;
 mod tensor;
@@ -98,6 +99,7 @@ pub use crate::{
     header::{Header, CREATED_BY},
     limits::{Limits, DEFAULT_ALIGNMENT, MAX_ALIGNMENT},
     prefix::{Flags, Prefix, MAGIC, VERSION},
+    shape::Shape,
     signature::{
         encode_signatures, parse_signatures, signature_block_len, signed_message, SignatureRecord, MAX_SIGNATURES,
         SIGNATURE_MAGIC, SIGNATURE_RECORD_LEN, SIGNATURE_TRAILER_LEN,

@@ -1,12 +1,13 @@
 //! The plain types of a header: formats, metadata, tensors and the rules
 //! for their names. The bottom of the crate: every other module may use
-//! these, and this module uses none of them.
+//! these, and this module uses none of them but [`Shape`].
 
+use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::{Dtype, Error, ErrorKind, Limits, Result};
+use crate::{Dtype, Error, ErrorKind, Limits, Result, Shape};
 
 /// String metadata, global or per tensor. Keys are unique and kept sorted, so
 /// encoding is deterministic.
@@ -32,13 +33,15 @@ pub struct TensorInfo {
     /// The element type.
     pub dtype: Dtype,
     /// The dimensions; empty for a scalar.
-    pub shape: Vec<u64>,
+    pub shape: Shape,
     /// `[start, end)` byte offsets relative to the start of the data blob.
     pub data_offsets: (u64, u64),
     /// Per-tensor string metadata (deathtensors only; empty for safetensors).
     pub metadata: Metadata,
-    /// SHA-256 of the tensor's bytes, if the writer recorded one.
-    pub sha256: Option<[u8; 32]>,
+    /// SHA-256 of the tensor's bytes, if the writer recorded one. Boxed: a
+    /// digest is 32 bytes that most headers do not have, and every tensor
+    /// of a decoded header holds this field.
+    pub sha256: Option<Box<[u8; 32]>>,
 }
 
 impl TensorInfo {
@@ -56,7 +59,7 @@ impl TensorInfo {
         TensorSpec {
             name: self.name.clone(),
             dtype: self.dtype,
-            shape: self.shape.clone(),
+            shape: self.shape.to_vec(),
             metadata: self.metadata.clone(),
             sha256: None,
         }

@@ -1115,7 +1115,7 @@ impl Reader {
         let bad = tensors
             .iter()
             .zip(digests)
-            .find(|(t, d)| t.sha256 != Some(*d) && (t.sha256.is_some() || self.trust.checked_reads));
+            .find(|(t, d)| t.sha256.as_deref() != Some(d) && (t.sha256.is_some() || self.trust.checked_reads));
         if let Some((t, actual)) = bad {
             let name = t.name.clone();
             let err = self.check_digest(&name, |_| Ok(actual));
@@ -1215,7 +1215,7 @@ impl Reader {
     /// Compares the digest `hash` computes for the tensor with its `sha256`.
     fn check_digest(&self, name: &str, hash: impl FnOnce(TensorRef<'_>) -> Result<[u8; 32]>) -> Result<()> {
         let t = self.tensor(name)?;
-        let Some(expected) = t.info.sha256 else {
+        let Some(expected) = t.info.sha256.as_deref().copied() else {
             return Err(Error::new(
                 ErrorKind::NoChecksum { what: "sha256 digest for this tensor" },
                 Some(&self.path),

@@ -98,7 +98,7 @@ impl Serialize for Tensors<'_> {
                 data_offsets: [t.data_offsets.0, t.data_offsets.1],
                 nbytes: t.byte_len(),
                 metadata: &t.metadata,
-                sha256: t.sha256.map(|d| d.iter().map(|b| format!("{b:02x}")).collect()),
+                sha256: t.sha256.as_deref().map(|d| d.iter().map(|b| format!("{b:02x}")).collect()),
             };
             (&t.name, entry)
         }))

@@ -239,7 +239,7 @@ pub(crate) fn decrypt_range(
     // A reader with requirements checks the ciphertext's signed digest, on
     // the very bytes it then decrypts: the tags alone do not bind a holder
     // of the data key (AEADs are not key-committing).
-    if let (true, Some(expected)) = (trust.checked_reads, info.sha256) {
+    if let (true, Some(expected)) = (trust.checked_reads, info.sha256.as_deref().copied()) {
         let whole = offset == 0 && buf.len() as u64 == len;
         let mut own = Vec::new();
         let target: &mut [u8] = if whole {
@@ -429,7 +429,7 @@ pub(crate) fn decrypt_all(
                 .collect();
             let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, path, doing))?;
             for (t, actual) in tensors.iter().zip(digests) {
-                if let Some(expected) = t.sha256.filter(|e| *e != actual) {
+                if let Some(expected) = t.sha256.as_deref().copied().filter(|e| *e != actual) {
                     let kind = ErrorKind::TensorDigestMismatch { tensor: t.name.clone(), expected, actual };
                     return Err(Error::new(kind, Some(path), doing));
                 }

@@ -302,7 +302,8 @@ fn run(
     let before = cpu_seconds(std::process::id());
     let digests = deathtensors_io::sha256_many(&slices);
     let hashing = cpu_seconds(std::process::id()) - before;
-    let checked = reader.header().tensors().iter().zip(&digests).all(|(t, d)| t.sha256.is_none_or(|s| &s == d));
+    let checked =
+        reader.header().tensors().iter().zip(&digests).all(|(t, d)| t.sha256.as_deref().is_none_or(|s| s == d));
     if !checked {
         return Err("the loaded bytes do not match their digests".into());
     }

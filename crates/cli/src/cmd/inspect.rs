@@ -77,7 +77,7 @@ fn to_json(reader: &Reader) -> Value {
                 "nbytes": t.byte_len(),
                 "data_offsets": [t.data_offsets.0, t.data_offsets.1],
                 "metadata": metadata_json(&t.metadata),
-                "sha256": t.sha256.as_ref().map(hex_digest),
+                "sha256": t.sha256.as_deref().map(hex_digest),
                 "compression": header.chunk_table(i).map(|c| json!({
                     "stored_bytes": t.stored_len(), "chunks": c.len(), "ratio": ratio(t.stored_len(), t.byte_len()),
                 })),

@@ -128,7 +128,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
                 .iter()
                 .zip(actual)
                 .filter_map(|(t, actual)| {
-                    let expected = t.sha256?;
+                    let expected = *t.sha256.as_deref()?;
                     (actual != expected).then(|| {
                         let start = reader.head().data_start + t.data_offsets.0;
                         Mismatch {
