@@ -228,9 +228,8 @@ fn passphrase_derivations_stop_at_the_readers_argon2_budget() {
 
     // The default covers four entries of our writer's cost, and
     // is less than one entry at the format's most (1 GiB, 16 passes).
-    let ours = u64::from(Argon2Params::DEFAULT.memory_kib) * u64::from(Argon2Params::DEFAULT.iterations);
-    assert!(4 * ours <= ReadOptions::DEFAULT_MAX_KDF_WORK);
-    assert!((1u64 << 20) * 16 > ReadOptions::DEFAULT_MAX_KDF_WORK);
+    const OURS: u64 = Argon2Params::DEFAULT.memory_kib as u64 * Argon2Params::DEFAULT.iterations as u64;
+    const { assert!(4 * OURS <= ReadOptions::DEFAULT_MAX_KDF_WORK && (1 << 20) * 16 > ReadOptions::DEFAULT_MAX_KDF_WORK) };
 }
 
 #[test]
