@@ -397,8 +397,11 @@ impl<'a> Parser<'a> {
         let mut metadata = Metadata::new();
         let mut sha256 = None;
         if format == Format::Deathtensors {
-            self.lit(b",\"metadata\":")?;
-            metadata = self.metadata()?;
+            // Nearly always `{}`: matched at once, without walking an object.
+            if self.lit(b",\"metadata\":{}").is_none() {
+                self.lit(b",\"metadata\":")?;
+                metadata = self.metadata()?;
+            }
             if self.lit(b",\"sha256\":").is_some() {
                 sha256 = Some(crate::json::parse_hex(self.str()?)?);
             }
