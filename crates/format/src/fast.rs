@@ -529,7 +529,7 @@ impl<'a> Parser<'a> {
     fn object_of_tensors(&mut self, format: Format, fork: &dyn Fork) -> Option<Entries> {
         self.eat(b'{')?;
         let mut first = self.entries_for(self.bytes.len().saturating_sub(self.at));
-        let Some(split) = self.split_point() else {
+        let Some(split) = self.split_point().filter(|_| fork.is_parallel()) else {
             self.members(&mut first, format, usize::MAX, true)?;
             return Some(first);
         };

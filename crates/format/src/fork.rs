@@ -12,6 +12,14 @@
 pub trait Fork: Sync {
     /// Runs `a` and `b`, and returns once both are done.
     fn join(&self, a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send));
+
+    /// Whether [`Fork::join`] may run its jobs at the same time. The decoder
+    /// splits its work only for a fork that says so: two halves decoded one
+    /// after the other cost more than the whole (the second half's entries
+    /// are built in a vector of their own, then moved).
+    fn is_parallel(&self) -> bool {
+        true
+    }
 }
 
 /// Runs both jobs on the calling thread, one after the other: what
@@ -23,5 +31,9 @@ impl Fork for Serial {
     fn join(&self, a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
         a();
         b();
+    }
+
+    fn is_parallel(&self) -> bool {
+        false
     }
 }

@@ -312,7 +312,10 @@ impl Header {
         // A compression section's tables are matched through the index
         // before the layout check can run; a bintensors layout is checked
         // in header order after its dtypes.
-        let both_at_once = compression.is_none() && format != Format::Bintensors && tensors.len() >= BUILD_FORK_MIN;
+        let both_at_once = fork.is_parallel()
+            && compression.is_none()
+            && format != Format::Bintensors
+            && tensors.len() >= BUILD_FORK_MIN;
         let (indexed, laid_out) = if both_at_once {
             let (mut indexed, mut laid_out) = (None, None);
             fork.join(&mut || indexed = Some(index(format, &tensors, &hasher)), &mut || {

@@ -175,12 +175,13 @@ fn read_head_from(
             let _ = map.set(Ok(m));
         }
         if let Some(bytes) = map.get().and_then(|m| m.as_ref().ok()).and_then(|m| m.bytes().get(..needed as usize)) {
-            return Head::parse_with(bytes, file_len, limits, &Threads).map_err(|e| Error::format(e, path, doing));
+            return Head::parse_with(bytes, file_len, limits, &Threads::default())
+                .map_err(|e| Error::format(e, path, doing));
         }
     }
     let mut head = vec![0u8; needed as usize];
     read_exact_at(file, &mut head, 0).map_err(|e| Error::io(e, path, doing))?;
-    Head::parse_with(&head, file_len, limits, &Threads).map_err(|e| Error::format(e, path, doing))
+    Head::parse_with(&head, file_len, limits, &Threads::default()).map_err(|e| Error::format(e, path, doing))
 }
 
 impl Reader {

@@ -61,6 +61,35 @@ fn both_formats_decode_the_same_in_two_halves() {
     }
 }
 
+/// A fork that is not parallel (it would run the jobs one after the
+/// other), counting the calls.
+struct OneThread(AtomicUsize);
+
+impl Fork for OneThread {
+    fn join(&self, a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        a();
+        b();
+    }
+
+    fn is_parallel(&self) -> bool {
+        false
+    }
+}
+
+#[test]
+fn a_fork_that_is_not_parallel_is_never_asked_to_join() {
+    // Split work run on one thread costs more than the whole: the decoder
+    // decodes in one pass instead, to the same result.
+    let header = Header::new_deathtensors(specs(6000), Metadata::new(), 64, None, &Limits::DEFAULT).unwrap();
+    let bytes = file(&header);
+    let fork = OneThread(AtomicUsize::new(0));
+    let head = Head::parse_with(&bytes, bytes.len() as u64, &Limits::DEFAULT, &fork).unwrap();
+    assert_eq!(fork.0.load(Ordering::Relaxed), 0);
+    assert_eq!(head.header, header);
+    assert!(!deathtensors_format::Serial.is_parallel() && threads().is_parallel());
+}
+
 /// A safetensors header written by hand: `entries` tensors of one F32
 /// each, with `insert` placed at member `at` (a raw JSON member).
 fn st_json(entries: usize, insert: &str, at: usize) -> Vec<u8> {
