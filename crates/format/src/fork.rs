@@ -1,8 +1,14 @@
-//! How a caller lends a thread to the decoder. This crate has none (it is
-//! `no_std` and sans-IO), so a caller that has threads passes a [`Fork`],
-//! and the decoder splits a large header's tensor entries in two halves
-//! decoded at the same time (see `fast.rs`), then builds the name index
-//! while it checks the layout (see `header.rs`).
+//! How a caller lends the decoder what this crate has not (it is `no_std`
+//! and sans-IO): threads, and memory mapped in bulk. A caller that has
+//! threads passes a [`Fork`], and the decoder splits a large header's
+//! tensor entries in two halves decoded at the same time (see `fast.rs`),
+//! then builds the name index while it checks the layout (see
+//! `header.rs`). A caller that can map memory in bulk does so when
+//! [`Fork::prefault`] is called, ahead of the decoder's writes.
+
+use core::mem::MaybeUninit;
+
+use crate::TensorInfo;
 
 /// Runs two jobs, possibly at the same time.
 ///
@@ -20,7 +26,25 @@ pub trait Fork: Sync {
     fn is_parallel(&self) -> bool {
         true
     }
+
+    /// Called before the decoder writes tensor entries into `spare`, the
+    /// next room of its list of entries, in windows of about 256 KiB as the
+    /// list fills (lists of fewer than [`PREFAULT_MIN_ENTRIES`] entries are
+    /// never announced). Memory freshly given by the system is mapped page
+    /// by page as it is first written; a caller that can map a whole range
+    /// in one call (Linux: `MADV_POPULATE_WRITE`) may do it here, which
+    /// costs less than the page faults it replaces. It must not read or
+    /// write `spare`. The default does nothing.
+    fn prefault(&self, spare: &mut [MaybeUninit<TensorInfo>]) {
+        let _ = spare;
+    }
 }
+
+/// The fewest entries the decoder announces through [`Fork::prefault`] at
+/// once (about 256 KiB of them), and the size of a list below which it
+/// announces none: a smaller list is likely carved from memory the
+/// allocator already holds.
+pub const PREFAULT_MIN_ENTRIES: usize = (256 << 10) / core::mem::size_of::<TensorInfo>();
 
 /// Runs both jobs on the calling thread, one after the other: what
 /// [`crate::Head::parse`] uses.

@@ -94,7 +94,7 @@ pub use crate::{
     },
     dtype::Dtype,
     error::{Error, ErrorKind, Result},
-    fork::{Fork, Serial},
+    fork::{Fork, Serial, PREFAULT_MIN_ENTRIES},
     head::{Head, FOOTER_LEN, PROBE_LEN, SAFETENSORS_MAX_HEADER},
     header::{Header, CREATED_BY},
     limits::{Limits, DEFAULT_ALIGNMENT, MAX_ALIGNMENT},

@@ -1,8 +1,11 @@
-//! The header decoder's second thread: a [`Fork`] over std's scoped threads.
+//! The header decoder's second thread: a [`Fork`] over std's scoped
+//! threads, which also maps the decoder's room for tensor entries in bulk
+//! (`prefault.rs`).
 
+use std::mem::MaybeUninit;
 use std::sync::{Mutex, OnceLock};
 
-use deathtensors_format::Fork;
+use deathtensors_format::{Fork, TensorInfo};
 
 /// Runs the second job on a scoped thread of its own (or on the caller's,
 /// if a thread cannot be started), unless this process's own threads
@@ -30,6 +33,10 @@ impl Fork for Threads {
         // 20,000-tensor header took 1.4 ms longer that way than decoded on
         // the caller alone.
         *self.parallel.get_or_init(|| !own_threads_fill_the_cores())
+    }
+
+    fn prefault(&self, spare: &mut [MaybeUninit<TensorInfo>]) {
+        crate::prefault::populate(spare);
     }
 }
 

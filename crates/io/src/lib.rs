@@ -38,6 +38,7 @@ mod pack;
 mod par;
 mod policy;
 mod pread;
+mod prefault;
 mod reader;
 mod seal;
 mod sha_lanes;
