@@ -69,21 +69,22 @@ struct Entries<'f> {
     /// Told of the room `tensors` is about to fill ([`Fork::prefault`]).
     fork: &'f dyn Fork,
     /// How many entries `tensors` holds once the room announced so far is
-    /// filled.
+    /// filled; `usize::MAX` for a list made with room for fewer than
+    /// `PREFAULT_MIN_ENTRIES`, which is never announced.
     announced: usize,
 }
 
 impl<'f> Entries<'f> {
     fn new(tensors: Vec<TensorInfo>, fork: &'f dyn Fork) -> Entries<'f> {
-        Entries { tensors, metadata: None, metadata_seen: false, fork, announced: 0 }
+        let announced = if tensors.capacity() >= PREFAULT_MIN_ENTRIES { 0 } else { usize::MAX };
+        Entries { tensors, metadata: None, metadata_seen: false, fork, announced }
     }
 
     /// Appends `tensor`, first announcing the next window of spare room
-    /// when the last one is full (only in lists of at least
-    /// `PREFAULT_MIN_ENTRIES`).
+    /// when the last one is full.
     fn push(&mut self, tensor: TensorInfo) {
         let len = self.tensors.len();
-        if len >= self.announced && self.tensors.capacity() >= PREFAULT_MIN_ENTRIES {
+        if len >= self.announced {
             self.announce_up_to(len + PREFAULT_MIN_ENTRIES);
         }
         self.tensors.push(tensor);
@@ -593,9 +594,7 @@ impl<'a> Parser<'a> {
         // The second half's entries are moved into room the first has not
         // written yet (it holds room for all of them unless the estimate
         // fell short).
-        if first.tensors.capacity() >= PREFAULT_MIN_ENTRIES {
-            first.announce_up_to(first.tensors.len() + second.tensors.len());
-        }
+        first.announce_up_to(first.tensors.len() + second.tensors.len());
         first.tensors.append(&mut second.tensors);
         Some(first)
     }

@@ -62,7 +62,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn populating_room_leaves_what_was_written_before_it_and_maps_its_pages() {
+    fn populating_room_keeps_what_was_written_before_it_and_the_room_stays_writable() {
         let mut v: Vec<u64> = Vec::with_capacity(1 << 20);
         v.extend(0..100);
         populate(v.spare_capacity_mut());
