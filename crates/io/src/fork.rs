@@ -51,8 +51,7 @@ const MAX_THREADS_CHECKED: usize = 16;
 /// `/proc/self/task/*/stat`. `false` where that cannot be read, and off
 /// Linux.
 fn own_threads_fill_the_cores() -> bool {
-    static CORES: OnceLock<usize> = OnceLock::new();
-    let cores = *CORES.get_or_init(crate::hash::threads);
+    let cores = crate::hash::threads();
     if !cfg!(target_os = "linux") || cores < 2 {
         return false;
     }

@@ -57,7 +57,11 @@ pub(crate) fn sha256_file_range(
     Ok(h.finish())
 }
 
-/// Number of worker threads for parallel hashing.
+/// Number of worker threads for work on all cores (hashing, decryption,
+/// compression, the header decoder's check of its own threads): the cores
+/// this process may use, read once (`available_parallelism` reads the
+/// affinity mask and cgroup quota on every call).
 pub(crate) fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }

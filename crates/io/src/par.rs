@@ -10,7 +10,7 @@ where
     E: Send,
     F: Fn(usize) -> Result<T, E> + Sync,
 {
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(n.max(1));
+    let workers = crate::hash::threads().min(n.max(1));
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     let per_worker: Vec<Result<Vec<(usize, T)>, E>> = std::thread::scope(|s| {
