@@ -119,7 +119,7 @@ pub fn inspect(path: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
         let mut table = vec![vec!["name".into(), "dtype".into(), "shape".into(), "size".into(), "shard".into()]];
         for (t, shard) in &tensors {
             table.push(vec![
-                t.name.clone(),
+                t.name.to_string(),
                 t.dtype.name().into(),
                 out::shape(&t.shape),
                 out::size(t.byte_len()),

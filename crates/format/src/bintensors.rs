@@ -162,7 +162,7 @@ fn tensor(r: &mut Reader<'_>, claims: &mut Claims, limits: &Limits) -> Result<Te
     let begin = varint::read(r, "data offset").map_err(located)?;
     let end = varint::read(r, "data offset").map_err(located)?;
     Ok(TensorInfo {
-        name,
+        name: name.into(),
         dtype,
         shape: shape.into(),
         data_offsets: (begin, end),

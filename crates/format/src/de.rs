@@ -44,6 +44,7 @@ pub(crate) fn parse(json: &[u8], format: Format, limits: &Limits, fork: &dyn cra
             matches!(parse_full(json, format, limits), Ok(ref full) if *full == raw),
             "the fast path accepted a header the full decoder decodes differently"
         );
+        debug_assert!(raw.tensors.iter().all(|t| t.name.sealed()), "the fast path left a name unsealed");
         return Ok(raw);
     }
     // Raw control characters are invalid anywhere in JSON (in strings they
@@ -605,9 +606,14 @@ fn tensor_entry<'de, A: MapAccess<'de>>(
     }
     let name = key.into_string();
     match map.next_value_seed(TensorSeed { ctx, format }) {
-        Ok((dtype, shape, data_offsets, metadata, sha256)) => {
-            Ok(TensorInfo { name, dtype, shape: shape.into(), data_offsets, metadata, sha256: sha256.map(Box::new) })
-        }
+        Ok((dtype, shape, data_offsets, metadata, sha256)) => Ok(TensorInfo {
+            name: name.into(),
+            dtype,
+            shape: shape.into(),
+            data_offsets,
+            metadata,
+            sha256: sha256.map(Box::new),
+        }),
         Err(e) => {
             ctx.annotate(&name);
             Err(e)

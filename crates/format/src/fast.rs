@@ -25,6 +25,7 @@ use alloc::vec::Vec;
 
 use crate::compression::{Codec, Compression, RawCompression};
 use crate::fork::PREFAULT_MIN_ENTRIES;
+use crate::name::{Arena, Name};
 use crate::raw::RawHeader;
 use crate::tensor::{check_name, Format, Metadata, TensorInfo};
 use crate::{Dtype, Fork, Limits};
@@ -70,14 +71,47 @@ struct Entries<'f> {
     fork: &'f dyn Fork,
     /// How many entries `tensors` holds once the room announced so far is
     /// filled; `usize::MAX` for a list made with room for fewer than
-    /// `PREFAULT_MIN_ENTRIES`, which is never announced.
+    /// `PREFAULT_MIN_ENTRIES`, which is never announced (nor are its
+    /// names' blocks).
     announced: usize,
+    /// The entries' names, written a block at a time.
+    names: Arena,
+    /// How many entries have names that are sealed ([`Arena::seal`]).
+    sealed: usize,
 }
 
 impl<'f> Entries<'f> {
-    fn new(tensors: Vec<TensorInfo>, fork: &'f dyn Fork) -> Entries<'f> {
+    /// Entries read from `input_len` bytes of JSON, into `tensors`.
+    fn new(tensors: Vec<TensorInfo>, input_len: usize, fork: &'f dyn Fork) -> Entries<'f> {
         let announced = if tensors.capacity() >= PREFAULT_MIN_ENTRIES { 0 } else { usize::MAX };
-        Entries { tensors, metadata: None, metadata_seen: false, fork, announced }
+        let names = Arena::new(input_len);
+        Entries { tensors, metadata: None, metadata_seen: false, fork, announced, names, sealed: 0 }
+    }
+
+    /// The name `key` for the next entry, written into the names' block
+    /// (a new one if it is full: the names of the entries before are
+    /// sealed, and the new block's room announced ahead for a large list).
+    fn name(&mut self, key: &str) -> Option<Name> {
+        if !self.names.fits(key) {
+            self.seal()?;
+            let (fork, announce) = (self.fork, self.announced != usize::MAX);
+            self.names.start_block(key, |room| {
+                if announce && !room.is_empty() {
+                    fork.prefault_bytes(room);
+                }
+            });
+        }
+        self.names.push(key)
+    }
+
+    /// Seals the names of the entries appended since the last seal.
+    fn seal(&mut self) -> Option<()> {
+        let pending = self.tensors.get_mut(self.sealed..)?;
+        if !pending.is_empty() {
+            self.names.seal(pending.iter_mut().map(|t| &mut t.name));
+        }
+        self.sealed = self.tensors.len();
+        Some(())
     }
 
     /// Appends `tensor`, first announcing the next window of spare room
@@ -383,9 +417,8 @@ impl<'a> Parser<'a> {
         (here == literal).then(|| self.at = end)
     }
 
-    /// A tensor's entry, after its key.
-    fn tensor(&mut self, name: &str, format: Format) -> Option<TensorInfo> {
-        check_name(name, self.limits).ok()?;
+    /// A tensor's entry, after its key, named `name` (the key, checked).
+    fn tensor(&mut self, name: &Name, format: Format) -> Option<TensorInfo> {
         let start = self.at;
         if let Some(t) = self.canonical_tensor(name, format) {
             return Some(t);
@@ -399,7 +432,7 @@ impl<'a> Parser<'a> {
     /// deathtensors header `,"metadata":{..}`, an optional `,"sha256":".."`
     /// and `}`), matched literally: about twice as fast as walking it as an
     /// object. `None` for any other spelling, which `any_tensor` walks.
-    fn canonical_tensor(&mut self, name: &str, format: Format) -> Option<TensorInfo> {
+    fn canonical_tensor(&mut self, name: &Name, format: Format) -> Option<TensorInfo> {
         self.lit(b"{\"dtype\":\"")?;
         let end = string_end(self.bytes, self.at)?;
         let dtype = Dtype::from_name(self.text.get(self.at..end)?)?;
@@ -445,7 +478,7 @@ impl<'a> Parser<'a> {
         }
         self.lit(b"}")?;
         Some(TensorInfo {
-            name: name.to_string(),
+            name: name.clone(),
             dtype,
             shape: crate::Shape::new(dims.get(..rank)?),
             data_offsets: (start, end),
@@ -455,7 +488,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A tensor's entry in any spelling of the subset.
-    fn any_tensor(&mut self, name: &str, format: Format) -> Option<TensorInfo> {
+    fn any_tensor(&mut self, name: &Name, format: Format) -> Option<TensorInfo> {
         let dt = format == Format::Deathtensors;
         let mut dtype = None;
         let mut shape = None;
@@ -474,7 +507,7 @@ impl<'a> Parser<'a> {
             Some(())
         })?;
         Some(TensorInfo {
-            name: name.to_string(),
+            name: name.clone(),
             dtype: dtype?,
             shape: shape?.into(),
             data_offsets: offsets?,
@@ -485,11 +518,13 @@ impl<'a> Parser<'a> {
 
     /// One member of an object of tensors (a safetensors header, or the
     /// `tensors` of a deathtensors header), appended to `tensors`.
-    fn tensor_entry(&mut self, out: &mut Entries<'_>, name: &str, format: Format) -> Option<()> {
+    fn tensor_entry(&mut self, out: &mut Entries<'_>, key: &str, format: Format) -> Option<()> {
         if out.tensors.len() as u64 >= self.limits.max_tensors {
             return None;
         }
-        let tensor = self.tensor(name, format)?;
+        check_name(key, self.limits).ok()?;
+        let name = out.name(key)?;
+        let tensor = self.tensor(&name, format)?;
         out.push(tensor);
         Some(())
     }
@@ -497,7 +532,7 @@ impl<'a> Parser<'a> {
     /// Room for the entries `len` bytes of JSON hold.
     fn entries_for<'f>(&self, len: usize, fork: &'f dyn Fork) -> Entries<'f> {
         let max = usize::try_from(self.limits.max_tensors).unwrap_or(usize::MAX);
-        Entries::new(Vec::with_capacity((len / TENSOR_JSON_ESTIMATE + 1).min(max)), fork)
+        Entries::new(Vec::with_capacity((len / TENSOR_JSON_ESTIMATE + 1).min(max)), len, fork)
     }
 
     /// One member of an object of tensors: a tensor, or (safetensors)
@@ -567,14 +602,18 @@ impl<'a> Parser<'a> {
         let mut first = self.entries_for(self.bytes.len().saturating_sub(self.at), fork);
         let Some(split) = self.split_point().filter(|_| fork.is_parallel()) else {
             self.members(&mut first, format, usize::MAX, true)?;
+            first.seal()?;
             return Some(first);
         };
         let mut other = Parser { at: split, ..*self };
-        let mut second = Entries::new(Vec::with_capacity(first.tensors.capacity() / 2 + 1), fork);
+        let rest = self.bytes.len().saturating_sub(split);
+        let mut second = Entries::new(Vec::with_capacity(first.tensors.capacity() / 2 + 1), rest, fork);
         let (mut a, mut b) = (None, None);
-        fork.join(&mut || a = self.members(&mut first, format, split, true), &mut || {
-            b = other.members(&mut second, format, usize::MAX, false)
-        });
+        // Each half seals its own names, on its own thread.
+        fork.join(
+            &mut || a = self.members(&mut first, format, split, true).filter(|_| first.seal().is_some()),
+            &mut || b = other.members(&mut second, format, usize::MAX, false).filter(|_| second.seal().is_some()),
+        );
         if !a? {
             return Some(first);
         }

@@ -38,6 +38,14 @@ pub trait Fork: Sync {
     fn prefault(&self, spare: &mut [MaybeUninit<TensorInfo>]) {
         let _ = spare;
     }
+
+    /// As [`Fork::prefault`], for the room of a block the decoder is about
+    /// to write tensor names into (32 KiB, or one name if longer; only
+    /// while decoding a list that is announced). It must not read or write
+    /// `spare`. The default does nothing.
+    fn prefault_bytes(&self, spare: &mut [MaybeUninit<u8>]) {
+        let _ = spare;
+    }
 }
 
 /// The fewest entries the decoder announces through [`Fork::prefault`] at

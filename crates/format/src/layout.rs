@@ -58,7 +58,7 @@ pub(crate) fn plan_stored(
         let end = start.checked_add(len).ok_or_else(|| located(Error::overflow("tensor end")))?;
         offset = end;
         out.push(TensorInfo {
-            name: spec.name,
+            name: spec.name.into(),
             dtype: spec.dtype,
             shape: spec.shape.into(),
             data_offsets: (start, end),

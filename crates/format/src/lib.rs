@@ -40,7 +40,7 @@ extern crate std;
 // Modules, bottom to top: each uses only modules named before it (rustfmt
 // keeps the `mod` lines sorted, so the order is written here):
 // limits, error, fork, dtype, reader (the byte cursor), varint (bincode's),
-// sniff, prefix, signature; shape, tensor (plain types), layout, tree, json; crypt
+// sniff, prefix, signature; shape, name, tensor (plain types), layout, tree, json; crypt
 // (the encryption section), compression (the compression section and chunk
 // tables), raw, fast, de, bintensors (the decoders, and
 // bintensors' encoder); header (`Header`), enc, head (`Head`),
@@ -61,6 +61,7 @@ mod header;
 mod json;
 mod layout;
 mod limits;
+mod name;
 mod prefix;
 mod raw;
 mod reader;
@@ -98,6 +99,7 @@ pub use crate::{
     head::{Head, FOOTER_LEN, PROBE_LEN, SAFETENSORS_MAX_HEADER},
     header::{Header, CREATED_BY},
     limits::{Limits, DEFAULT_ALIGNMENT, MAX_ALIGNMENT},
+    name::Name,
     prefix::{Flags, Prefix, MAGIC, VERSION},
     shape::Shape,
     signature::{

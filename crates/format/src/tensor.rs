@@ -1,13 +1,13 @@
 //! The plain types of a header: formats, metadata, tensors and the rules
 //! for their names. The bottom of the crate: every other module may use
-//! these, and this module uses none of them but [`Shape`].
+//! these, and this module uses none of them but [`Shape`] and [`Name`].
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use crate::{Dtype, Error, ErrorKind, Limits, Result, Shape};
+use crate::{Dtype, Error, ErrorKind, Limits, Name, Result, Shape};
 
 /// String metadata, global or per tensor. Keys are unique and kept sorted, so
 /// encoding is deterministic.
@@ -29,7 +29,7 @@ pub enum Format {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorInfo {
     /// The tensor's name, unique in its file.
-    pub name: String,
+    pub name: Name,
     /// The element type.
     pub dtype: Dtype,
     /// The dimensions; empty for a scalar.
@@ -57,7 +57,7 @@ impl TensorInfo {
     /// offsets and digest (a writer lays out and hashes anew).
     pub fn to_spec(&self) -> TensorSpec {
         TensorSpec {
-            name: self.name.clone(),
+            name: String::from(&self.name),
             dtype: self.dtype,
             shape: self.shape.to_vec(),
             metadata: self.metadata.clone(),

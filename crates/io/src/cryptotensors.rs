@@ -138,7 +138,7 @@ impl CtFile {
         let doing = "cannot read";
         let fail = |what: String| Error::new(ErrorKind::Decrypt { what }, Some(path), doing);
         let io = |e| Error::io(e, path, doing);
-        let Some((key, data)) = self.tensors.get(&info.name) else {
+        let Some((key, data)) = self.tensors.get(info.name.as_str()) else {
             return Err(Error::input(format!("tensor {:?} is not encrypted", info.name), path, doing));
         };
         let len = info.byte_len();
@@ -340,7 +340,8 @@ pub fn save_cryptotensors(
     let temp = crate::atomic::TempFile::create(path, options.durable).map_err(io)?;
     temp.file().set_len(head.len() as u64 + header.data_len()).map_err(io)?;
     // Each tensor encrypted into its place, tensors spread over all cores.
-    let tasks: Vec<_> = header.tensors().iter().filter(|t| deks.contains_key(&t.name) || t.byte_len() > 0).collect();
+    let tasks: Vec<_> =
+        header.tensors().iter().filter(|t| deks.contains_key(t.name.as_str()) || t.byte_len() > 0).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::io::Result<Vec<(String, CtData)>>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..crate::hash::threads())
@@ -351,9 +352,9 @@ pub fn save_cryptotensors(
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(t) = tasks.get(i) else { return Ok(done) };
-                        let plain = by_name[&t.name];
+                        let plain = by_name[t.name.as_str()];
                         let at = head.len() as u64 + t.data_offsets.0;
-                        let Some((dek, entry)) = deks.get(&t.name) else {
+                        let Some((dek, entry)) = deks.get(t.name.as_str()) else {
                             writeback.write_at(temp.file(), plain, at)?;
                             continue;
                         };
@@ -399,7 +400,7 @@ pub fn save_cryptotensors(
                                 }
                             }
                         }
-                        done.push((t.name.clone(), data));
+                        done.push((t.name.to_string(), data));
                     }
                 })
             })

@@ -120,21 +120,25 @@ fn metadata_diff(a: &Metadata, b: &Metadata) -> Vec<MetadataChange> {
 /// The reads' errors.
 pub fn diff(a: &Reader, b: &Reader, compare: Compare, progress: impl Fn(u64) + Sync) -> Result<Diff> {
     let (ha, hb) = (a.header(), b.header());
-    let removed = ha.tensors().iter().filter(|t| hb.get(&t.name).is_none()).map(|t| t.name.clone()).collect();
-    let added = hb.tensors().iter().filter(|t| ha.get(&t.name).is_none()).map(|t| t.name.clone()).collect();
+    let removed = ha.tensors().iter().filter(|t| hb.get(&t.name).is_none()).map(|t| t.name.to_string()).collect();
+    let added = hb.tensors().iter().filter(|t| ha.get(&t.name).is_none()).map(|t| t.name.to_string()).collect();
     let both: Vec<(&TensorInfo, &TensorInfo)> =
         ha.tensors().iter().filter_map(|ta| hb.get(&ta.name).map(|tb| (ta, tb))).collect();
     let same = |ta: &TensorInfo, tb: &TensorInfo| ta.dtype == tb.dtype && ta.shape == tb.shape;
-    let retyped = both.iter().filter(|(ta, tb)| !same(ta, tb)).map(|(ta, _)| ta.name.clone()).collect();
+    let retyped = both.iter().filter(|(ta, tb)| !same(ta, tb)).map(|(ta, _)| ta.name.to_string()).collect();
     let comparable: Vec<&TensorInfo> = both.iter().filter(|(ta, tb)| same(ta, tb)).map(|(ta, _)| *ta).collect();
     let compared = compare_values(a, b, &comparable, compare, progress)?;
-    let values =
-        comparable.iter().zip(compared).filter(|(_, v)| v.differing > 0).map(|(t, v)| (t.name.clone(), v)).collect();
+    let values = comparable
+        .iter()
+        .zip(compared)
+        .filter(|(_, v)| v.differing > 0)
+        .map(|(t, v)| (t.name.to_string(), v))
+        .collect();
     let empty = Metadata::new();
     let metadata = metadata_diff(ha.metadata().unwrap_or(&empty), hb.metadata().unwrap_or(&empty));
     let tensor_metadata = both
         .iter()
-        .map(|(ta, tb)| (ta.name.clone(), metadata_diff(&ta.metadata, &tb.metadata)))
+        .map(|(ta, tb)| (ta.name.to_string(), metadata_diff(&ta.metadata, &tb.metadata)))
         .filter(|(_, d)| !d.is_empty())
         .collect();
     Ok(Diff { removed, added, retyped, values, metadata, tensor_metadata })

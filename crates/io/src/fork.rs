@@ -38,6 +38,10 @@ impl Fork for Threads {
     fn prefault(&self, spare: &mut [MaybeUninit<TensorInfo>]) {
         crate::prefault::populate(spare);
     }
+
+    fn prefault_bytes(&self, spare: &mut [MaybeUninit<u8>]) {
+        crate::prefault::populate(spare);
+    }
 }
 
 /// Threads of this process beyond this many are not looked at: each costs

@@ -133,7 +133,7 @@ impl ShardedReader {
             return ShardedReader::open_legacy_index(opener, path, dir, meta);
         }
         // A single file: one shard.
-        let tensors: Vec<(String, usize)> = reader.header().tensors().iter().map(|t| (t.name.clone(), 0)).collect();
+        let tensors: Vec<(String, usize)> = reader.header().tensors().iter().map(|t| (t.name.to_string(), 0)).collect();
         let total = reader.header().data_len();
         let shard_name = name.to_string();
         let cell = OnceLock::new();
@@ -356,7 +356,7 @@ impl ShardedReader {
                 .header()
                 .tensors()
                 .iter()
-                .find(|t| self.by_name.get(&t.name).map(|&k| self.tensors[k].1) != Some(i))
+                .find(|t| self.by_name.get(t.name.as_str()).map(|&k| self.tensors[k].1) != Some(i))
             {
                 return Err(invalid(shard.path(), format!("tensor {:?} is not in the index", extra.name)));
             }

@@ -252,7 +252,7 @@ pub(crate) fn decrypt_range(
         let actual = crate::hash::sha256(target);
         let opened = if actual != expected {
             target.fill(0);
-            let kind = ErrorKind::TensorDigestMismatch { tensor: info.name.clone(), expected, actual };
+            let kind = ErrorKind::TensorDigestMismatch { tensor: info.name.to_string(), expected, actual };
             Err(Error::new(kind, Some(path), doing))
         } else {
             open_chunks(cipher, trust, path, index, info, base, None, 0, target)
@@ -430,7 +430,7 @@ pub(crate) fn decrypt_all(
             let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, path, doing))?;
             for (t, actual) in tensors.iter().zip(digests) {
                 if let Some(expected) = t.sha256.as_deref().copied().filter(|e| *e != actual) {
-                    let kind = ErrorKind::TensorDigestMismatch { tensor: t.name.clone(), expected, actual };
+                    let kind = ErrorKind::TensorDigestMismatch { tensor: t.name.to_string(), expected, actual };
                     return Err(Error::new(kind, Some(path), doing));
                 }
             }

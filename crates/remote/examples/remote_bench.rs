@@ -320,7 +320,7 @@ fn run(
 
     // Ranks: each opens the URL and reads its contiguous share of the
     // tensors (prefetched, coalesced), as docs/REMOTE.md describes.
-    let names: Vec<String> = reader.header().tensors().iter().map(|t| t.name.clone()).collect();
+    let names: Vec<String> = reader.header().tensors().iter().map(|t| t.name.to_string()).collect();
     println!("| rank of {ranks} | requests | bytes transferred | its tensors' bytes |");
     println!("|---|---|---|---|");
     let (mut total_requests, mut total_bytes) = (0, 0);

@@ -54,7 +54,7 @@ pub fn run(args: BlobArgs) -> anyhow::Result<ExitCode> {
             let mut c = Collection::open_writable(&dir, CollectionOptions::default())?;
             let names: Vec<String> = match tensor {
                 Some(t) => vec![t],
-                None => reader.header().tensors().iter().map(|t| t.name.clone()).collect(),
+                None => reader.header().tensors().iter().map(|t| t.name.to_string()).collect(),
             };
             let mut appended = 0;
             for name in &names {
@@ -148,7 +148,7 @@ fn tensor_name(reader: &Reader, given: Option<&str>) -> anyhow::Result<String> {
         return Ok(name.to_string());
     }
     match reader.header().tensors() {
-        [only] => Ok(only.name.clone()),
+        [only] => Ok(only.name.to_string()),
         tensors => bail!(
             "{} holds {} tensors: name the one to take rows from with --tensor",
             reader.path().display(),

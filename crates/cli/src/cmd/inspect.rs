@@ -215,7 +215,7 @@ fn to_text(reader: &Reader) -> String {
     for (i, t) in header.tensors().iter().enumerate() {
         let metadata: Vec<String> = t.metadata.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let mut row = vec![
-            t.name.clone(),
+            t.name.to_string(),
             t.dtype.name().into(),
             out::shape(&t.shape),
             out::size(t.byte_len()),

@@ -36,7 +36,7 @@ pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
             .to_vec()];
         let mut complex = false;
         for (t, outcome) in tensors.iter().zip(&outcomes) {
-            let mut row = vec![t.name.clone(), t.dtype.name().to_string()];
+            let mut row = vec![t.name.to_string(), t.dtype.name().to_string()];
             match outcome {
                 None => {
                     row.extend(["-"; 8].map(String::from));

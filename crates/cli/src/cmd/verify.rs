@@ -132,7 +132,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
                     (actual != expected).then(|| {
                         let start = reader.head().data_start + t.data_offsets.0;
                         Mismatch {
-                            tensor: Some(t.name.clone()),
+                            tensor: Some(t.name.to_string()),
                             range: (start, start + t.stored_len()),
                             expected,
                             actual,

@@ -126,7 +126,7 @@ fn raw_writes_the_bytes() {
     let path = valid("deathtensors-0.3.0/all_dtypes.deathtensors");
     let reader = Reader::open(&path).unwrap();
     for t in reader.header().tensors() {
-        let r = check(["cat".as_ref(), "--raw".as_ref(), path.as_os_str(), t.name.as_ref()], 0);
+        let r = check(["cat".as_ref(), "--raw".as_ref(), path.as_os_str(), t.name.as_str().as_ref()], 0);
         assert_eq!(r.bytes, reader.read(&t.name).unwrap(), "{}", t.name);
     }
 }

@@ -159,7 +159,7 @@ pub fn tensors(path: &Path) -> Vec<(String, Dtype, Vec<u64>, Vec<u8>)> {
         .header()
         .tensors()
         .iter()
-        .map(|t| (t.name.clone(), t.dtype, t.shape.to_vec(), reader.read(&t.name).unwrap()))
+        .map(|t| (t.name.to_string(), t.dtype, t.shape.to_vec(), reader.read(&t.name).unwrap()))
         .collect()
 }
 

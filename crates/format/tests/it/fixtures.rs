@@ -45,7 +45,7 @@ fn check_file(rel: &str, expected: &Value) {
         let want: Vec<&str> = order.as_array().unwrap().iter().map(|n| n.as_str().unwrap()).collect();
         assert_eq!(names, want, "{rel}");
         for t in header.tensors() {
-            let o = &expected["tensors"][&t.name]["data_offsets"];
+            let o = &expected["tensors"][t.name.as_str()]["data_offsets"];
             assert_eq!([t.data_offsets.0, t.data_offsets.1], [o[0].as_u64().unwrap(), o[1].as_u64().unwrap()], "{rel}");
         }
     }

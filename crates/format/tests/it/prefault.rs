@@ -1,6 +1,7 @@
-//! `Fork::prefault`: the decoder announces the room its list of tensor
-//! entries is about to fill, in windows, before writing there; never room
-//! it has written, never twice, and nothing for small lists.
+//! `Fork::prefault` and `Fork::prefault_bytes`: the decoder announces the
+//! room its list of tensor entries and its blocks of names are about to
+//! fill, in windows, before writing there; never room it has written, never
+//! twice, and nothing for small lists.
 
 use std::mem::MaybeUninit;
 use std::sync::Mutex;
@@ -14,6 +15,8 @@ use deathtensors_format::{
 struct Recorder {
     parallel: bool,
     announced: Mutex<Vec<(usize, usize)>>,
+    /// The same for blocks of names (start address, bytes).
+    bytes: Mutex<Vec<(usize, usize)>>,
 }
 
 impl Fork for Recorder {
@@ -38,10 +41,15 @@ impl Fork for Recorder {
         assert!(!spare.is_empty(), "an empty range is never announced");
         self.announced.lock().unwrap().push((spare.as_ptr() as usize, spare.len()));
     }
+
+    fn prefault_bytes(&self, spare: &mut [MaybeUninit<u8>]) {
+        assert!(!spare.is_empty(), "an empty range is never announced");
+        self.bytes.lock().unwrap().push((spare.as_ptr() as usize, spare.len()));
+    }
 }
 
 fn recorder(parallel: bool) -> Recorder {
-    Recorder { parallel, announced: Mutex::new(Vec::new()) }
+    Recorder { parallel, announced: Mutex::new(Vec::new()), bytes: Mutex::new(Vec::new()) }
 }
 
 fn bytes_of(n: usize) -> Vec<u8> {
@@ -107,4 +115,36 @@ fn a_small_list_announces_nothing() {
     let fork = recorder(false);
     Head::parse_with(&bytes, bytes.len() as u64, &Limits::DEFAULT, &fork).unwrap();
     assert!(fork.announced.into_inner().unwrap().is_empty());
+    assert!(fork.bytes.into_inner().unwrap().is_empty());
+}
+
+#[test]
+fn the_names_of_a_large_list_are_written_in_blocks_announced_ahead() {
+    for parallel in [false, true] {
+        let n = 3 * PREFAULT_MIN_ENTRIES + 17;
+        let bytes = bytes_of(n);
+        let fork = recorder(parallel);
+        let head = Head::parse_with(&bytes, bytes.len() as u64, &Limits::DEFAULT, &fork).unwrap();
+        assert_eq!(head.header, Head::parse(&bytes, bytes.len() as u64, &Limits::DEFAULT).unwrap().header);
+        let blocks = fork.bytes.into_inner().unwrap();
+        let mut sorted = blocks.clone();
+        sorted.sort();
+        assert!(sorted.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0), "blocks overlap: {blocks:?}");
+        let names: usize = head.header.tensors().iter().map(|t| t.name.len()).sum();
+        assert!(blocks.iter().map(|&(_, len)| len).sum::<usize>() >= names, "{blocks:?}");
+        assert!(blocks.iter().all(|&(_, len)| len <= 32 << 10), "{blocks:?}");
+        // Every name lies in an announced block, but those of a last block
+        // that was shrunk to fit (and may have moved): at most one per half.
+        let outside = head
+            .header
+            .tensors()
+            .iter()
+            .filter(|t| {
+                let at = t.name.as_ptr() as usize;
+                !blocks.iter().any(|&(start, len)| at >= start && at + t.name.len() <= start + len)
+            })
+            .count();
+        let per_block = blocks.iter().map(|&(_, len)| len).min().unwrap() / head.header.tensors()[0].name.len();
+        assert!(outside <= 2 * per_block, "{outside} names outside the announced blocks");
+    }
 }

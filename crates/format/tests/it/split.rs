@@ -199,3 +199,35 @@ fn index_and_layout_errors_are_those_of_the_serial_decoder() {
     assert!(matches!(a.kind(), ErrorKind::Overlap { .. }), "{a}");
     assert_eq!(a.to_string(), b.to_string());
 }
+
+#[test]
+fn names_of_every_length_read_back_across_blocks_of_names() {
+    // Names from 1 byte to longer than a block of names (32 KiB), some not
+    // ASCII, so that blocks fill at every offset and a name can need a
+    // block of its own; decoded on one thread and in two halves.
+    let limits = Limits { max_name_len: 100_000, ..Limits::DEFAULT };
+    let mut specs: Vec<TensorSpec> = (0..6000)
+        .map(|i| {
+            let len = 1 + (i * 7919) % 400;
+            let name: String =
+                format!("{i}.é{}", "x".repeat(len)).chars().take(len.max(i.to_string().len() + 2)).collect();
+            TensorSpec::new(name, Dtype::U8, [1])
+        })
+        .collect();
+    for (k, len) in [32 << 10, (32 << 10) + 1, 90_000].into_iter().enumerate() {
+        specs.insert(k * 2000, TensorSpec::new(format!("long{k}.{}", "y".repeat(len)), Dtype::U8, [2]));
+    }
+    let header = Header::new_deathtensors(specs.clone(), Metadata::new(), 64, None, &limits).unwrap();
+    let bytes = file(&header);
+    for fork in [&threads() as &dyn Fork, &deathtensors_format::Serial] {
+        let head = Head::parse_with(&bytes, bytes.len() as u64, &limits, fork).unwrap();
+        assert_eq!(head.header, header);
+        for spec in &specs {
+            let t = head
+                .header
+                .get(&spec.name)
+                .unwrap_or_else(|| panic!("{} missing", &spec.name[..20.min(spec.name.len())]));
+            assert_eq!(t.name, spec.name);
+        }
+    }
+}

@@ -47,7 +47,7 @@ fn every_sample_reads_with_its_keys() {
         assert_eq!(r.signers().len(), 1, "{name}");
         for t in r.header().tensors() {
             let bytes = r.read(&t.name).unwrap_or_else(|e| panic!("{name}/{}: {e}", t.name));
-            assert_eq!(sha256_hex(&bytes), want[&t.name]["sha256"].as_str().unwrap(), "{name}/{}", t.name);
+            assert_eq!(sha256_hex(&bytes), want[t.name.as_str()]["sha256"].as_str().unwrap(), "{name}/{}", t.name);
             // Slices decrypt only what they need (v2) and agree with the whole.
             let n = bytes.len();
             if n > 10 {
