@@ -400,7 +400,7 @@ pub fn save_cryptotensors(
                                 }
                             }
                         }
-                        done.push((t.name.to_string(), data));
+                        done.push((String::from(&t.name), data));
                     }
                 })
             })

@@ -133,7 +133,8 @@ impl ShardedReader {
             return ShardedReader::open_legacy_index(opener, path, dir, meta);
         }
         // A single file: one shard.
-        let tensors: Vec<(String, usize)> = reader.header().tensors().iter().map(|t| (t.name.to_string(), 0)).collect();
+        let tensors: Vec<(String, usize)> =
+            reader.header().tensors().iter().map(|t| (String::from(&t.name), 0)).collect();
         let total = reader.header().data_len();
         let shard_name = name.to_string();
         let cell = OnceLock::new();
