@@ -27,12 +27,7 @@ impl Fork for Threads {
     }
 
     fn is_parallel(&self) -> bool {
-        // A new thread on a core that one of this process's threads is
-        // spinning on (OpenBLAS's workers spin for ~0.1 s after `import
-        // numpy`) gets half of it at best, and the caller waits for it: a
-        // 20,000-tensor header took 1.4 ms longer that way than decoded on
-        // the caller alone.
-        *self.parallel.get_or_init(|| !own_threads_fill_the_cores())
+        *self.parallel.get_or_init(|| lend_a_thread(crate::hash::threads(), own_threads_fill_the_cores))
     }
 
     fn prefault(&self, spare: &mut [MaybeUninit<TensorInfo>]) {
@@ -50,13 +45,27 @@ impl Fork for Threads {
 /// library workers are started early, so they come first in the listing.
 const MAX_THREADS_CHECKED: usize = 16;
 
-/// Whether at least as many of this process's threads are running (the
-/// caller among them) as it may use cores: from the state letters in
-/// `/proc/self/task/*/stat`. `false` where that cannot be read, and off
-/// Linux.
-fn own_threads_fill_the_cores() -> bool {
-    let cores = crate::hash::threads();
-    if !cfg!(target_os = "linux") || cores < 2 {
+/// Whether a second thread would run beside the caller on `cores` cores
+/// (what this process may use: affinity mask, CPU quota): there must be two
+/// or more, and this process's own threads must not already keep them all
+/// busy (`busy`, asked only when there are).
+///
+/// - With one core, a second thread only takes turns with the caller: a
+///   20,000-tensor header pinned to one core took 3.2 ms split against
+///   2.6 ms decoded by the caller alone.
+/// - A new thread on a core that one of this process's threads is spinning
+///   on (OpenBLAS's workers spin for ~0.1 s after `import numpy`) gets half
+///   of it at best, and the caller waits for it: the same header took
+///   1.4 ms longer that way than decoded by the caller alone.
+fn lend_a_thread(cores: usize, busy: impl FnOnce(usize) -> bool) -> bool {
+    cores >= 2 && !busy(cores)
+}
+
+/// Whether at least `cores` of this process's threads are running (the
+/// caller among them): from the state letters in `/proc/self/task/*/stat`.
+/// `false` where that cannot be read, and off Linux.
+fn own_threads_fill_the_cores(cores: usize) -> bool {
+    if !cfg!(target_os = "linux") {
         return false;
     }
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return false };
@@ -176,6 +185,29 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_is_lent_only_beside_a_free_core() {
+        let asked = std::cell::Cell::new(None);
+        let busy = |answer: bool| {
+            let asked = &asked;
+            move |cores| {
+                asked.set(Some(cores));
+                answer
+            }
+        };
+        // One core (or none known): never split, and no need to look.
+        for cores in [0, 1] {
+            assert!(!lend_a_thread(cores, busy(false)), "{cores} core(s)");
+            assert_eq!(asked.take(), None, "the threads were read for {cores} core(s)");
+        }
+        // Two or more: split unless this process's threads fill them.
+        for cores in [2, 3, 64] {
+            assert!(lend_a_thread(cores, busy(false)), "{cores} free cores");
+            assert_eq!(asked.take(), Some(cores));
+            assert!(!lend_a_thread(cores, busy(true)), "{cores} busy cores");
+        }
+    }
+
+    #[test]
     fn the_state_is_the_field_after_the_last_parenthesis() {
         assert_eq!(thread_state(b"4242 (python3) R 1 4242 4242 0 -1"), Some(b'R'));
         assert_eq!(thread_state(b"17 (a) b) (c) S 1 17"), Some(b'S'));
@@ -210,7 +242,7 @@ mod tests {
             // A spinner may be descheduled at the instant its state is read
             // (the test harness runs other tests beside this one): a few
             // looks, one of which must see them all running.
-            let seen = (0..50).any(|_| own_threads_fill_the_cores());
+            let seen = (0..50).any(|_| own_threads_fill_the_cores(cores));
             stop.store(true, Ordering::Relaxed);
             seen
         });
