@@ -10,9 +10,7 @@ use std::os::raw::c_int;
 use pyo3::exceptions::{PyBufferError, PyMemoryError};
 use pyo3::prelude::*;
 
-/// Buffers at least this large are aligned to and advised for 2 MiB huge
-/// pages: fewer page faults when the read first touches them.
-const HUGE_PAGE: usize = 2 << 20;
+use deathtensors_io::{huge_pages_pay, HUGE_PAGE};
 
 /// A writable byte buffer exposed through the buffer protocol.
 #[derive(Debug)]
@@ -31,29 +29,6 @@ enum Backing {
     Map(#[allow(dead_code)] deathtensors_io::PrivateMap),
 }
 
-/// Bytes the kernel holds free in blocks of 2 MiB or more (`/proc/buddyinfo`:
-/// per zone, the count of free blocks of each order).
-///
-/// Huge pages fault in 3x faster than small ones when such blocks are free
-/// (1 GiB: 0.16 s against 0.47 s here), but where memory is fragmented the
-/// kernel compacts it first, inside the page fault (defrag `madvise`). So a
-/// buffer asks for huge pages only when twice its size is free in large
-/// blocks.
-#[cfg(target_os = "linux")]
-fn free_huge_bytes() -> Option<u64> {
-    const HUGE_ORDER: usize = 9; // 2^9 pages of 4 KiB = 2 MiB
-    let text = std::fs::read_to_string("/proc/buddyinfo").ok()?;
-    let mut free = 0u64;
-    for line in text.lines() {
-        // "Node 0, zone   Normal  15480 16479 ..." : counts from order 0.
-        let counts = line.split_whitespace().skip(4).filter_map(|c| c.parse::<u64>().ok());
-        for (order, count) in counts.enumerate().skip(HUGE_ORDER) {
-            free = free.saturating_add(count.saturating_mul(4096 << order));
-        }
-    }
-    Some(free)
-}
-
 impl PyArena {
     /// Allocates `len` uninitialised bytes (the caller fills them all).
     pub fn new(len: usize) -> PyResult<PyArena> {
@@ -65,7 +40,7 @@ impl PyArena {
             return Err(PyMemoryError::new_err(format!("cannot allocate {len} bytes")));
         }
         #[cfg(target_os = "linux")]
-        if len >= HUGE_PAGE && free_huge_bytes().is_some_and(|free| free / 2 >= len as u64) {
+        if huge_pages_pay(len) {
             // SAFETY: the range is our own fresh allocation; the advice only
             // changes how the kernel backs it. Failure is harmless.
             let _ = unsafe { rustix::mm::madvise(ptr.cast(), layout.size(), rustix::mm::Advice::LinuxHugepage) };

@@ -33,6 +33,7 @@ mod diff;
 mod error;
 mod fork;
 mod hash;
+mod huge_pages;
 mod mmap;
 mod pack;
 mod par;
@@ -65,6 +66,7 @@ pub use crate::{
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
     diff::{diff, Compare, Diff, MetadataChange, ValueDiff},
     error::{Error, ErrorKind, Result},
+    huge_pages::{huge_pages_pay, HUGE_PAGE},
     mmap::PrivateMap,
     pack::{save_from, Compress},
     pread::ReadAt,
