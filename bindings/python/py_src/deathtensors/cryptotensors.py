@@ -122,9 +122,11 @@ def _select(ring: Any, kid: Optional[str], kind: str) -> Any:
 
 def load_file(filename: Any, framework: str = "numpy", *, keys: Any = None, policy_input: Any = None) -> Dict[str, Any]:
     """Every tensor of a cryptotensors (or plain safetensors) file, decrypted
-    with ``keys`` or the registered ones; the signature is checked first."""
+    with ``keys`` or the registered ones; the signature is checked first.
+    All tensors are decrypted at once, on all cores, into one buffer the
+    tensors share (freed with the last of them)."""
     with DtFile(filename, keys=keys, policy_input=policy_input) as f:
-        return {k: f.get_tensor(k, framework=framework) for k in f.keys()}
+        return f.get_tensors(framework=framework)
 
 
 __all__ = ["save_file", "load_file", "safe_open", "register_direct_key_provider", "register_tmp_key_provider"]
