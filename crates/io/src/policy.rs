@@ -29,6 +29,9 @@ pub(crate) const MEMORY_LIMIT: u64 = 1 << 30;
 /// Evaluates `rego` against `input` (JSON; no input if `None`); `Err` says
 /// why access is refused.
 pub(crate) fn evaluate(rego: &str, input: Option<&serde_json::Value>) -> Result<(), String> {
+    if allows_everything(rego) {
+        return Ok(());
+    }
     #[cfg(target_os = "linux")]
     {
         isolated::evaluate(rego, input)
@@ -37,6 +40,25 @@ pub(crate) fn evaluate(rego: &str, input: Option<&serde_json::Value>) -> Result<
     {
         evaluate_here(rego, input)
     }
+}
+
+/// Whether `rego` is one of the few modules whose `allow` is `true` for
+/// every input, token for token: `package model` and then `allow = true`,
+/// `allow := true` or `default allow := true` (or `=`). cryptotensors writes
+/// `package model\nallow = true` into every file saved without a policy.
+/// Such a module is answered here, without the engine and its child
+/// process: a fork of a large process (a loaded model's page tables) costs
+/// milliseconds on every open. Anything else, however close, is evaluated.
+fn allows_everything(rego: &str) -> bool {
+    let mut tokens = rego.split_whitespace();
+    let mut next = || tokens.next();
+    let head = (next(), next());
+    let rule = match (next(), next(), next(), next(), next()) {
+        (Some("allow"), Some("=" | ":="), Some("true"), None, _) => true,
+        (Some("default"), Some("allow"), Some("=" | ":="), Some("true"), None) => true,
+        _ => false,
+    };
+    head == (Some("package"), Some("model")) && rule
 }
 
 /// Evaluates the policy in this thread.
@@ -205,6 +227,41 @@ mod tests {
         let denied = evaluate(rego, Some(&serde_json::json!({"user": "bob"}))).unwrap_err();
         assert!(denied.contains("denies"), "{denied}");
         assert!(evaluate("package model\nallow := ", None).unwrap_err().contains("does not parse"));
+    }
+
+    #[test]
+    fn only_policies_that_allow_everything_skip_the_engine_and_the_engine_agrees() {
+        let trivial = [
+            "package model\nallow = true",
+            "package model\n\nallow := true\n",
+            "  package model allow = true",
+            "package model\ndefault allow := true",
+            "package model\ndefault allow = true\n",
+        ];
+        for rego in trivial {
+            assert!(allows_everything(rego), "{rego:?}");
+            // What the engine says of the same module, for any input.
+            assert_eq!(evaluate_here(rego, None), Ok(()), "{rego:?}");
+            assert_eq!(evaluate_here(rego, Some(&serde_json::json!({"user": "x"}))), Ok(()), "{rego:?}");
+        }
+        let not_trivial = [
+            "package model\nallow = false",
+            "package other\nallow = true",
+            "package model\nallow = true\nallow = false",
+            "package model\nallow = true\nimport rego.v1",
+            "package model\ndefault allow := true\nallow := false",
+            "package model\nallow=true",
+            "package model\nallow = \"true\"",
+            "package model\ndeny = true",
+            "package model",
+            "",
+        ];
+        for rego in not_trivial {
+            assert!(!allows_everything(rego), "{rego:?}");
+        }
+        // Evaluated by the engine, so still refused (or denied).
+        assert!(evaluate("package model\nallow = false", None).unwrap_err().contains("denies"));
+        assert!(evaluate("package other\nallow = true", None).is_err());
     }
 
     #[test]
