@@ -53,11 +53,11 @@ fn allows_everything(rego: &str) -> bool {
     let mut tokens = rego.split_whitespace();
     let mut next = || tokens.next();
     let head = (next(), next());
-    let rule = match (next(), next(), next(), next(), next()) {
-        (Some("allow"), Some("=" | ":="), Some("true"), None, _) => true,
-        (Some("default"), Some("allow"), Some("=" | ":="), Some("true"), None) => true,
-        _ => false,
-    };
+    let rule = matches!(
+        (next(), next(), next(), next(), next()),
+        (Some("allow"), Some("=" | ":="), Some("true"), None, _)
+            | (Some("default"), Some("allow"), Some("=" | ":="), Some("true"), None)
+    );
     head == (Some("package"), Some("model")) && rule
 }
 
