@@ -50,7 +50,8 @@ pub(crate) fn evaluate(rego: &str, input: Option<&serde_json::Value>) -> Result<
 /// process: a fork of a large process (a loaded model's page tables) costs
 /// milliseconds on every open. Anything else, however close, is evaluated.
 fn allows_everything(rego: &str) -> bool {
-    let mut tokens = rego.split_whitespace();
+    // Rego's own blanks only: other Unicode spaces do not separate tokens.
+    let mut tokens = rego.split([' ', '\t', '\n', '\r']).filter(|t| !t.is_empty());
     let mut next = || tokens.next();
     let head = (next(), next());
     let rule = matches!(
@@ -233,7 +234,7 @@ mod tests {
     fn only_policies_that_allow_everything_skip_the_engine_and_the_engine_agrees() {
         let trivial = [
             "package model\nallow = true",
-            "package model\n\nallow := true\n",
+            "package model\r\n\tallow := true\r\n",
             "  package model allow = true",
             "package model\ndefault allow := true",
             "package model\ndefault allow = true\n",
@@ -251,6 +252,8 @@ mod tests {
             "package model\nallow = true\nimport rego.v1",
             "package model\ndefault allow := true\nallow := false",
             "package model\nallow=true",
+            "package\u{a0}model\nallow = true",
+            "package model\u{c}allow = true",
             "package model\nallow = \"true\"",
             "package model\ndeny = true",
             "package model",
