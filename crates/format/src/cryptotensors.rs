@@ -242,43 +242,49 @@ impl Cryptotensors {
         let chunk = out.chunked();
         let entries = crate::de::tree(enc_json.as_bytes(), CT_ENCRYPTION)?;
         for (name, entry) in object(&entries, "__encryption__")? {
-            let info =
-                header.get(name).ok_or_else(|| invalid("__encryption__ entry for a tensor the file does not have"))?;
-            let f = object(entry, "__encryption__ entry")?;
-            let text = |k: &'static str| string(f, k, k);
-            let wrapped_key = b64(text("wrapped_key")?.ok_or_else(|| invalid("wrapped_key"))?, "wrapped_key")?;
-            if wrapped_key.len() != alg.key_len() {
-                return Err(invalid("wrapped_key"));
-            }
-            let key_iv = b64_array(text("key_iv")?.ok_or_else(|| invalid("key_iv"))?, "key_iv")?;
-            let key_tag = b64_array(text("key_tag")?.ok_or_else(|| invalid("key_tag"))?, "key_tag")?;
-            let data = match chunk {
-                Some(c) => {
-                    let base_iv = b64_array(text("base_iv")?.ok_or_else(|| invalid("base_iv"))?, "base_iv")?;
-                    let tags = b64(text("tags")?.ok_or_else(|| invalid("tags"))?, "tags")?;
-                    if tags.len() as u64 != 16 * chunk_count(info.byte_len(), c) {
-                        return Err(invalid("tags"));
-                    }
-                    // Nonces count up from base_iv; cryptotensors refuses to wrap around.
-                    if ct_chunk_nonce(&base_iv, chunk_count(info.byte_len(), c) - 1).is_none() {
-                        return Err(invalid("base_iv"));
-                    }
-                    CtData::Chunked { base_iv, tags }
-                }
-                None => match (text("iv")?, text("tag")?) {
-                    (Some(""), Some("")) if info.byte_len() == 0 => CtData::Whole(None),
-                    (Some(iv), Some(tag)) if info.byte_len() > 0 => {
-                        CtData::Whole(Some((b64_array(iv, "iv")?, b64_array(tag, "tag")?)))
-                    }
-                    _ => return Err(invalid("iv")),
-                },
-            };
-            out.tensors.insert(name.clone(), CtTensor { wrapped_key, key_iv, key_tag, data });
+            let tensor = Self::tensor_entry(header, name, entry, alg, chunk).map_err(|e| e.with_tensor(name))?;
+            out.tensors.insert(name.clone(), tensor);
         }
         if out.tensors.is_empty() {
             return Err(invalid("__encryption__"));
         }
         Ok(Some(out))
+    }
+
+    /// One tensor's `__encryption__` entry, checked against its header entry.
+    fn tensor_entry(header: &Header, name: &str, entry: &Tree, alg: CtAlg, chunk: Option<u64>) -> Result<CtTensor> {
+        let info =
+            header.get(name).ok_or_else(|| invalid("__encryption__ entry for a tensor the file does not have"))?;
+        let f = object(entry, "__encryption__ entry")?;
+        let text = |k: &'static str| string(f, k, k);
+        let wrapped_key = b64(text("wrapped_key")?.ok_or_else(|| invalid("wrapped_key"))?, "wrapped_key")?;
+        if wrapped_key.len() != alg.key_len() {
+            return Err(invalid("wrapped_key"));
+        }
+        let key_iv = b64_array(text("key_iv")?.ok_or_else(|| invalid("key_iv"))?, "key_iv")?;
+        let key_tag = b64_array(text("key_tag")?.ok_or_else(|| invalid("key_tag"))?, "key_tag")?;
+        let data = match chunk {
+            Some(c) => {
+                let base_iv = b64_array(text("base_iv")?.ok_or_else(|| invalid("base_iv"))?, "base_iv")?;
+                let tags = b64(text("tags")?.ok_or_else(|| invalid("tags"))?, "tags")?;
+                if tags.len() as u64 != 16 * chunk_count(info.byte_len(), c) {
+                    return Err(invalid("tags (one 16-byte tag per chunk of chunk_size bytes)"));
+                }
+                // Nonces count up from base_iv; cryptotensors refuses to wrap around.
+                if ct_chunk_nonce(&base_iv, chunk_count(info.byte_len(), c) - 1).is_none() {
+                    return Err(invalid("base_iv"));
+                }
+                CtData::Chunked { base_iv, tags }
+            }
+            None => match (text("iv")?, text("tag")?) {
+                (Some(""), Some("")) if info.byte_len() == 0 => CtData::Whole(None),
+                (Some(iv), Some(tag)) if info.byte_len() > 0 => {
+                    CtData::Whole(Some((b64_array(iv, "iv")?, b64_array(tag, "tag")?)))
+                }
+                _ => return Err(invalid("iv")),
+            },
+        };
+        Ok(CtTensor { wrapped_key, key_iv, key_tag, data })
     }
 
     /// The chunk size if the data is chunked: when the file says one

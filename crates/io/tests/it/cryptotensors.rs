@@ -126,3 +126,28 @@ fn tampered_files_are_refused() {
     let e = Reader::open_with(&src, ReadOptions { keys: k, ..ReadOptions::default() }).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::Decrypt { .. }), "{e}");
 }
+
+#[test]
+fn a_malformed_encryption_entry_names_its_tensor() {
+    let tmp = scratch("ct-entry");
+    let bytes = std::fs::read(dir().join("v2_aes256gcm.safetensors")).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let meta = header["__metadata__"].as_object_mut().unwrap();
+    let mut entries: Value = serde_json::from_str(meta["__encryption__"].as_str().unwrap()).unwrap();
+    let (name, entry) = entries.as_object_mut().unwrap().iter_mut().next().unwrap();
+    let name = name.clone();
+    // One chunk's tag short.
+    let tags = entry["tags"].as_str().unwrap().to_string();
+    entry["tags"] = Value::String(tags[..tags.len() - 24].to_string());
+    meta.insert("__encryption__".into(), Value::String(entries.to_string()));
+    let json = serde_json::to_vec(&header).unwrap();
+    let mut b = (json.len() as u64).to_le_bytes().to_vec();
+    b.extend_from_slice(&json);
+    b.extend_from_slice(&bytes[8 + n..]);
+    let p = tmp.join("entry.safetensors");
+    std::fs::write(&p, &b).unwrap();
+    let e = Reader::open_with(&p, ReadOptions { keys: keys(), ..ReadOptions::default() }).unwrap_err();
+    let text = e.to_string();
+    assert!(text.contains(&format!("tensor {name:?}")) && text.contains("bad tags"), "{text}");
+}
