@@ -151,3 +151,22 @@ fn a_malformed_encryption_entry_names_its_tensor() {
     let text = e.to_string();
     assert!(text.contains(&format!("tensor {name:?}")) && text.contains("bad tags"), "{text}");
 }
+
+#[test]
+fn a_missing_key_is_named_alone() {
+    let jwks: Value = serde_json::from_str(&std::fs::read_to_string(dir().join("keys.json")).unwrap()).unwrap();
+    let only = |kty: &str| {
+        let mut set = jwks.clone();
+        set["keys"].as_array_mut().unwrap().retain(|k| k["kty"] == kty);
+        let mut ring = KeyRing::new();
+        ring.add_jwk_value(&set, None).unwrap();
+        Reader::open_with(dir().join("v2_aes256gcm.safetensors"), ReadOptions { keys: ring, ..ReadOptions::default() })
+            .unwrap_err()
+    };
+    let e = only("oct");
+    assert!(matches!(e.kind(), ErrorKind::NoKey { .. }), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("Ed25519 key") && !text.contains("symmetric key"), "{text}");
+    let text = only("okp").to_string();
+    assert!(text.contains("symmetric key") && !text.contains("Ed25519 key"), "{text}");
+}
