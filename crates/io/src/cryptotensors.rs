@@ -68,24 +68,26 @@ pub(crate) fn open(
     let master: Option<Arc<SymmetricKey>> =
         by_kid(keys.symmetric_keys().map(|k| (Some(k.kid()), k.clone())), ct.enc.kid.as_deref());
     let verify_key = by_kid(verifying.into_iter(), ct.sign.kid.as_deref());
-    let (Some(verify_key), Some(master)) = (&verify_key, &master) else {
-        if keys.is_empty() && keys.verifying_keys().is_empty() {
-            return Ok(Opened { file: None, signer: None });
+    let (verify_key, master) = match (verify_key, master) {
+        (Some(verify_key), Some(master)) => (verify_key, master),
+        (verify_key, master) => {
+            if keys.is_empty() && keys.verifying_keys().is_empty() {
+                return Ok(Opened { file: None, signer: None });
+            }
+            // Only the keys that are missing: a cryptotensors file needs both.
+            let mut wanted = Vec::new();
+            if master.is_none() {
+                wanted.push(format!("symmetric key {:?}", ct.enc.kid.as_deref().unwrap_or("(any)")));
+            }
+            if verify_key.is_none() {
+                wanted.push(format!(
+                    "Ed25519 key {:?}, whose public half verifies the file's signature before any key is used",
+                    ct.sign.kid.as_deref().unwrap_or("(any)")
+                ));
+            }
+            return Err(err(ErrorKind::NoKey { recipients: wanted }, path));
         }
-        // Only the keys that are missing: a cryptotensors file needs both.
-        let mut wanted = Vec::new();
-        if master.is_none() {
-            wanted.push(format!("symmetric key {:?}", ct.enc.kid.as_deref().unwrap_or("(any)")));
-        }
-        if verify_key.is_none() {
-            wanted.push(format!(
-                "Ed25519 key {:?}, whose public half verifies the file's signature before any key is used",
-                ct.sign.kid.as_deref().unwrap_or("(any)")
-            ));
-        }
-        return Err(err(ErrorKind::NoKey { recipients: wanted }, path));
     };
-    let (verify_key, master) = (*verify_key, master.clone());
     // The signature first: nothing else is trusted before it.
     let metadata = head.header.metadata().cloned().unwrap_or_default();
     let message = ct_signed_message(&head.header, &metadata);

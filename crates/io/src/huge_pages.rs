@@ -25,11 +25,17 @@ pub const HUGE_PAGE: usize = 2 << 20;
 pub fn huge_pages_pay(len: usize) -> bool {
     #[cfg(target_os = "linux")]
     {
-        let read = |path| std::fs::read_to_string(path).ok();
-        let reporting = read("/sys/module/page_reporting/parameters/page_reporting_order");
+        // A reporting device registers at boot: asked once per process.
+        static REPORTING: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let reporting = || {
+            *REPORTING.get_or_init(|| {
+                let order = std::fs::read_to_string("/sys/module/page_reporting/parameters/page_reporting_order");
+                reporting_active(order.ok().as_deref())
+            })
+        };
         len >= HUGE_PAGE
-            && !reporting_active(reporting.as_deref())
-            && read("/proc/buddyinfo").is_some_and(|info| free_huge_bytes(&info) / 2 >= len as u64)
+            && !reporting()
+            && std::fs::read_to_string("/proc/buddyinfo").is_ok_and(|info| free_huge_bytes(&info) / 2 >= len as u64)
     }
     #[cfg(not(target_os = "linux"))]
     {
