@@ -294,10 +294,12 @@ pub struct KeygenArgs {
     /// The key id (symmetric and x25519 keys need one) [default: key].
     #[arg(long)]
     pub kid: Option<String>,
-    /// Where to write the secret key [default: stdout].
+    /// Where to write the secret key, readable by its owner only; an
+    /// existing file is never replaced [default: stdout].
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Where to write the public half (x25519, ed25519).
+    /// Where to write the public half (x25519, ed25519); an existing file is
+    /// never replaced, and if this fails the secret key is not kept either.
     #[arg(long)]
     pub public_out: Option<PathBuf>,
 }

@@ -14,21 +14,72 @@ use crate::args::{CipherArg, EncryptArgs, EncryptFormat, KeyKind, KeygenArgs, Si
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
 
-/// Writes a secret key file readable by its owner only.
-fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f =
-        options.open(path).with_context(|| format!("cannot create {} (it must not exist yet)", path.display()))?;
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.write_all(b"\n"))
-        .with_context(|| format!("cannot write {}", path.display()))
+/// Writes a new key file, never replacing one: the text goes to a temp file
+/// beside `path` (readable by its owner only when `secret`), synced, then
+/// hard-linked to `path`, which fails if anything is there (a file or a
+/// symlink), so a failed or interrupted write leaves no partial key behind.
+/// On filesystems without hard links it is created in place, exclusively.
+fn write_new(path: &Path, text: &str, secret: bool) -> anyhow::Result<()> {
+    let exclusive = |p: &Path| {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, if secret { 0o600 } else { 0o644 });
+        options.open(p)
+    };
+    let fill = |f: &mut std::fs::File| f.write_all(format!("{text}\n").as_bytes()).and_then(|()| f.sync_all());
+    let exists = || anyhow::anyhow!("{} exists already (a key file is never overwritten)", path.display());
+    if path.symlink_metadata().is_ok() {
+        return Err(exists());
+    }
+    let name = path.file_name().with_context(|| format!("{} is not a file name", path.display()))?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".{}.keygen-tmp", std::process::id()));
+    let temp = path.with_file_name(temp_name);
+    let mut f = exclusive(&temp).with_context(|| format!("cannot create {}", path.display()))?;
+    let written = fill(&mut f);
+    drop(f);
+    let linked = written.and_then(|()| std::fs::hard_link(&temp, path));
+    let _ = std::fs::remove_file(&temp);
+    match linked {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(exists()),
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::Unsupported | std::io::ErrorKind::PermissionDenied) => {
+            // No hard links here (FAT, some network filesystems).
+            let mut f = exclusive(path).map_err(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => exists(),
+                _ => anyhow::Error::new(e).context(format!("cannot create {}", path.display())),
+            })?;
+            fill(&mut f).map_err(|e| {
+                let _ = std::fs::remove_file(path);
+                anyhow::Error::new(e).context(format!("cannot write {}", path.display()))
+            })
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot write {}", path.display()))),
+    }
+}
+
+/// Whether two paths of files not yet written name the same place: their
+/// directories resolved, or else the paths made absolute.
+fn same_place(a: &Path, b: &Path) -> bool {
+    let place = |p: &Path| -> Option<std::path::PathBuf> {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        match std::fs::canonicalize(dir) {
+            Ok(dir) => Some(dir.join(p.file_name()?)),
+            Err(_) => std::path::absolute(p).ok().map(|p| p.components().collect()),
+        }
+    };
+    matches!((place(a), place(b)), (Some(a), Some(b)) if a == b)
 }
 
 pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
     let kid = args.kid.clone();
+    if let (Some(out), Some(public)) = (&args.out, &args.public_out) {
+        if same_place(out, public) {
+            bail!("--out and --public-out both name {}: the public half would replace the secret key", out.display());
+        }
+    }
     let (secret, public) = match args.kind {
         KeyKind::Symmetric => {
             if args.public_out.is_some() {
@@ -45,19 +96,31 @@ pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
             (k.to_jwk(kid.as_deref(), true), Some(k.verifying_key().to_jwk(kid.as_deref())))
         }
     };
+    let public = match (&args.public_out, public) {
+        (Some(path), Some(public)) => Some((path, serde_json::to_string_pretty(&public)?)),
+        _ => None,
+    };
     let mut out = Out::new();
     match &args.out {
         Some(path) => {
-            write_secret(path, &serde_json::to_string_pretty(&secret)?)?;
+            write_new(path, &serde_json::to_string_pretty(&secret)?, true)?;
+            if let Some((public_path, text)) = &public {
+                if let Err(e) = write_new(public_path, text, false) {
+                    // Both halves or neither, so that a retry starts clean.
+                    let _ = std::fs::remove_file(path);
+                    return Err(e.context(format!("{} was not kept", path.display())));
+                }
+            }
             writeln!(out, "secret key written to {} (keep it private)", path.display())?;
+            if let Some((public_path, _)) = &public {
+                writeln!(out, "public key written to {}", public_path.display())?;
+            }
         }
-        None => writeln!(out, "{}", serde_json::to_string_pretty(&secret)?)?,
-    }
-    if let (Some(path), Some(public)) = (&args.public_out, public) {
-        std::fs::write(path, serde_json::to_string_pretty(&public)? + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        if args.out.is_some() {
-            writeln!(out, "public key written to {}", path.display())?;
+        None => {
+            if let Some((public_path, text)) = &public {
+                write_new(public_path, text, false)?;
+            }
+            writeln!(out, "{}", serde_json::to_string_pretty(&secret)?)?;
         }
     }
     out.finish()?;

@@ -177,3 +177,47 @@ fn sealed_headers_from_the_command_line() {
     check(["decrypt", p(&enc), p(&out), "--key", p(&team)], 0);
     assert!(std::fs::read(&out).unwrap() == std::fs::read(&src).unwrap(), "decrypted file differs from its source");
 }
+
+#[test]
+fn keygen_never_replaces_a_key() {
+    let dir = Scratch::new("crypt-keygen");
+    let (secret, public) = (dir.path("k.jwk"), dir.path("k.pub.jwk"));
+    // The same file for both halves: refused before anything is written.
+    let r = check(["keygen", "--type", "x25519", "--out", p(&secret), "--public-out", p(&secret)], 2);
+    assert_one_error_line(&r, &["both name", "k.jwk"]);
+    std::fs::create_dir(dir.path("sub")).unwrap();
+    let same = dir.path("sub/../k.jwk");
+    let r = check(["keygen", "--type", "ed25519", "--out", p(&secret), "--public-out", p(&same)], 2);
+    assert_one_error_line(&r, &["both name"]);
+    assert!(!secret.exists());
+
+    // An existing public key file is kept, and the new secret is not left behind alone.
+    std::fs::write(&public, "published\n").unwrap();
+    let r = check(["keygen", "--type", "x25519", "--out", p(&secret), "--public-out", p(&public)], 2);
+    assert_one_error_line(&r, &["k.pub.jwk exists already", "was not kept"]);
+    assert_eq!(std::fs::read_to_string(&public).unwrap(), "published\n");
+    assert!(!secret.exists(), "a secret key without its public half stayed behind");
+    // Nor is a secret key file replaced, nor a symlink followed.
+    std::fs::write(&secret, "old secret\n").unwrap();
+    check(["keygen", "--type", "symmetric", "--out", p(&secret)], 2);
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "old secret\n");
+    #[cfg(unix)]
+    {
+        let link = dir.path("link.jwk");
+        std::os::unix::fs::symlink(dir.path("target.jwk"), &link).unwrap();
+        check(["keygen", "--type", "symmetric", "--out", p(&link)], 2);
+        assert!(!dir.path("target.jwk").exists(), "keygen wrote through a dangling symlink");
+    }
+    // No temp files anywhere.
+    let names = dir.entries();
+    assert!(names.iter().all(|n| !n.contains("tmp")), "temp files left: {names:?}");
+
+    // And a good run writes both halves, the public one readable by others.
+    std::fs::remove_file(&public).unwrap();
+    std::fs::remove_file(&secret).unwrap();
+    check(["keygen", "--type", "x25519", "--kid", "k", "--out", p(&secret), "--public-out", p(&public)], 0);
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&secret).unwrap()).unwrap();
+    let pb: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&public).unwrap()).unwrap();
+    assert!(s.get("d").is_some() && pb.get("d").is_none());
+    assert_eq!(s["x"], pb["x"]);
+}
