@@ -55,45 +55,62 @@ fn err(kind: ErrorKind, path: &Path) -> Error {
 
 /// Checks a cryptotensors file's signature and policy, and unwraps its
 /// tensors' keys. Without any key, the file opens (its header is in the
-/// clear) and its encrypted tensors cannot be read.
+/// clear) and its encrypted tensors cannot be read. The signature is
+/// checked with the Ed25519 key of `keys` that the file's `sign.kid` names
+/// or, failing that, with the `trusted` keys (cryptotensors names its
+/// signer by key id only): checking it needs no master key.
 pub(crate) fn open(
     ct: &Cryptotensors,
     head: &Head,
     path: &Path,
     keys: &KeyRing,
+    trusted: &[VerifyingKey],
     policy_input: Option<&serde_json::Value>,
 ) -> Result<Opened> {
     let verifying: Vec<(Option<&str>, VerifyingKey)> =
         keys.verifying_keys().iter().map(|(kid, k)| (kid.as_deref(), *k)).collect();
     let master: Option<Arc<SymmetricKey>> =
         by_kid(keys.symmetric_keys().map(|k| (Some(k.kid()), k.clone())), ct.enc.kid.as_deref());
-    let verify_key = by_kid(verifying.into_iter(), ct.sign.kid.as_deref());
-    let (verify_key, master) = match (verify_key, master) {
-        (Some(verify_key), Some(master)) => (verify_key, master),
-        (verify_key, master) => {
+    let sign_kid = ct.sign.kid.as_deref().unwrap_or("(any)");
+    // The signature first: nothing else is trusted before it.
+    let metadata = head.header.metadata().cloned().unwrap_or_default();
+    let message = ct_signed_message(&head.header, &metadata);
+    let verifies = |k: &VerifyingKey| crate::crypt::verify_ed25519(&k.0, &message, &ct.signature);
+    let signer = match by_kid(verifying.into_iter(), ct.sign.kid.as_deref()) {
+        Some(k) if verifies(&k) => Some(k),
+        // The key the file names does not verify it: changed since signed.
+        Some(k) => return Err(err(ErrorKind::BadSignature { signer: k.fingerprint() }, path)),
+        None => match trusted.iter().find(|k| verifies(k)) {
+            Some(k) => Some(*k),
+            None if !trusted.is_empty() => {
+                let signer = format!(
+                    "key {sign_kid:?} (cryptotensors names its signer by key id only: the signature verifies \
+                     with none of the trusted keys, so it is by another key, or the file was modified)"
+                );
+                return Err(err(ErrorKind::UntrustedSigner { signers: vec![signer] }, path));
+            }
+            None => None,
+        },
+    };
+    let master = match (master, signer) {
+        (Some(master), Some(_)) => master,
+        (master, _) => {
             if keys.is_empty() && keys.verifying_keys().is_empty() {
-                return Ok(Opened { file: None, signer: None });
+                return Ok(Opened { file: None, signer });
             }
             // Only the keys that are missing: a cryptotensors file needs both.
             let mut wanted = Vec::new();
             if master.is_none() {
                 wanted.push(format!("symmetric key {:?}", ct.enc.kid.as_deref().unwrap_or("(any)")));
             }
-            if verify_key.is_none() {
+            if signer.is_none() {
                 wanted.push(format!(
-                    "Ed25519 key {:?}, whose public half verifies the file's signature before any key is used",
-                    ct.sign.kid.as_deref().unwrap_or("(any)")
+                    "Ed25519 key {sign_kid:?}, whose public half verifies the file's signature before any key is used"
                 ));
             }
             return Err(err(ErrorKind::NoKey { recipients: wanted }, path));
         }
     };
-    // The signature first: nothing else is trusted before it.
-    let metadata = head.header.metadata().cloned().unwrap_or_default();
-    let message = ct_signed_message(&head.header, &metadata);
-    if !crate::crypt::verify_ed25519(&verify_key.0, &message, &ct.signature) {
-        return Err(err(ErrorKind::BadSignature { signer: verify_key.fingerprint() }, path));
-    }
     crate::policy::evaluate(&ct.policy.local, policy_input).map_err(|m| err(ErrorKind::PolicyDenied(m), path))?;
     // The key's own alg wins over the header's, as in cryptotensors.
     let alg =
@@ -124,7 +141,7 @@ pub(crate) fn open(
             .ok_or_else(|| err(ErrorKind::Decrypt { what: format!("the key of tensor {name:?}") }, path))?;
         tensors.insert(name.clone(), (key, t.data.clone()));
     }
-    Ok(Opened { file: Some(CtFile { chunked: ct.chunked(), tensors }), signer: Some(verify_key) })
+    Ok(Opened { file: Some(CtFile { chunked: ct.chunked(), tensors }), signer })
 }
 
 impl CtFile {

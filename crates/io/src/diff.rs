@@ -117,8 +117,10 @@ fn metadata_diff(a: &Metadata, b: &Metadata) -> Vec<MetadataChange> {
 /// their metadata. `progress` is told the bytes compared, from any thread.
 ///
 /// # Errors
-/// The reads' errors.
+/// `NoKey` for a sealed file opened without its key; the reads' errors.
 pub fn diff(a: &Reader, b: &Reader, compare: Compare, progress: impl Fn(u64) + Sync) -> Result<Diff> {
+    a.check_not_hidden()?;
+    b.check_not_hidden()?;
     let (ha, hb) = (a.header(), b.header());
     let removed = ha.tensors().iter().filter(|t| hb.get(&t.name).is_none()).map(|t| t.name.to_string()).collect();
     let added = hb.tensors().iter().filter(|t| ha.get(&t.name).is_none()).map(|t| t.name.to_string()).collect();

@@ -8,17 +8,18 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// An error from reading, writing or verifying a file: what went wrong, the
 /// file, and what was being done.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Error(Box<Inner>);
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Inner {
     kind: ErrorKind,
     path: Option<PathBuf>,
     doing: &'static str,
 }
 
-/// What went wrong. New variants may be added in minor releases.
+/// What went wrong. New variants may be added in minor releases. A clone of
+/// an `Io` error keeps its kind, its OS error code and its message.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -99,6 +100,13 @@ pub enum ErrorKind {
     },
     /// A signature was required and the file has none.
     Unsigned,
+    /// A signature was required of a file whose signature can be checked
+    /// only with a public key it does not hold (a cryptotensors file names
+    /// its signer by key id), and no key given is it.
+    SignerKeyNeeded {
+        /// The signer, as the file names it.
+        signer: String,
+    },
     /// None of the file's signers is trusted.
     UntrustedSigner {
         /// The fingerprints of the file's signers.
@@ -122,6 +130,46 @@ pub enum ErrorKind {
     /// A collection is damaged beyond its manifest: a block file it names
     /// is missing, say. The message names the file.
     DamagedCollection(String),
+}
+
+impl Clone for ErrorKind {
+    fn clone(&self) -> ErrorKind {
+        use ErrorKind as K;
+        match self {
+            K::Io(e) => K::Io(match e.raw_os_error() {
+                Some(code) => std::io::Error::from_raw_os_error(code),
+                None => std::io::Error::new(e.kind(), e.to_string()),
+            }),
+            K::Format(e) => K::Format(e.clone()),
+            K::ChecksumMismatch { expected, actual } => K::ChecksumMismatch { expected: *expected, actual: *actual },
+            K::TensorDigestMismatch { tensor, expected, actual } => {
+                K::TensorDigestMismatch { tensor: tensor.clone(), expected: *expected, actual: *actual }
+            }
+            K::BlockDigestMismatch { block, expected, actual } => {
+                K::BlockDigestMismatch { block: block.clone(), expected: *expected, actual: *actual }
+            }
+            K::TensorNotFound(name) => K::TensorNotFound(name.clone()),
+            K::NoChecksum { what } => K::NoChecksum { what },
+            K::Decompress(m) => K::Decompress(m.clone()),
+            K::DecompressChunk { tensor, chunk, message } => {
+                K::DecompressChunk { tensor: tensor.clone(), chunk: *chunk, message: message.clone() }
+            }
+            K::InvalidInput(m) => K::InvalidInput(m.clone()),
+            K::InvalidKey(m) => K::InvalidKey(m.clone()),
+            K::NoKey { recipients } => K::NoKey { recipients: recipients.clone() },
+            K::Decrypt { what } => K::Decrypt { what: what.clone() },
+            K::TagTableMismatch => K::TagTableMismatch,
+            K::BadSignature { signer } => K::BadSignature { signer: signer.clone() },
+            K::Unsigned => K::Unsigned,
+            K::SignerKeyNeeded { signer } => K::SignerKeyNeeded { signer: signer.clone() },
+            K::UntrustedSigner { signers } => K::UntrustedSigner { signers: signers.clone() },
+            K::NotEncrypted => K::NotEncrypted,
+            K::PolicyDenied(m) => K::PolicyDenied(m.clone()),
+            K::KdfBudget { needed, budget } => K::KdfBudget { needed: *needed, budget: *budget },
+            K::Locked(m) => K::Locked(m.clone()),
+            K::DamagedCollection(m) => K::DamagedCollection(m.clone()),
+        }
+    }
 }
 
 impl Error {
@@ -205,6 +253,7 @@ impl Error {
             self.0.kind,
             ErrorKind::BadSignature { .. }
                 | ErrorKind::Unsigned
+                | ErrorKind::SignerKeyNeeded { .. }
                 | ErrorKind::UntrustedSigner { .. }
                 | ErrorKind::NotEncrypted
         )
@@ -264,6 +313,11 @@ impl fmt::Display for Error {
                 write!(f, "the signature by {signer} does not verify (the file was modified)")
             }
             ErrorKind::Unsigned => f.write_str("a signature is required and the file is not signed"),
+            ErrorKind::SignerKeyNeeded { signer } => write!(
+                f,
+                "a signature is required, and the file's signature can be checked only with its signer's \
+                 public key ({signer}), which was not given (pass it as a trusted signer, or with the keys)"
+            ),
             ErrorKind::UntrustedSigner { signers } => {
                 write!(f, "the file is signed only by keys that are not trusted: {}", signers.join(", "))
             }

@@ -40,6 +40,7 @@ mod par;
 mod policy;
 mod pread;
 mod prefault;
+mod protection;
 mod reader;
 mod seal;
 mod sha_lanes;
@@ -70,6 +71,7 @@ pub use crate::{
     mmap::PrivateMap,
     pack::{save_from, Compress},
     pread::ReadAt,
+    protection::EncryptionInfo,
     reader::{ReadOptions, Reader, TensorRef},
     sha_lanes::sha256_many,
     sharded::{save_sharded, save_sharded_legacy, write_index, Opener, ShardedReader, INDEX_SUFFIX},

@@ -556,8 +556,9 @@ impl Reader {
     }
 
     /// Whether every tensor returned is checked against its signed digest
-    /// (the caller required a signature or encryption): reads hash the very
-    /// bytes they return, every time, and nothing is mapped.
+    /// (the caller required a signature or encryption, or the file is signed
+    /// and not encrypted, its tensors then having no tags): reads hash the
+    /// very bytes they return, every time, and nothing is mapped.
     pub fn checked_reads(&self) -> bool {
         self.trust.checked_reads
     }
@@ -623,15 +624,26 @@ impl Reader {
         Ok(())
     }
 
+    /// `NoKey` for a sealed file opened without its key: its header hides
+    /// every tensor, and whatever lists, compares or checks them all must
+    /// not take it for a file without any.
+    ///
+    /// # Errors
+    /// `NoKey`, naming the file's recipients.
+    pub fn check_not_hidden(&self) -> Result<()> {
+        if self.is_sealed() && self.trust.cipher.is_none() {
+            let recipients = trust::recipients(&self.head);
+            return Err(Error::new(ErrorKind::NoKey { recipients }, Some(&self.path), "cannot read"));
+        }
+        Ok(())
+    }
+
     /// The tensor of this name, in O(1).
     ///
     /// # Errors
     /// `TensorNotFound` if there is none.
     pub fn tensor(&self, name: &str) -> Result<TensorRef<'_>> {
-        if self.is_sealed() && self.trust.cipher.is_none() {
-            let recipients = trust::recipients(&self.head);
-            return Err(Error::new(ErrorKind::NoKey { recipients }, Some(&self.path), "cannot read"));
-        }
+        self.check_not_hidden()?;
         let info =
             self.head.header.get(name).ok_or_else(|| {
                 Error::new(ErrorKind::TensorNotFound(name.to_string()), Some(&self.path), "cannot read")
@@ -1373,37 +1385,52 @@ impl Reader {
     }
 
     /// Checks everything the file carries: the footer and the per-tensor
-    /// digests, the digests on all cores while the footer is hashed. From a
-    /// remote source, one pass serves both checks (the object is fetched
-    /// once).
+    /// digests, the digests on all cores while the footer is hashed, and,
+    /// for a key holder of an encrypted file, every chunk's tag
+    /// ([`Reader::verify_tags`]). From a remote source, one pass serves the
+    /// footer and the digests (the object is fetched once).
     ///
     /// # Errors
-    /// `NoChecksum` if the file has neither; otherwise as
-    /// [`Reader::verify_footer`] and [`Reader::verify_tensors`].
+    /// `NoKey` for a sealed file without its key; `NoChecksum` if the file
+    /// has none of them; `Decrypt` naming the
+    /// first chunk whose tag fails; otherwise as [`Reader::verify_footer`]
+    /// and [`Reader::verify_tensors`].
     pub fn verify(&self) -> Result<()> {
+        self.check_not_hidden()?;
+        let tags = self.can_decrypt();
         let has_digests = self.header().tensors().iter().any(|t| t.sha256.is_some());
+        // The digests first: a corrupt tensor is named by the more precise
+        // report; the tags then cover what no digest does.
         match (self.has_footer(), has_digests) {
-            (false, false) => Err(Error::new(
-                ErrorKind::NoChecksum { what: "SHA-256 footer or tensor digests" },
-                Some(&self.path),
-                "cannot verify",
-            )),
-            (true, false) => self.verify_footer(),
-            (false, true) => self.verify_tensors(),
+            (false, false) if tags => {}
+            (false, false) => {
+                return Err(Error::new(
+                    ErrorKind::NoChecksum { what: "SHA-256 footer or tensor digests" },
+                    Some(&self.path),
+                    "cannot verify",
+                ))
+            }
+            (true, false) => self.verify_footer()?,
+            (false, true) => self.verify_tensors()?,
             (true, true) => {
                 // A remote object: transferred once for both checks.
                 if let Some(done) = self.verify_one_pass() {
-                    return done;
+                    done?;
+                } else {
+                    let (footer, tensors) = std::thread::scope(|s| {
+                        let footer = s.spawn(|| self.verify_footer());
+                        let tensors = self.verify_tensors();
+                        (footer.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), tensors)
+                    });
+                    // A corrupt tensor is the more precise report.
+                    tensors?;
+                    footer?;
                 }
-                let (footer, tensors) = std::thread::scope(|s| {
-                    let footer = s.spawn(|| self.verify_footer());
-                    let tensors = self.verify_tensors();
-                    (footer.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), tensors)
-                });
-                // A corrupt tensor is the more precise report.
-                tensors?;
-                footer
             }
         }
+        if tags {
+            self.verify_tags(|_| {})?;
+        }
+        Ok(())
     }
 }

@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 use deathtensors_format::{Format, Metadata, TensorSpec};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::reader::Reader;
+use crate::reader::{ReadOptions, Reader};
 use crate::writer::{save, WriteOptions};
 
 mod legacy;
@@ -44,16 +44,27 @@ pub trait Opener: Send + Sync + std::fmt::Debug {
     /// `Io` if it cannot be read; `InvalidInput` if it is over `max`.
     fn read_small(&self, path: &Path, max: u64) -> Result<Vec<u8>>;
 
-    /// Opens a tensor file.
+    /// Opens a tensor file (a shard), with the keys and requirements of
+    /// the checkpoint's reader.
+    ///
+    /// # Errors
+    /// As [`Reader::open_with`].
+    fn open(&self, path: &Path) -> Result<Reader>;
+
+    /// Opens a file to read its header only, without keys or requirements:
+    /// the path given, which may be a deathtensors 0.3.0 index (a plain,
+    /// unsigned file without tensors) rather than a shard.
     ///
     /// # Errors
     /// As [`Reader::open`].
-    fn open(&self, path: &Path) -> Result<Reader>;
+    fn open_plain(&self, path: &Path) -> Result<Reader>;
 }
 
 /// Files on the local file system.
 #[derive(Debug)]
-struct Local;
+struct Local {
+    options: ReadOptions,
+}
 
 impl Opener for Local {
     fn read_small(&self, path: &Path, max: u64) -> Result<Vec<u8>> {
@@ -65,6 +76,10 @@ impl Opener for Local {
     }
 
     fn open(&self, path: &Path) -> Result<Reader> {
+        Reader::open_with(path, self.options.clone())
+    }
+
+    fn open_plain(&self, path: &Path) -> Result<Reader> {
         Reader::open(path)
     }
 }
@@ -76,7 +91,7 @@ pub struct ShardedReader {
     index_path: PathBuf,
     dir: PathBuf,
     shard_names: Vec<String>,
-    shards: Vec<OnceLock<std::result::Result<Reader, String>>>,
+    shards: Vec<OnceLock<Result<Reader>>>,
     /// Tensor names in index order, and the shard each lives in.
     tensors: Vec<(String, usize)>,
     by_name: HashMap<String, usize>,
@@ -111,7 +126,18 @@ impl ShardedReader {
     /// `Io` if the index cannot be read; `InvalidInput` if it is malformed or
     /// names shards outside its directory; `Format` if a plain file is invalid.
     pub fn open(path: impl AsRef<Path>) -> Result<ShardedReader> {
-        ShardedReader::open_in(Box::new(Local), path)
+        ShardedReader::open_with(path, ReadOptions::default())
+    }
+
+    /// [`ShardedReader::open`], every shard opened with `options` (keys,
+    /// trusted signers, requirements, policy input, limits), as
+    /// [`Reader::open_with`] opens a file: a shard that fails a requirement
+    /// fails the read of its tensors, and [`ShardedReader::verify`].
+    ///
+    /// # Errors
+    /// As [`ShardedReader::open`]; for a single file, as [`Reader::open_with`].
+    pub fn open_with(path: impl AsRef<Path>, options: ReadOptions) -> Result<ShardedReader> {
+        ShardedReader::open_in(Box::new(Local { options }), path)
     }
 
     /// [`ShardedReader::open`], with the index and shards opened through
@@ -127,12 +153,27 @@ impl ShardedReader {
         if name.ends_with(".json") {
             return ShardedReader::open_json_index(opener, path, dir);
         }
-        let reader = opener.open(path)?;
-        let meta = reader.header().metadata().cloned().unwrap_or_default();
-        if reader.header().is_empty() && meta.get("deathtensors.sharded").map(String::as_str) == Some("true") {
+        let legacy = |r: &Reader| {
+            let meta = r.header().metadata().cloned().unwrap_or_default();
+            let yes = r.header().is_empty() && meta.get("deathtensors.sharded").map(String::as_str) == Some("true");
+            yes.then_some(meta)
+        };
+        let reader = match opener.open(path) {
+            Ok(reader) => reader,
+            Err(e) => {
+                // A deathtensors 0.3.0 index is a plain, unsigned file: the
+                // requirements, meant for the shards, refuse it.
+                if let Some(meta) = opener.open_plain(path).ok().as_ref().and_then(legacy) {
+                    return ShardedReader::open_legacy_index(opener, path, dir, meta);
+                }
+                return Err(e);
+            }
+        };
+        if let Some(meta) = legacy(&reader) {
             return ShardedReader::open_legacy_index(opener, path, dir, meta);
         }
         // A single file: one shard.
+        let meta = reader.header().metadata().cloned().unwrap_or_default();
         let tensors: Vec<(String, usize)> =
             reader.header().tensors().iter().map(|t| (String::from(&t.name), 0)).collect();
         let total = reader.header().data_len();
@@ -148,7 +189,7 @@ impl ShardedReader {
         index_path: &Path,
         dir: PathBuf,
         shard_names: Vec<String>,
-        shards: Vec<OnceLock<std::result::Result<Reader, String>>>,
+        shards: Vec<OnceLock<Result<Reader>>>,
         tensors: Vec<(String, usize)>,
         metadata: Metadata,
         total_size: Option<u64>,
@@ -302,12 +343,11 @@ impl ShardedReader {
         self.by_name.get(name).map(|&k| self.tensors[k].1)
     }
 
+    /// The `i`th shard, opened once: a shard that cannot be opened (or
+    /// fails a requirement) gives the same error, of its own kind, each time.
     fn shard(&self, i: usize) -> Result<&Reader> {
         let path = self.dir.join(&self.shard_names[i]);
-        self.shards[i]
-            .get_or_init(|| self.opener.open(&path).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(|m| invalid(&path, m.clone()))
+        self.shards[i].get_or_init(|| self.opener.open(&path)).as_ref().map_err(Error::clone)
     }
 
     /// The shard holding `name`, opened on first use.
@@ -320,6 +360,10 @@ impl ShardedReader {
             Error::new(ErrorKind::TensorNotFound(name.to_string()), Some(&self.index_path), "cannot read")
         })?;
         let shard = self.shard(self.tensors[k].1)?;
+        if shard.is_sealed() && !shard.can_decrypt() {
+            // A sealed shard lists its tensors only to a key holder: NoKey.
+            shard.tensor(name)?;
+        }
         if shard.header().get(name).is_none() {
             return Err(invalid(
                 shard.path(),
@@ -347,6 +391,10 @@ impl ShardedReader {
         let mut total = 0u64;
         for i in 0..self.shard_names.len() {
             let shard = self.shard(i)?;
+            if shard.is_sealed() && !shard.can_decrypt() {
+                // Its tensors are hidden without a key: nothing to compare.
+                shard.tensor("")?;
+            }
             let listed: Vec<&str> = self.tensors.iter().filter(|(_, s)| *s == i).map(|(n, _)| n.as_str()).collect();
             for name in &listed {
                 if shard.header().get(name).is_none() {

@@ -34,7 +34,8 @@ pub(crate) struct Trust {
     /// The signers whose signatures verified.
     pub(crate) signers: Vec<VerifyingKey>,
     /// Whether every read must be checked before it is returned (the
-    /// caller asked for signatures or encryption).
+    /// caller asked for signatures or encryption, or the file is signed
+    /// and not encrypted).
     pub(crate) checked_reads: bool,
     /// A cryptotensors file: whether it is one, and its tensors' keys once
     /// a key unwrapped them.
@@ -95,7 +96,14 @@ pub(crate) fn check(
         ..Trust::default()
     };
     if let Some(ct) = &ct {
-        let opened = crate::cryptotensors::open(ct, head, path, &options.keys, options.policy_input.as_ref())?;
+        let opened = crate::cryptotensors::open(
+            ct,
+            head,
+            path,
+            &options.keys,
+            &options.trusted_signers,
+            options.policy_input.as_ref(),
+        )?;
         trust.ct = opened.file;
         trust.signers.extend(opened.signer);
     }
@@ -121,11 +129,22 @@ pub(crate) fn check(
             .map_err(|k| err(ErrorKind::BadSignature { signer: k.fingerprint() }, path))?;
     }
     if (options.require_signature || !options.trusted_signers.is_empty()) && trust.signers.is_empty() {
+        if let Some(ct) = &ct {
+            // Signed (every cryptotensors file is), but only its public key checks it.
+            let signer = format!("Ed25519 key {:?}", ct.sign.kid.as_deref().unwrap_or("(no key id)"));
+            return Err(err(ErrorKind::SignerKeyNeeded { signer }, path));
+        }
         return Err(err(ErrorKind::Unsigned, path));
     }
     if !options.trusted_signers.is_empty() && !trust.signers.iter().any(|s| options.trusted_signers.contains(s)) {
         let signers = trust.signers.iter().map(VerifyingKey::fingerprint).collect();
         return Err(err(ErrorKind::UntrustedSigner { signers }, path));
+    }
+    // Every tensor returned from a signed file is checked against what the
+    // signature commits to: an encrypted tensor by its tags on every read;
+    // a plaintext one by its digest, which needs checked reads.
+    if !trust.signers.is_empty() && !encrypted {
+        trust.checked_reads = true;
     }
     trust.signatures = signatures;
     let (Some(tables), Some(enc)) = (head.tables, head.header.encryption()) else {

@@ -99,4 +99,8 @@ impl Opener for RemoteOpener {
     fn open(&self, path: &Path) -> Result<Reader> {
         open(&path.to_string_lossy(), &self.options, self.read_options.clone())
     }
+
+    fn open_plain(&self, path: &Path) -> Result<Reader> {
+        open(&path.to_string_lossy(), &self.options, ReadOptions::default())
+    }
 }

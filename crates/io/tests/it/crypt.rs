@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use deathtensors_format::{Argon2Params, Cipher, Dtype, Flags, TensorSpec};
 use deathtensors_io::{
-    save, sign_file, EncryptOptions, ErrorKind, KeyRing, Passphrase, ReadOptions, Reader, RecipientKey, SigningKey,
-    SymmetricKey, VerifyingKey, WriteOptions, X25519SecretKey,
+    save, sign_file, EncryptOptions, ErrorKind, KeyRing, Passphrase, ReadOptions, Reader, RecipientKey, ShardedReader,
+    SigningKey, SymmetricKey, VerifyingKey, WriteOptions, X25519SecretKey,
 };
 
 use crate::scratch;
@@ -447,8 +447,15 @@ fn signature_requirements_and_downgrades() {
     expect_err(r.read_range_into("t4", 0, &mut buf), "TensorDigestMismatch");
     let mut blob = vec![0u8; r.header().data_len() as usize];
     expect_err(r.read_data_into(&mut blob), "TensorDigestMismatch");
-    // Without a requirement the same read is not checked (as for unsigned files).
-    assert!(Reader::open(&p).unwrap().read("t4").is_ok());
+    // Without a requirement too: every tensor returned from a signed file
+    // has been checked against its signed digest, and nothing is mapped.
+    let r = Reader::open(&p).unwrap();
+    assert!(r.checked_reads());
+    expect_err(r.read("t4"), "TensorDigestMismatch");
+    expect_err(r.read_data_into(&mut blob), "TensorDigestMismatch");
+    assert_eq!(r.read("t3").unwrap(), Reader::open(&path).unwrap().read("t3").unwrap(), "untouched tensors read");
+    // Once the signature is stripped, the file is unsigned and nothing is promised.
+    assert!(!Reader::open(dir.join("stripped.dt")).unwrap().checked_reads());
 }
 
 #[test]
@@ -589,9 +596,11 @@ fn sealed_headers_hide_names_and_open_with_a_key() {
     assert!(bare.is_sealed() && bare.is_encrypted() && bare.header().is_empty());
     assert_eq!(bare.signers(), &[signer.verifying_key()]);
     expect_err(bare.read("t1"), "NoKey");
-    // Its digests are sealed too: without a key (and without a footer) the
-    // signature, checked at open, is all there is to check.
-    expect_err(bare.verify(), "NoChecksum");
+    // Its digests are sealed too: without a key, verify() cannot check its
+    // tensors, and says so rather than passing it for a file of none.
+    expect_err(bare.verify(), "NoKey");
+    expect_err(bare.check_not_hidden(), "NoKey");
+    expect_err(deathtensors_io::diff(&bare, &bare, deathtensors_io::Compare::Exact, |_| ()), "NoKey");
     // With the key: the file as if it were not sealed, signature checked.
     let trusted = ReadOptions { trusted_signers: vec![signer.verifying_key()], ..with_key(key()) };
     let r = Reader::open_with(&path, trusted).unwrap();
@@ -734,4 +743,63 @@ mod review {
         // Nothing is mapped under a requirement: a mapping is not checkable.
         expect_err(unsafe { r.map_tensor_private("t1") }, "InvalidInput");
     }
+}
+
+#[test]
+fn sharded_checkpoints_apply_keys_and_requirements_to_every_shard() {
+    let dir = scratch("crypt-sharded");
+    let data = tensors();
+    let list = || data.iter().map(|(s, b)| (s.clone(), &b[..])).collect::<Vec<_>>();
+    let publisher = Arc::new(SigningKey::generate());
+    let mut options = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm);
+    options.signers = vec![publisher.clone()];
+    options.encryption.as_mut().unwrap().seal_header = true;
+    let (index, shards) = deathtensors_io::save_sharded(dir.join("model"), list(), 3 * CHUNK, &options).unwrap();
+    assert!(shards.len() >= 2);
+
+    // Sealed shards show their tensors to the reader that holds the key.
+    let trusted = ReadOptions { trusted_signers: vec![publisher.verifying_key()], ..with_key(key()) };
+    let r = ShardedReader::open_with(&index, trusted.clone()).unwrap();
+    for (spec, bytes) in &data {
+        assert_eq!(&r.read(&spec.name).unwrap(), bytes, "{}", spec.name);
+    }
+    r.verify().unwrap();
+    // Without the key the index still opens; a shard's tensors are hidden.
+    let r = ShardedReader::open(&index).unwrap();
+    expect_err(r.read("t1"), "NoKey");
+
+    // A signer that is not trusted fails every read and the verification,
+    // with the shard's own error.
+    let stranger = ReadOptions { trusted_signers: vec![SigningKey::generate().verifying_key()], ..with_key(key()) };
+    let r = ShardedReader::open_with(&index, stranger).unwrap();
+    expect_err(r.read("t1"), "UntrustedSigner");
+    expect_err(r.verify(), "UntrustedSigner");
+    expect_err(r.verify(), "UntrustedSigner"); // the same error again, not a string of it
+
+    // A shard replaced by an unsigned encrypted file: refused under the requirement.
+    let mut unsigned = options.clone();
+    unsigned.signers.clear();
+    let first: Vec<_> = list()
+        .into_iter()
+        .filter(|(s, _)| Reader::open_with(&shards[0], with_key(key())).unwrap().header().get(&s.name).is_some())
+        .collect();
+    save(&shards[0], first, &unsigned).unwrap();
+    expect_err(ShardedReader::open_with(&index, trusted.clone()).unwrap().verify(), "Unsigned");
+    ShardedReader::open_with(&index, with_key(key())).unwrap().verify().unwrap();
+
+    // verify() checks every tag for a key holder: a flipped ciphertext byte
+    // of a file with no digests (not signed) fails it.
+    let path = dir.join("plain-digests.dt");
+    let enc = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm);
+    write(&path, &data, &enc);
+    let r = Reader::open_with(&path, with_key(key())).unwrap();
+    assert!(r.header().tensors().iter().all(|t| t.sha256.is_none()));
+    r.verify().unwrap();
+    let at = r.tensor("t5").unwrap().file_offset as usize + 7;
+    drop(r);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[at] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    expect_err(Reader::open_with(&path, with_key(key())).unwrap().verify(), "Decrypt");
+    expect_err(Reader::open(&path).unwrap().verify(), "NoChecksum");
 }

@@ -170,3 +170,45 @@ fn a_missing_key_is_named_alone() {
     let text = only("okp").to_string();
     assert!(text.contains("symmetric key") && !text.contains("Ed25519 key"), "{text}");
 }
+
+#[test]
+fn the_signature_is_checked_with_a_trusted_key_alone() {
+    // cryptotensors names its signer by key id only: a trusted public key
+    // checks the signature without the master key, or any key at all.
+    let signer = keys().verifying_keys()[0].1 .0;
+    let trusted = vec![deathtensors_io::VerifyingKey(signer)];
+    let path = dir().join("v2_aes256gcm.safetensors");
+    let r =
+        Reader::open_with(&path, ReadOptions { trusted_signers: trusted.clone(), ..ReadOptions::default() }).unwrap();
+    assert_eq!(r.signers(), &trusted[..]);
+    assert!(!r.can_decrypt());
+    // With the keys too, the same signer.
+    let r = Reader::open_with(&path, ReadOptions { keys: keys(), trusted_signers: trusted, ..ReadOptions::default() })
+        .unwrap();
+    assert!(r.can_decrypt() && r.signers().len() == 1);
+
+    // A key that did not sign it: untrusted, naming the file's key id.
+    let other = deathtensors_io::SigningKey::generate().verifying_key();
+    let e =
+        Reader::open_with(&path, ReadOptions { trusted_signers: vec![other], ..ReadOptions::default() }).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::UntrustedSigner { .. }), "{e}");
+    assert!(e.to_string().contains("sign-ed25519"), "{e}");
+    // A signature required, and no key to check it with: said so, not "unsigned".
+    let e = Reader::open_with(&path, ReadOptions { require_signature: true, ..ReadOptions::default() }).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::SignerKeyNeeded { .. }), "{e}");
+    assert!(e.to_string().contains("sign-ed25519") && e.is_trust(), "{e}");
+
+    // A changed header fails with the trusted key as with the signing key.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = String::from_utf8(bytes[8..8 + n].to_vec()).unwrap();
+    let at = 8 + header.find("\"shape\":[").unwrap() + "\"shape\":[".len();
+    assert!(bytes[at].is_ascii_digit());
+    bytes[at] = if bytes[at] == b'9' { b'8' } else { bytes[at] + 1 };
+    let dir = scratch("ct-trusted");
+    let p = dir.join("changed.safetensors");
+    std::fs::write(&p, &bytes).unwrap();
+    let trusted = vec![deathtensors_io::VerifyingKey(signer)];
+    let e = Reader::open_with(&p, ReadOptions { trusted_signers: trusted, ..ReadOptions::default() }).unwrap_err();
+    assert!(e.is_trust() || e.is_invalid_file(), "{e}");
+}
