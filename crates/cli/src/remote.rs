@@ -45,10 +45,11 @@ pub fn open(path: &Path, read_options: ReadOptions) -> deathtensors_io::Result<R
     }
 }
 
-/// Opens a sharded checkpoint from a local index or a URL.
-pub fn open_sharded(path: &Path) -> deathtensors_io::Result<ShardedReader> {
+/// Opens a sharded checkpoint from a local index or a URL, every shard
+/// opened with `read_options`.
+pub fn open_sharded(path: &Path, read_options: ReadOptions) -> deathtensors_io::Result<ShardedReader> {
     match url(path) {
-        Some(url) => deathtensors_remote::open_sharded(url, &options(), ReadOptions::default()),
-        None => ShardedReader::open(path),
+        Some(url) => deathtensors_remote::open_sharded(url, &options(), read_options),
+        None => ShardedReader::open_with(path, read_options),
     }
 }

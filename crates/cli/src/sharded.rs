@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use deathtensors_io::format::{Format, TensorSpec, DEFAULT_ALIGNMENT};
-use deathtensors_io::{write_index, ErrorKind, ShardedReader, WriteOptions, INDEX_SUFFIX};
+use deathtensors_io::{write_index, ErrorKind, ReadOptions, ShardedReader, WriteOptions, INDEX_SUFFIX};
 use serde_json::{json, Value};
 
 use crate::exit::{CheckFailed, ExitCode};
@@ -42,7 +42,8 @@ fn shard_rows(sharded: &ShardedReader) -> anyhow::Result<Vec<ShardRow>> {
             format: out::format_name(r.format()),
             tensors: r.header().len(),
             bytes: r.header().tensors().iter().map(|t| t.byte_len()).sum(),
-            checksum: r.has_footer() || r.header().tensors().iter().any(|t| t.sha256.is_some()),
+            // Footer, digests, or (for a key holder) the tags of encrypted chunks.
+            checksum: r.has_footer() || r.header().tensors().iter().any(|t| t.sha256.is_some()) || r.can_decrypt(),
         });
     }
     Ok(rows)
@@ -55,7 +56,8 @@ fn file_name(p: &Path) -> String {
 /// `inspect` of a sharded checkpoint: the index, its shards, and every
 /// tensor with the shard that holds it (reads only headers).
 pub fn inspect(path: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
-    let sharded = crate::remote::open_sharded(path)?;
+    let sharded =
+        crate::remote::open_sharded(path, ReadOptions { keys: crate::keys::ring(), ..ReadOptions::default() })?;
     let rows = shard_rows(&sharded)?;
     let mut tensors = Vec::new();
     for name in sharded.keys() {
@@ -135,8 +137,10 @@ pub fn inspect(path: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
 /// `verify` of a sharded checkpoint: index and shards agree (every tensor in
 /// the shard the index names, nothing else there, `total_size`), and every
 /// checksum the shards carry.
-pub fn verify(path: &Path, allow_missing: bool, as_json: bool) -> anyhow::Result<ExitCode> {
-    let sharded = crate::remote::open_sharded(path)?;
+/// `verify` of a sharded checkpoint: every shard opened with `options`
+/// (keys, trusted signers, requirements), so a shard that fails them fails.
+pub fn verify(path: &Path, options: ReadOptions, allow_missing: bool, as_json: bool) -> anyhow::Result<ExitCode> {
+    let sharded = crate::remote::open_sharded(path, options)?;
     let rows = shard_rows(&sharded)?;
     let bar = progress::bar(rows.iter().map(|r| r.bytes).sum(), "verifying");
     let result = sharded.verify();
@@ -186,7 +190,8 @@ pub fn convert(
     alignment: Option<u64>,
     compress: deathtensors_io::Compress,
 ) -> anyhow::Result<()> {
-    let sharded = crate::remote::open_sharded(input)?;
+    let sharded =
+        crate::remote::open_sharded(input, ReadOptions { keys: crate::keys::ring(), ..ReadOptions::default() })?;
     let options_for = |metadata| WriteOptions {
         format,
         alignment: alignment.unwrap_or(DEFAULT_ALIGNMENT),

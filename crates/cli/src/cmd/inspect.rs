@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use deathtensors_io::format::{hex_digest, Metadata, TensorInfo};
-use deathtensors_io::Reader;
+use deathtensors_io::{ErrorKind, ReadOptions, Reader};
 use serde_json::{json, Value};
 
 use crate::args::InspectArgs;
@@ -17,7 +17,16 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     if crate::collection::is_collection(&args.file) {
         return crate::collection::inspect(&args.file, args.json);
     }
-    let reader = crate::keys::open(&args.file)?;
+    let reader = match crate::keys::open(&args.file) {
+        Ok(reader) => reader,
+        // inspect needs no key: one that does not open the file (or a
+        // policy that refuses it) does not keep its header from being shown.
+        Err(e) if key_trouble(&e) => {
+            out::note(&format!("{}; shown without keys", crate::exit::one_line(&anyhow::Error::new(e))));
+            crate::remote::open(&args.file, ReadOptions::default())?
+        }
+        Err(e) => return Err(e.into()),
+    };
     let mut out = Out::new();
     if args.json {
         out.json(&to_json(&reader))?;
@@ -26,6 +35,29 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     }
     out.finish()?;
     Ok(ExitCode::Success)
+}
+
+/// Errors of the keys given rather than of the file.
+fn key_trouble(e: &deathtensors_io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::NoKey { .. }
+            | ErrorKind::Decrypt { .. }
+            | ErrorKind::PolicyDenied(_)
+            | ErrorKind::KdfBudget { .. }
+            | ErrorKind::InvalidKey(_)
+    )
+}
+
+/// Whether a sealed file's tensors (and metadata) are hidden: no key opened it.
+fn hidden(reader: &Reader) -> bool {
+    reader.is_sealed() && !reader.can_decrypt()
+}
+
+/// Whether the file is signed: ours carry signature records; every
+/// cryptotensors file is signed (checked only with its signer's key).
+fn signed(reader: &Reader) -> bool {
+    !reader.signatures().is_empty() || reader.is_cryptotensors()
 }
 
 fn metadata_json(metadata: &Metadata) -> Value {
@@ -93,15 +125,20 @@ fn to_json(reader: &Reader) -> Value {
             "encrypted": reader.is_encrypted(),
             "cryptotensors": reader.is_cryptotensors(),
             "sealed": reader.is_sealed(),
-            "signed": !reader.signatures().is_empty(),
+            "signed": signed(reader),
         },
         "compression": compression_json(reader),
-        "encryption": header.encryption().map(|e| json!({
-            "cipher": e.cipher.name(),
+        "encryption": reader.encryption_info().map(|e| json!({
+            "scheme": e.scheme,
+            "cipher": e.cipher,
             "chunk_size": e.chunk_size,
-            "recipients": e.recipients.iter().map(|r| json!({"kind": r.kind(), "kid": r.kid()})).collect::<Vec<_>>(),
+            "recipients": e.recipients.iter().map(|(kind, kid)| json!({"kind": kind, "kid": kid})).collect::<Vec<_>>(),
+            "encrypted_tensors": e.encrypted_tensors,
+            "signer_kid": e.signer_kid,
         })),
         "signers": reader.signers().iter().map(|k| k.fingerprint()).collect::<Vec<_>>(),
+        "policy": reader.policy(),
+        "tensors_hidden": hidden(reader),
         "created_by": header.created_by(),
         "alignment": header.alignment(),
         "metadata": header.metadata().map(metadata_json),
@@ -143,24 +180,45 @@ fn to_text(reader: &Reader) -> String {
     } else if reader.is_encrypted() {
         flags.push("encrypted");
     }
-    if !reader.signatures().is_empty() {
+    if signed(reader) {
         flags.push("signed");
     }
     about.push(vec!["flags".into(), if flags.is_empty() { "none".into() } else { flags.join(", ") }]);
-    if let Some(e) = header.encryption() {
-        about.push(vec!["encryption".into(), format!("{}, chunks of {}", e.cipher.name(), out::size(e.chunk_size))]);
-        for (i, r) in e.recipients.iter().enumerate() {
+    if let Some(e) = reader.encryption_info() {
+        let mut how = match e.chunk_size {
+            Some(chunk) => format!("{}, chunks of {}", e.cipher, out::size(chunk)),
+            None => format!("{}, one AEAD message per tensor", e.cipher),
+        };
+        if e.scheme == "cryptotensors" {
+            how.push_str(&format!(
+                "; cryptotensors, {} of {} encrypted",
+                e.encrypted_tensors,
+                out::count(header.len(), "tensor")
+            ));
+        }
+        about.push(vec!["encryption".into(), how]);
+        for (i, (kind, kid)) in e.recipients.iter().enumerate() {
             let label = if i == 0 { "recipients" } else { "" };
-            let who = match r.kid() {
-                Some(kid) => format!("{} key {kid:?}", r.kind()),
+            let who = match kid {
+                Some(kid) => format!("{kind} key {kid:?}"),
+                None if *kind == "symmetric" => "a symmetric key (no key id)".to_string(),
                 None => "a passphrase (Argon2id)".to_string(),
             };
             about.push(vec![label.into(), who]);
+        }
+        if reader.signers().is_empty() && e.scheme == "cryptotensors" {
+            let kid = e.signer_kid.as_deref().map_or("no key id".to_string(), |k| format!("key id {k:?}"));
+            about.push(vec!["signed by".into(), format!("Ed25519 {kid} (not checked: give its key, --key)")]);
         }
     }
     for (i, k) in reader.signers().iter().enumerate() {
         let label = if i == 0 { "signed by" } else { "" };
         about.push(vec![label.into(), format!("{} (verified)", k.fingerprint())]);
+    }
+    if let Some(policy) = reader.policy() {
+        for (i, line) in policy.lines().filter(|l| !l.trim().is_empty()).enumerate() {
+            about.push(vec![if i == 0 { "policy (Rego)" } else { "" }.into(), line.trim_end().to_string()]);
+        }
     }
     if let Value::Object(c) = compression_json(reader) {
         let raw = c.get("raw_bytes").and_then(Value::as_u64).unwrap_or(0);
@@ -183,25 +241,40 @@ fn to_text(reader: &Reader) -> String {
         out::size(reader.file_len())
     );
     about.push(vec!["data".into(), data]);
+    // A cryptotensors file's own fields and our policy are shown above.
+    let shown_above = |k: &str| {
+        (reader.is_cryptotensors() && deathtensors_io::format::CT_RESERVED.contains(&k))
+            || (k == deathtensors_io::format::CT_POLICY && reader.policy().is_some())
+    };
     match header.metadata() {
+        _ if hidden(reader) => {
+            about.push(vec!["metadata".into(), "hidden (sealed header: give its key, --key)".into()])
+        }
         None => about.push(vec!["metadata".into(), "none".into()]),
         Some(m) if m.is_empty() => about.push(vec!["metadata".into(), "{}".into()]),
         Some(m) => {
-            for (i, (k, v)) in m.iter().enumerate() {
-                let label = if i == 0 { "metadata" } else { "" };
-                about.push(vec![label.into(), format!("{k} = {v}")]);
+            let mut rows = 0;
+            for (k, v) in m.iter().filter(|(k, _)| !shown_above(k)) {
+                let label = if rows == 0 { "metadata" } else { "" };
+                about.push(vec![label.into(), format!("{k} = {v}").replace(['\n', '\r'], " ")]);
+                rows += 1;
+            }
+            if rows == 0 {
+                about.push(vec!["metadata".into(), "none besides the above".into()]);
             }
         }
     }
     let digests = header.tensors().iter().filter(|t| t.sha256.is_some()).count();
-    about.push(vec![
-        "tensors".into(),
+    let tensors = if hidden(reader) {
+        "hidden (sealed header: give its key, --key)".to_string()
+    } else {
         format!(
             "{}, {total_bytes} bytes ({}), {parameters} parameters, {digests} with a sha256 digest",
             out::count(header.len(), "tensor"),
             out::size(total_bytes)
-        ),
-    ]);
+        )
+    };
+    about.push(vec!["tensors".into(), tensors]);
     let mut text = out::table(&about);
     if header.is_empty() {
         return text;

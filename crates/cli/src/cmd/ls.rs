@@ -8,6 +8,7 @@ use crate::out::Out;
 
 pub fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
     let reader = crate::keys::open(&args.file)?;
+    reader.check_not_hidden()?;
     let mut out = Out::new();
     let names = reader.header().tensors().iter().map(|t| t.name.as_str());
     if args.json {

@@ -15,6 +15,7 @@ const COMPLEX_NOTE: &str = "complex: statistics over real and imaginary parts";
 
 pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
     let reader = crate::keys::open(&args.file)?;
+    reader.check_not_hidden()?;
     let tensors: Vec<&TensorInfo> = if args.names.is_empty() {
         reader.header().tensors().iter().collect()
     } else {

@@ -45,12 +45,22 @@ impl Mismatch {
     }
 }
 
+/// With `--json`, a failure before the report (a signature or requirement
+/// at open, a tag that does not verify) is still one JSON document on
+/// stdout, `ok` false; the error goes on as usual (stderr, exit code).
+fn report(args: &VerifyArgs, err: anyhow::Error) -> anyhow::Error {
+    if args.json {
+        let mut out = Out::new();
+        let doc = json!({ "path": args.file.to_string_lossy(), "ok": false, "error": crate::exit::one_line(&err) });
+        // If stdout is gone, the error still reaches stderr.
+        let _ = out.json(&doc).and_then(|()| out.finish());
+    }
+    err
+}
+
 pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     if crate::collection::is_collection(&args.file) {
         return crate::collection::verify(&args.file, args.allow_missing, args.json);
-    }
-    if crate::sharded::is_index(&args.file) {
-        return crate::sharded::verify(&args.file, args.allow_missing, args.json);
     }
     let mut trusted = Vec::new();
     for f in &args.signer {
@@ -67,15 +77,18 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         require_signature: args.require_signature,
         ..deathtensors_io::ReadOptions::default()
     };
+    if crate::sharded::is_index(&args.file) {
+        return crate::sharded::verify(&args.file, options, args.allow_missing, args.json);
+    }
     // Signatures and requirements are checked here, at open.
-    let reader = crate::remote::open(&args.file, options)?;
+    let reader = crate::remote::open(&args.file, options).map_err(|e| report(&args, e.into()))?;
     let path = args.file.display();
     let signers: Vec<String> = reader.signers().iter().map(|k| k.fingerprint()).collect();
     // A key holder checks every tag of an encrypted file: every chunk decrypts.
     let tags = if reader.can_decrypt() {
         let total = reader.header().tensors().iter().map(|t| t.byte_len()).sum();
         let bar = progress::bar(total, "decrypting");
-        reader.verify_tags(|n| bar.inc(n))?;
+        reader.verify_tags(|n| bar.inc(n)).map_err(|e| report(&args, e.into()))?;
         bar.finish_and_clear();
         "ok"
     } else if reader.is_encrypted() {
@@ -85,18 +98,54 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     };
     let header = reader.header();
     let digested: Vec<_> = header.tensors().iter().filter(|t| t.sha256.is_some()).collect();
-    let undigested: Vec<&str> =
-        header.tensors().iter().filter(|t| t.sha256.is_none()).map(|t| t.name.as_str()).collect();
     let footer = reader.head().checksummed();
+    // Tensors nothing checked: no footer, no digest, and no tag checked
+    // (a tensor in the clear in a partly encrypted cryptotensors file has
+    // none, and its signature covers only the header).
+    let unverified: Vec<&str> = header
+        .tensors()
+        .iter()
+        .filter(|t| footer.is_none() && t.sha256.is_none() && !(tags == "ok" && reader.is_tensor_encrypted(&t.name)))
+        .map(|t| t.name.as_str())
+        .collect();
+    // Of those, the ones no signature can vouch for, key or no key.
+    let in_the_clear: Vec<&str> = unverified.iter().copied().filter(|n| !reader.is_tensor_encrypted(n)).collect();
+    let signature_required = args.require_signature || !args.signer.is_empty();
+    if signature_required && !in_the_clear.is_empty() {
+        let mut names: Vec<String> = in_the_clear.iter().take(8).map(|n| format!("{n:?}")).collect();
+        if in_the_clear.len() > 8 {
+            names.push(format!("and {} more", in_the_clear.len() - 8));
+        }
+        let err = CheckFailed(format!(
+            "{path}: a signature was required, and {} covered by nothing it signs (stored in the clear, \
+             without a digest): {}",
+            if in_the_clear.len() == 1 {
+                "1 tensor is".to_string()
+            } else {
+                format!("{} tensors are", in_the_clear.len())
+            },
+            names.join(", ")
+        ));
+        return Err(report(&args, err.into()));
+    }
     let mut out = Out::new();
 
     if footer.is_none() && digested.is_empty() && tags != "ok" {
         if !args.allow_missing {
-            return Err(CheckFailed(format!(
-                "{path}: no checksum to verify: the file has no SHA-256 footer and no tensor digests \
-                 (pass --allow-missing to accept that)"
-            ))
-            .into());
+            let why = if reader.is_encrypted() && !signers.is_empty() {
+                format!(
+                    "the signature of {} verifies, but nothing checks the tensors' \
+                     bytes without a key (no SHA-256 footer, no tensor digests; the chunks' tags need --key)",
+                    signers.join(", ")
+                )
+            } else if reader.is_encrypted() {
+                "the file has no SHA-256 footer and no tensor digests, and its chunks' tags need a key (--key)".into()
+            } else {
+                "the file has no SHA-256 footer and no tensor digests".into()
+            };
+            let err =
+                CheckFailed(format!("{path}: no checksum to verify: {why} (pass --allow-missing to accept that)"));
+            return Err(report(&args, err.into()));
         }
         if args.json {
             out.json(&json!({
@@ -104,7 +153,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
                 "ok": true,
                 "footer": "absent",
                 "tensors_verified": 0,
-                "unverified": undigested,
+                "unverified": unverified,
                 "failures": [],
             }))?;
         } else {
@@ -165,7 +214,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             "ok": failures.is_empty(),
             "footer": footer_status,
             "tensors_verified": digested.len(),
-            "unverified": if footer.is_some() || tags == "ok" { Vec::new() } else { undigested.clone() },
+            "unverified": unverified,
             "tags": tags,
             "signers": signers,
             "failures": failures.iter().map(Mismatch::to_json).collect::<Vec<_>>(),
@@ -201,8 +250,11 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     if reader.is_encrypted() && tags != "ok" && failures.is_empty() {
         out::note("the file is encrypted and no key was given (--key): its chunks' tags were not checked");
     }
-    if footer.is_none() && tags != "ok" && !undigested.is_empty() && failures.is_empty() {
-        out::note(&format!("{} without a digest, and no footer: not checked", out::count(undigested.len(), "tensor")));
+    if !unverified.is_empty() && failures.is_empty() {
+        out::note(&format!(
+            "{} without a digest or a checked tag, and no footer: not checked",
+            out::count(unverified.len(), "tensor")
+        ));
     }
     if failures.is_empty() {
         return Ok(ExitCode::Success);

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::{assert_one_error_line, check, json, valid, Scratch};
+use crate::{assert_one_error_line, check, json, testdata, valid, Scratch};
 
 fn keygen(dir: &Scratch, kind: &str, name: &str, public: bool) {
     let out = dir.path(&format!("{name}.jwk"));
@@ -220,4 +220,98 @@ fn keygen_never_replaces_a_key() {
     let pb: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&public).unwrap()).unwrap();
     assert!(s.get("d").is_some() && pb.get("d").is_none());
     assert_eq!(s["x"], pb["x"]);
+}
+
+#[test]
+fn cryptotensors_files_are_described_and_verified_with_a_signer_alone() {
+    let dir = Scratch::new("crypt-ct-signer");
+    let base = testdata().join("cryptotensors");
+    let keys = base.join("keys.json");
+    let jwks: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&keys).unwrap()).unwrap();
+    let mut public = jwks["keys"].as_array().unwrap().iter().find(|k| k["kty"] == "okp").unwrap().clone();
+    public.as_object_mut().unwrap().remove("d");
+    let signer = dir.path("signer.pub.jwk");
+    std::fs::write(&signer, public.to_string()).unwrap();
+    let file = base.join("v2_aes256gcm.safetensors");
+
+    // inspect, no key: the cipher, the recipient and signer key ids, the policy.
+    let v = json(["inspect", p(&file)], 0);
+    assert_eq!(v["flags"]["signed"], true);
+    assert_eq!(v["encryption"]["scheme"], "cryptotensors");
+    assert_eq!(v["encryption"]["cipher"], "AES-256-GCM");
+    assert_eq!(v["encryption"]["recipients"][0]["kid"], "enc-aes256gcm");
+    assert_eq!(v["encryption"]["signer_kid"], "sign-ed25519");
+    assert!(v["policy"].as_str().unwrap().contains("package model"));
+    let text = check(["inspect", p(&file)], 0).stdout;
+    assert!(text.contains("key id \"sign-ed25519\"") && text.contains("policy (Rego)"), "{text}");
+    assert!(!text.contains("__signature__"), "{text}");
+
+    // The signature checks with the public key alone; with the keys, every tag too.
+    let r = check(["verify", p(&file), "--signer", p(&signer)], 1);
+    assert_one_error_line(&r, &["signature of", "verifies", "--key"]);
+    check(["verify", p(&file), "--signer", p(&signer), "--allow-missing"], 0);
+    let v = json(["verify", p(&file), "--signer", p(&signer), "--key", p(&keys)], 0);
+    assert_eq!(v["tags"], "ok");
+    // Another signer: exit 1, and with --json one document saying why.
+    let stranger = dir.path("stranger.jwk");
+    check(["keygen", "--type", "ed25519", "--out", p(&stranger)], 0);
+    let v = json(["verify", p(&file), "--signer", p(&stranger)], 1);
+    assert_eq!(v["ok"], false);
+    assert!(v["error"].as_str().unwrap().contains("sign-ed25519"), "{v}");
+    // A signature required and no key to check it: said so (exit 2: a missing key).
+    let r = check(["verify", p(&file), "--require-signature"], 2);
+    assert_one_error_line(&r, &["public key", "sign-ed25519"]);
+
+    // Tensors stored in the clear are covered by nothing the signature signs.
+    let partial = base.join("v2_partial_meta_chacha20poly1305.safetensors");
+    let r = check(["verify", p(&partial), "--signer", p(&signer), "--key", p(&keys)], 1);
+    assert_one_error_line(&r, &["covered by nothing it signs"]);
+    let v = json(["verify", p(&partial), "--key", p(&keys), "--allow-missing"], 0);
+    assert!(!v["unverified"].as_array().unwrap().is_empty(), "{v}");
+
+    // A key that does not open the file does not keep inspect from showing it.
+    let wrong = dir.path("wrong.jwk");
+    check(["keygen", "--type", "symmetric", "--kid", "enc-aes256gcm", "--out", p(&wrong)], 0);
+    let r = check(["inspect", p(&file), "--key", p(&wrong), "--key", p(&keys)], 0);
+    assert!(r.stdout.contains("AES-256-GCM"), "{}", r.stdout);
+}
+
+#[test]
+fn sharded_checkpoints_are_verified_with_the_signer_and_keys() {
+    let dir = Scratch::new("crypt-sharded");
+    keygen(&dir, "symmetric", "team", false);
+    keygen(&dir, "ed25519", "publisher", true);
+    keygen(&dir, "ed25519", "stranger", true);
+    let (team, publisher) = (dir.path("team.jwk"), dir.path("publisher.jwk"));
+    let mut ring = deathtensors_io::KeyRing::new();
+    ring.add_jwk_file(&team).unwrap();
+    ring.add_jwk_file(&publisher).unwrap();
+    let options = deathtensors_io::WriteOptions {
+        encryption: Some(deathtensors_io::EncryptOptions {
+            cipher: deathtensors_io::format::Cipher::Aes256Gcm,
+            chunk_size: 4096,
+            recipients: ring.recipients(deathtensors_io::format::Argon2Params::DEFAULT),
+            seal_header: true,
+        }),
+        signers: ring.signing_keys().iter().map(|(_, k)| k.clone()).collect(),
+        ..deathtensors_io::WriteOptions::default()
+    };
+    let data: Vec<(deathtensors_io::format::TensorSpec, Vec<u8>)> = (0..4)
+        .map(|i| {
+            (
+                deathtensors_io::format::TensorSpec::new(format!("t{i}"), deathtensors_io::format::Dtype::U8, [5000]),
+                vec![i as u8; 5000],
+            )
+        })
+        .collect();
+    let list = data.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
+    let (index, shards) = deathtensors_io::save_sharded(dir.path("model"), list, 6000, &options).unwrap();
+    assert!(shards.len() >= 2);
+    let (publisher_pub, stranger_pub) = (dir.path("publisher.pub.jwk"), dir.path("stranger.pub.jwk"));
+    check(["verify", p(&index), "--key", p(&team), "--signer", p(&publisher_pub)], 0);
+    let r = check(["verify", p(&index), "--key", p(&team), "--signer", p(&stranger_pub)], 1);
+    assert_one_error_line(&r, &["not trusted"]);
+    // Sealed shards without the key: their tensors cannot be checked.
+    let r = check(["verify", p(&index)], 2);
+    assert_one_error_line(&r, &["team"]);
 }
