@@ -49,9 +49,10 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         | ErrorKind::TagTableMismatch => raise(py, "IntegrityError", message),
         ErrorKind::NoKey { .. } => raise(py, "NoKeyError", message),
         ErrorKind::Decrypt { .. } => raise(py, "DecryptionError", message),
-        ErrorKind::BadSignature { .. } | ErrorKind::Unsigned | ErrorKind::UntrustedSigner { .. } => {
-            raise(py, "SignatureError", message)
-        }
+        ErrorKind::BadSignature { .. }
+        | ErrorKind::Unsigned
+        | ErrorKind::SignerKeyNeeded { .. }
+        | ErrorKind::UntrustedSigner { .. } => raise(py, "SignatureError", message),
         ErrorKind::NotEncrypted => raise(py, "NotEncryptedError", message),
         ErrorKind::TensorNotFound(_) => raise(py, "TensorNotFoundError", message),
         ErrorKind::NoChecksum { .. } => raise(py, "NoChecksumError", message),

@@ -61,6 +61,37 @@ impl PyReader {
     }
 }
 
+/// The read options of Python's `keys=`, `trusted_signers=`, requirements,
+/// `policy_input=` (JSON text) and limits (None: the defaults), for files
+/// and for every shard of a sharded checkpoint.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_options(
+    py: Python<'_>,
+    keys: Option<crate::keys::PyKeyRing>,
+    trusted_signers: Vec<[u8; 32]>,
+    require_signature: bool,
+    require_encryption: bool,
+    policy_input: Option<String>,
+    max_decompressed_len: Option<u64>,
+    max_kdf_work: Option<u64>,
+) -> PyResult<deathtensors_io::ReadOptions> {
+    let policy_input = policy_input
+        .map(|text| serde_json::from_str(&text))
+        .transpose()
+        .map_err(|e| crate::errors::error(py, format!("policy_input is not JSON: {e}")))?;
+    let defaults = deathtensors_io::ReadOptions::default();
+    Ok(deathtensors_io::ReadOptions {
+        policy_input,
+        keys: keys.map(|k| k.inner).unwrap_or_default(),
+        trusted_signers: trusted_signers.into_iter().map(deathtensors_io::VerifyingKey).collect(),
+        require_signature,
+        require_encryption,
+        max_decompressed_len: max_decompressed_len.unwrap_or(defaults.max_decompressed_len),
+        max_kdf_work: max_kdf_work.unwrap_or(deathtensors_io::ReadOptions::DEFAULT_MAX_KDF_WORK),
+        ..defaults
+    })
+}
+
 #[pymethods]
 impl PyReader {
     /// Opens `path`. With `mmap`, the file is also mapped for zero-copy views
@@ -85,21 +116,16 @@ impl PyReader {
         storage_options: Option<Vec<(String, String)>>,
         max_kdf_work: Option<u64>,
     ) -> PyResult<PyReader> {
-        let policy_input = policy_input
-            .map(|text| serde_json::from_str(&text))
-            .transpose()
-            .map_err(|e| crate::errors::error(py, format!("policy_input is not JSON: {e}")))?;
-        let options = deathtensors_io::ReadOptions {
-            policy_input,
-            keys: keys.map(|k| k.inner).unwrap_or_default(),
-            trusted_signers: trusted_signers.into_iter().map(deathtensors_io::VerifyingKey).collect(),
+        let options = read_options(
+            py,
+            keys,
+            trusted_signers,
             require_signature,
             require_encryption,
-            max_decompressed_len: max_decompressed_len
-                .unwrap_or(deathtensors_io::ReadOptions::default().max_decompressed_len),
-            max_kdf_work: max_kdf_work.unwrap_or(deathtensors_io::ReadOptions::DEFAULT_MAX_KDF_WORK),
-            ..deathtensors_io::ReadOptions::default()
-        };
+            policy_input,
+            max_decompressed_len,
+            max_kdf_work,
+        )?;
         let url = path.to_str().filter(|p| deathtensors_remote::is_url(p));
         let reader = py
             .allow_threads(|| {
@@ -287,8 +313,9 @@ impl PyReader {
         Ok(self.get()?.is_encrypted())
     }
 
-    /// Whether every tensor returned is checked (a signature or encryption
-    /// was required): such a reader reads, never maps.
+    /// Whether every tensor returned is checked against its signed digest (a
+    /// signed plaintext file, or a signature or encryption was required):
+    /// such a reader reads, never maps.
     fn checked_reads(&self) -> PyResult<bool> {
         Ok(self.get()?.checked_reads())
     }
@@ -302,15 +329,22 @@ impl PyReader {
         Ok(self.get()?.can_decrypt())
     }
 
-    /// The encryption section as `(cipher, chunk_size, [(kind, kid or None)])`,
-    /// or None.
+    /// How the file is encrypted, or None: `(scheme, cipher, chunk_size or
+    /// None, [(kind, kid or None)], encrypted tensors, signer kid or None)`.
     #[allow(clippy::type_complexity)]
-    fn encryption(&self) -> PyResult<Option<(&'static str, u64, Vec<(&'static str, Option<String>)>)>> {
-        let r = self.get()?;
-        Ok(r.header().encryption().map(|e| {
-            let recipients = e.recipients.iter().map(|x| (x.kind(), x.kid().map(str::to_string))).collect();
-            (e.cipher.name(), e.chunk_size, recipients)
-        }))
+    fn encryption(
+        &self,
+    ) -> PyResult<Option<(&'static str, String, Option<u64>, Vec<(&'static str, Option<String>)>, usize, Option<String>)>>
+    {
+        Ok(self
+            .get()?
+            .encryption_info()
+            .map(|e| (e.scheme, e.cipher, e.chunk_size, e.recipients, e.encrypted_tensors, e.signer_kid)))
+    }
+
+    /// The Rego policy a key holder's open evaluates, or None.
+    fn policy(&self) -> PyResult<Option<String>> {
+        Ok(self.get()?.policy())
     }
 
     /// The public keys (32 bytes each) of the signatures, all verified.

@@ -30,18 +30,38 @@ pub(crate) fn remote_options(storage_options: Option<Vec<(String, String)>>) -> 
 
 #[pymethods]
 impl PyShardedIndex {
+    /// Shards are opened with the keys, trusted signers, requirements,
+    /// policy input and limits given, as `Reader` opens a file.
     #[new]
-    #[pyo3(signature = (path, storage_options = None))]
-    fn new(py: Python<'_>, path: PathBuf, storage_options: Option<Vec<(String, String)>>) -> PyResult<PyShardedIndex> {
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (path, storage_options = None, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, max_kdf_work = None))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        storage_options: Option<Vec<(String, String)>>,
+        keys: Option<crate::keys::PyKeyRing>,
+        trusted_signers: Vec<[u8; 32]>,
+        require_signature: bool,
+        require_encryption: bool,
+        policy_input: Option<String>,
+        max_decompressed_len: Option<u64>,
+        max_kdf_work: Option<u64>,
+    ) -> PyResult<PyShardedIndex> {
+        let options = crate::reader::read_options(
+            py,
+            keys,
+            trusted_signers,
+            require_signature,
+            require_encryption,
+            policy_input,
+            max_decompressed_len,
+            max_kdf_work,
+        )?;
         let url = path.to_str().filter(|p| deathtensors_remote::is_url(p));
         let inner = py
             .allow_threads(|| match url {
-                Some(url) => deathtensors_remote::open_sharded(
-                    url,
-                    &remote_options(storage_options),
-                    deathtensors_io::ReadOptions::default(),
-                ),
-                None => ShardedReader::open(&path),
+                Some(url) => deathtensors_remote::open_sharded(url, &remote_options(storage_options), options),
+                None => ShardedReader::open_with(&path, options),
             })
             .py(py)?;
         Ok(PyShardedIndex { inner })
@@ -73,12 +93,21 @@ impl PyShardedIndex {
         self.inner.shard_paths().iter().map(|p| p.to_string_lossy().into_owned()).collect()
     }
 
+    /// The path (or URL) the index gives for the shard of `name`, without
+    /// opening it; None if the index has no such tensor.
+    fn shard_path_of(&self, name: &str) -> Option<String> {
+        let i = self.inner.shard_index_of(name)?;
+        Some(self.inner.shard_paths()[i].to_string_lossy().into_owned())
+    }
+
     /// The path (or URL) of the shard that holds `name`.
     fn shard_of(&self, py: Python<'_>, name: &str) -> PyResult<String> {
         Ok(self.inner.reader_of(name).py(py)?.path().to_string_lossy().into_owned())
     }
 
-    /// Checks index and shards agree, and every checksum the shards carry.
+    /// Checks index and shards agree, every shard's signatures and
+    /// requirements, and every checksum (and, with a key, every tag) the
+    /// shards carry.
     fn verify(&self, py: Python<'_>) -> PyResult<()> {
         py.allow_threads(|| self.inner.verify()).py(py)
     }

@@ -176,6 +176,137 @@ def test_tampered_data_is_never_returned(tmp_path, sym):
         dt.open(bad, keys=sym)
 
 
+def test_a_signed_file_is_checked_without_requirements(tmp_path):
+    # Every tensor returned from a signed file has been checked against its
+    # signed digest, whether or not the reader asked for a signature.
+    publisher = dt.generate_key("ed25519")
+    path = tmp_path / "m.dt"
+    dt.save(path, sample(), sign=publisher)
+    raw = bytearray(path.read_bytes())
+    with dt.open(path) as f:
+        data_len = max(f.info(k)["data_offsets"][1] for k in f.keys())
+        big_start = f.info("big")["data_offsets"][0]
+    blob_start = len(raw) - 32 - (96 + 16) - data_len  # before the footer and one signature
+    raw[blob_start + big_start + 1000] ^= 1
+    bad = tmp_path / "bad.dt"
+    bad.write_bytes(bytes(raw))
+    with dt.open(bad) as f:
+        assert f.signers() == [dt.fingerprint(publisher)]
+        np.testing.assert_array_equal(f.get_tensor("small", framework="numpy"), sample()["small"])
+        for read in (
+            lambda: f.get_tensor("big", framework="numpy"),
+            lambda: f.get_tensors(framework="numpy"),
+            lambda: f.get_tensor_slice("big", 0, 2, framework="numpy"),
+        ):
+            with pytest.raises(dt.IntegrityError, match="big"):
+                read()
+        with pytest.raises(dt.DeathTensorsError, match="not mapped"):
+            f.get_tensor_view("big", framework="numpy")
+    from deathtensors.safetensors import SafetensorError, safe_open
+
+    with safe_open(bad, "np") as f:
+        with pytest.raises(SafetensorError, match="big"):
+            f.get_tensor("big")
+        with pytest.raises(SafetensorError, match="big"):
+            f.get_slice("big")[0:1]
+        np.testing.assert_array_equal(f.get_slice("small")[2:5], sample()["small"][2:5])
+
+
+@pytest.mark.parametrize("backend", ["mmap", "pread"])
+@pytest.mark.parametrize("kind", ["encrypted", "sealed", "compressed", "signed"])
+def test_dropin_slices_of_files_that_are_not_mapped(tmp_path, sym, kind, backend):
+    # The drop-in's get_slice reads (and decrypts, decompresses or checks)
+    # where the bytes cannot be viewed in a mapping: transformers slices
+    # every tensor it loads.
+    torch = pytest.importorskip("torch")
+    from deathtensors.safetensors import safe_open
+
+    path = tmp_path / "m.dt"
+    options = {
+        "encrypted": {"encrypt": sym},
+        "sealed": {"encrypt": sym, "seal_header": True},
+        "compressed": {"compress": True},
+        "signed": {"sign": dt.generate_key("ed25519")},
+    }[kind]
+    dt.save(path, sample(), **options)
+    dt.register_keys([sym])
+    try:
+        for framework in ("np", "pt"):
+            with safe_open(path, framework, backend=backend) as f:
+                for name, want in sample().items():
+                    if want.ndim == 0 or want.shape[0] == 0:
+                        continue
+                    got = f.get_slice(name)[0:2]
+                    got = got.numpy() if framework == "pt" else got
+                    assert got.tobytes() == want[0:2].tobytes(), (framework, name)
+                    assert isinstance(f.get_slice(name)[:], torch.Tensor if framework == "pt" else np.ndarray)
+    finally:
+        dt.register_keys()
+
+
+def test_trusted_signers_that_name_nobody_are_an_error_and_keys_stay_secret(tmp_path, sym):
+    import copy
+    import pickle
+
+    path = tmp_path / "m.dt"
+    dt.save(path, sample())
+    for nobody in ([], (), dt.KeyRing(), sym, [sym], dt.generate_key("x25519", kid="x")):
+        with pytest.raises(dt.DeathTensorsError) as e:
+            dt.open(path, trusted_signers=nobody)
+        assert sym["k"] not in str(e.value)  # the key is named, never shown
+    with pytest.raises(dt.DeathTensorsError) as e:
+        dt.fingerprint(sym)
+    assert sym["k"] not in str(e.value) and "kid='team'" in str(e.value)
+    secret = dt.Passphrase("correct horse")
+    with pytest.raises(TypeError):
+        pickle.dumps(secret)
+    assert copy.deepcopy(secret) is secret
+    with pytest.raises(TypeError):
+        dt.Passphrase(b"bytes")
+    with pytest.raises(TypeError):
+        dt.open(path, keys=42)
+    # Any iterable of keys: a generator, a set of paths.
+    enc = tmp_path / "e.dt"
+    dt.save(enc, sample(), encrypt=sym)
+    with dt.open(enc, keys=(k for k in [sym])) as f:
+        same(f.get_tensors(framework="numpy"), sample())
+
+
+def test_sealed_files_without_their_key_are_not_taken_for_empty_ones(tmp_path, sym):
+    a, b = tmp_path / "a.dt", tmp_path / "b.dt"
+    dt.save(a, sample(), encrypt=sym, seal_header=True)
+    dt.save(b, {"other": np.zeros(3)}, encrypt=sym, seal_header=True)
+    with dt.open(a) as f:
+        for call in (f.verify, f.get_all_bytes, f.all_stats):
+            with pytest.raises(dt.NoKeyError):
+                call()
+    with pytest.raises(dt.NoKeyError):
+        dt.diff(a, b)
+    with dt.open(a, keys=sym) as f:
+        assert f.verify() is True and set(f.get_all_bytes()) == set(sample())
+
+
+def test_sharded_verify_applies_keys_and_requirements(tmp_path, sym):
+    publisher = dt.generate_key("ed25519")
+    t = sample()
+    dt.save_sharded(tmp_path / "model", t, max_shard_bytes=600_000, encrypt=sym, sign=publisher, seal_header=True)
+    index = tmp_path / "model.deathtensors.index.json"
+    # Sealed shards open with their key.
+    with dt.open_sharded(index, keys=sym, trusted_signers=publisher, verify=True) as f:
+        same(f.get_tensors(framework="numpy"), t)
+        same({k: f.get_tensor(k, framework="numpy") for k in f.keys()}, t)
+        assert f.which_shard("small").endswith(".deathtensors")
+    with pytest.raises(dt.SignatureError, match="not trusted"):
+        dt.open_sharded(index, keys=sym, trusted_signers=dt.generate_key("ed25519"), verify=True)
+    with pytest.raises(dt.NoKeyError):
+        dt.open_sharded(index, verify=True)
+    # A shard swapped for an unsigned one fails verify() under the requirement.
+    plain = tmp_path / "plain"
+    dt.save_sharded(plain, t, max_shard_bytes=600_000)
+    with pytest.raises(dt.SignatureError, match="not signed"):
+        dt.open_sharded(tmp_path / "plain.deathtensors.index.json", require_signature=True).verify()
+
+
 def test_bad_arguments(tmp_path, sym):
     path = tmp_path / "m.dt"
     with pytest.raises(dt.DeathTensorsError):

@@ -172,3 +172,31 @@ def test_convert_both_ways(tmp_path, crypto):
         ct.save_file(f.get_tensors(framework="numpy"), back, config={"enc_key": enc, "sign_key": sign})
     got = json.loads(crypto(READ, back, json.dumps([enc, sign])))
     assert set(got) == set(tensors())
+
+
+def test_what_a_cryptotensors_file_says_without_a_key():
+    # Files the real wheel wrote (testdata/cryptotensors): their encryption,
+    # signer and policy are described with no key, and a trusted public key
+    # alone checks the signature (cryptotensors names its signer by key id).
+    base = ROOT / "testdata" / "cryptotensors"
+    jwks = json.loads((base / "keys.json").read_text())["keys"]
+    sign = next(k for k in jwks if k["kty"].lower() == "okp")
+    public = {k: v for k, v in sign.items() if k != "d"}
+    path = base / "v2_aes256gcm.safetensors"
+    with dt.open(path) as f:
+        info = f.encryption()
+        assert info["format"] == "cryptotensors" and info["cipher"] == "AES-256-GCM"
+        assert info["recipients"] == [{"kind": "symmetric", "kid": "enc-aes256gcm"}]
+        assert info["signer_kid"] == "sign-ed25519" and info["encrypted_tensors"] == len(f.keys())
+        assert "package model" in f.policy()
+        assert f.signers() == []
+    with dt.open(path, trusted_signers=public) as f:
+        assert f.signers() == [dt.fingerprint(public)]
+        with pytest.raises(dt.NoKeyError):
+            f.get_tensor(f.keys()[0], framework="numpy")
+    with pytest.raises(dt.SignatureError, match="sign-ed25519"):
+        dt.open(path, trusted_signers=dt.public_key(dt.generate_key("ed25519")))
+    with pytest.raises(dt.SignatureError, match="public key"):
+        dt.open(path, require_signature=True)
+    with dt.open(path, keys=jwks, trusted_signers=public) as f:
+        assert f.signers() == [dt.fingerprint(public)] and f.verify() is True

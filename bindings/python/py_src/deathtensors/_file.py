@@ -266,16 +266,29 @@ class DtFile:
 
     def encryption(self) -> Optional[Dict[str, Any]]:
         """The cipher, chunk size and recipients (kind and key id) of an
-        encrypted file, or None. Needs no key."""
+        encrypted file, or None. Needs no key. For a cryptotensors file
+        also ``"format": "cryptotensors"``, how many tensors it encrypts
+        (``"encrypted_tensors"``; the others are stored in the clear) and
+        its signer's key id (``"signer_kid"``); its ``chunk_size`` is None
+        when each tensor is one AEAD message (its version 1)."""
         e = self._reader.encryption()
         if e is None:
             return None
-        cipher, chunk_size, recipients = e
-        return {
+        scheme, cipher, chunk_size, recipients, encrypted, signer_kid = e
+        info: Dict[str, Any] = {
             "cipher": cipher,
             "chunk_size": chunk_size,
             "recipients": [{"kind": k, "kid": kid} for k, kid in recipients],
         }
+        if scheme == "cryptotensors":
+            info.update(format=scheme, encrypted_tensors=encrypted, signer_kid=signer_kid)
+        return info
+
+    def policy(self) -> Optional[str]:
+        """The Rego policy (package ``model``) that opening with a key
+        evaluates against ``policy_input`` before the key is used, or None.
+        Needs no key (except in a sealed header)."""
+        return self._reader.policy()
 
     def is_sealed(self) -> bool:
         """Whether the header is sealed (encrypted). Without a key the file
@@ -460,6 +473,7 @@ class DtFile:
 
     def get_all_bytes(self) -> Dict[str, bytes]:
         """Every tensor's raw bytes, by name in file order (copies)."""
+        refuse_hidden_tensors(self._reader, self.path)
         return {name: self._reader.read(name) for name in self._reader.keys()}
 
     def stats(self, name: str) -> Dict[str, Any]:
@@ -479,6 +493,8 @@ class DtFile:
     def all_stats(self, names: Optional[Iterable[str]] = None) -> Dict[str, Dict[str, Any]]:
         """:meth:`stats` of every tensor (or of ``names``), computed in one
         pass spread over all cores."""
+        if names is None:
+            refuse_hidden_tensors(self._reader, self.path)
         names = list(self._reader.keys() if names is None else names)
         out = {}
         for name, s in zip(names, self._reader.stats(names)):

@@ -7,7 +7,8 @@ X25519 (encryption to a public key) and Ed25519 (signatures). Wherever a
 function takes keys it accepts one key or a list of: JWK dicts (a JWK set
 ``{"keys": [...]}`` too), paths of JWK files, :class:`Passphrase` objects
 and :class:`KeyRing` objects. Secrets stay in Rust memory that is wiped when
-freed; Python only ever holds the JWK dicts you give it.
+freed; Python only ever holds what you give it (the JWK dicts, and the text
+of a :class:`Passphrase`, which can be neither pickled nor copied).
 
 Keys can also be registered once for the process (:func:`register_keys`, as
 cryptotensors' ``register_direct_key_provider``) or put in the environment
@@ -32,20 +33,37 @@ ENV_VARS = ("DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS")
 _registered: List[Any] = []
 
 
+class KeyArgumentError(DeathTensorsError, TypeError):
+    """Something given as a key is not of a kind that can be one (both a
+    :class:`DeathTensorsError` and a ``TypeError``)."""
+
+
 class Passphrase:
     """A passphrase as a recipient or a key (Argon2id, 64 MiB, 3 passes).
 
-    Its ``repr`` never shows it."""
+    Its ``repr`` never shows it, and it can be neither pickled nor copied
+    (a copy would be one more place the secret lives)."""
 
     __slots__ = ("_secret",)
 
     def __init__(self, passphrase: str) -> None:
-        if not isinstance(passphrase, str) or not passphrase:
-            raise DeathTensorsError("a passphrase must be a non-empty str")
+        if not isinstance(passphrase, str):
+            raise KeyArgumentError(f"a passphrase must be a str, not {type(passphrase).__name__}")
+        if not passphrase:
+            raise DeathTensorsError("a passphrase must not be empty")
         self._secret = passphrase
 
     def __repr__(self) -> str:
         return "Passphrase(***)"
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a Passphrase cannot be pickled: it would write the secret in the clear")
+
+    def __copy__(self) -> "Passphrase":
+        return self  # immutable
+
+    def __deepcopy__(self, _memo: Any) -> "Passphrase":
+        return self
 
 
 KeysLike = Union[None, dict, str, "os.PathLike[str]", Passphrase, "KeyRing", Iterable[Any]]
@@ -73,11 +91,11 @@ def _add(ring: "KeyRing", keys: Any) -> None:
             ring.add_jwk_json(path)
         else:
             ring.add_jwk_file(path)
-    elif isinstance(keys, (list, tuple)):
+    elif isinstance(keys, Iterable) and not isinstance(keys, (bytes, bytearray, memoryview)):
         for k in keys:
             _add(ring, k)
     else:
-        raise DeathTensorsError(
+        raise KeyArgumentError(
             f"cannot use {type(keys).__name__} as a key: give JWK dicts, key file paths, "
             "Passphrase or KeyRing objects"
         )
@@ -116,23 +134,40 @@ def public_key(jwk: dict) -> dict:
     return json.loads(_native.public_jwk(json.dumps(jwk)))
 
 
+def _describe(key: Any) -> str:
+    """How an error names a key it could not use, without its secret."""
+    if isinstance(key, dict):
+        fields = ", ".join(f"{f}={key[f]!r}" for f in ("kty", "crv", "kid") if isinstance(key.get(f), str))
+        return f"the JWK ({fields})" if fields else "a JWK dict"
+    if isinstance(key, (str, os.PathLike)) and not os.fspath(key).lstrip().startswith(("{", "[")):
+        return f"the key file {os.fspath(key)!r}"
+    return f"a {type(key).__name__}"
+
+
 def _public_bytes(key: Any) -> List[bytes]:
     if isinstance(key, (bytes, bytearray)) and len(key) == 32:
         return [bytes(key)]
-    if isinstance(key, KeyRing):
-        return list(key.verifying_keys())
-    found = keyring(key).verifying_keys()
+    found = list(key.verifying_keys()) if isinstance(key, KeyRing) else keyring(key).verifying_keys()
     if not found:
-        raise DeathTensorsError(f"no Ed25519 public key in {key!r}")
+        raise DeathTensorsError(f"no Ed25519 public key in {_describe(key)}")
     return list(found)
 
 
 def signer_keys(trusted: Any) -> List[bytes]:
     """The 32-byte Ed25519 public keys of ``trusted``: JWK dicts, 32-byte
-    strings, key file paths, KeyRings, or a list of them."""
+    strings, key file paths, KeyRings, or a list of them. Something that
+    holds no Ed25519 key is an error: trusting nobody is not the same as
+    not asking (None)."""
     if trusted is None:
         return []
-    items = trusted if isinstance(trusted, (list, tuple)) else [trusted]
+    if isinstance(trusted, (dict, str, bytes, bytearray, os.PathLike, KeyRing)) or not isinstance(trusted, Iterable):
+        items = [trusted]
+    else:
+        items = list(trusted)
+        if not items:
+            raise DeathTensorsError(
+                "trusted_signers is empty: give the Ed25519 public keys to trust, or None to trust any signer"
+            )
     out: List[bytes] = []
     for k in items:
         out.extend(_public_bytes(k))

@@ -12,6 +12,7 @@ tensor in them is asked for.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
@@ -19,7 +20,7 @@ from . import _convert, _keys, _native, _remote
 from ._file import DtFile, PathLike, _check_metadata, _compress_mode
 from ._legacy import expand_path
 from ._native import ShardedIndex, save_sharded as _native_save_sharded
-from .errors import DeathTensorsError
+from .errors import DeathTensorsError, TensorNotFoundError
 
 #: The two layouts ``save_sharded`` writes.
 LAYOUTS = ("huggingface", "deathtensors-0.3")
@@ -115,22 +116,50 @@ class ShardedFile:
 
     def __init__(self, index_path: PathLike, verify: bool = False, **trust: Any) -> None:
         self.path = _index_path(expand_path(index_path))
-        # storage_options= for URLs: the index's and every shard's store.
-        self._index = ShardedIndex(self.path, _remote.pairs(trust.get("storage_options")))
-        self._files: Dict[str, DtFile] = {}
         # keys=, trusted_signers=, require_signature=, require_encryption=,
-        # policy_input=: applied to every shard (see deathtensors.open).
-        if "keys" in trust and trust["keys"] is not None:
-            trust["keys"] = _keys.keyring(trust["keys"])
+        # policy_input=, max_decompressed_len=, max_kdf_work=: applied to
+        # every shard (see deathtensors.open); storage_options= for URLs:
+        # the index's and every shard's store.
+        keys = trust.get("keys")
+        trust["keys"] = _keys.keyring(keys) if keys is not None else _keys.default_keys()
+        policy_input = trust.get("policy_input")
+        self._index = ShardedIndex(
+            self.path,
+            _remote.pairs(trust.get("storage_options")),
+            trust["keys"],
+            _keys.signer_keys(trust.get("trusted_signers")),
+            bool(trust.get("require_signature", False)),
+            bool(trust.get("require_encryption", False)),
+            None if policy_input is None else json.dumps(policy_input),
+            trust.get("max_decompressed_len"),
+            trust.get("max_kdf_work"),
+        )
+        self._files: Dict[str, DtFile] = {}
         self._trust = trust
         if verify:
             self.verify()
 
-    def _file(self, name: str) -> DtFile:
-        shard = os.fspath(self._index.shard_of(name))
+    def _shard_path(self, name: str) -> str:
+        shard = self._index.shard_path_of(name)
+        if shard is None:
+            raise TensorNotFoundError(f"cannot read {self.path}: no tensor named {name!r}")
+        return shard
+
+    def _shard(self, shard: str) -> DtFile:
         f = self._files.get(shard)
         if f is None:
             f = self._files[shard] = DtFile(shard, **self._trust)
+        return f
+
+    def _file(self, name: str) -> DtFile:
+        f = self._shard(self._shard_path(name))
+        if name not in f:
+            # Asked of the shard as opened with the keys: a sealed shard
+            # shows its tensors only then.
+            raise DeathTensorsError(
+                f"invalid sharded checkpoint {f.path}: the index puts tensor {json.dumps(name)} in this shard, "
+                "which does not contain it"
+            )
         return f
 
     def keys(self) -> List[str]:
@@ -174,7 +203,7 @@ class ShardedFile:
 
     def which_shard(self, name: str) -> str:
         """The file name of the shard holding ``name``."""
-        return os.path.basename(os.fspath(self._index.shard_of(name)))
+        return os.path.basename(os.fspath(self._shard_path(name)))
 
     def stats(self, name: str) -> Dict[str, Any]:
         """:meth:`DtFile.stats` of ``name``, from its shard."""
@@ -204,11 +233,12 @@ class ShardedFile:
         file: one mapping (or, with ``copy=True``, one read) per shard."""
         by_shard: Dict[str, List[str]] = {}
         for name in self.keys():
-            # The index checks that the shard holds the tensor.
-            by_shard.setdefault(os.fspath(self._index.shard_of(name)), []).append(name)
+            by_shard.setdefault(self._shard_path(name), []).append(name)
         loaded: Dict[str, Any] = {}
         for names in by_shard.values():
             f = self._file(names[0])
+            for name in names[1:]:
+                self._file(name)  # checks that the shard holds it
             if len(f) == len(names):  # the shard holds just these: load it whole
                 got = f.get_tensors(framework, copy=copy)
                 loaded.update((name, got[name]) for name in names)
@@ -217,7 +247,10 @@ class ShardedFile:
         return {name: loaded[name] for name in self.keys()}
 
     def verify(self) -> bool:
-        """Check that index and shards agree and every shard checksum."""
+        """Check that index and shards agree, every shard's signatures and
+        requirements (``trusted_signers=``, ...), and every checksum the
+        shards carry: footers, tensor digests and, with a key, every chunk's
+        tag. Returns True; raises (naming the shard) otherwise."""
         self._index.verify()
         return True
 
@@ -247,6 +280,8 @@ def open_sharded(
     require_encryption: bool = False,
     policy_input: Any = None,
     storage_options: Optional[Mapping[str, Any]] = None,
+    max_decompressed_len: Optional[int] = None,
+    max_kdf_work: Optional[int] = None,
 ) -> ShardedFile:
     """Open a sharded checkpoint from its index (ours, Hugging Face's, or
     deathtensors 0.3.0's tensor-less index file), or a single file. The key
@@ -264,6 +299,8 @@ def open_sharded(
         require_encryption=require_encryption,
         policy_input=policy_input,
         storage_options=storage_options,
+        max_decompressed_len=max_decompressed_len,
+        max_kdf_work=max_kdf_work,
     )
 
 

@@ -169,26 +169,32 @@ def empty_bytes(framework: str, nbytes: int) -> tuple[Any, Any]:
 
 def from_bytes(framework: str, device: Union[str, int], code: str, shape: list[int], raw: Any) -> Any:
     """A tensor of `framework` taking over `raw`, the first half of what
-    :func:`empty_bytes` gave, filled with the tensor's bytes."""
+    :func:`empty_bytes` gave, filled with the tensor's bytes, on `device`.
+    Only a shape the framework cannot make is a :class:`SafetensorError`;
+    moving to a device raises what the framework raises (CUDA out of
+    memory, no CUDA), as safetensors lets it through."""
     try:
-        return _from_bytes(framework, device, code, shape, raw)
+        tensor = _from_bytes(framework, code, shape, raw)
     except SafetensorError:
         raise
-    except (ValueError, TypeError, RuntimeError, OverflowError, MemoryError) as e:
+    except (ValueError, TypeError, RuntimeError, OverflowError) as e:
         # A shape the file may hold but the framework cannot (a zero among
         # dimensions that multiply past 2^63, say).
         raise SafetensorError(f"a {code} tensor of shape {list(shape)} cannot be made a {framework} tensor: {e}") from e
+    if framework == "pytorch":
+        return tensor if device == "cpu" else tensor.to(device)
+    return _from_numpy(framework, device, tensor)
 
 
-def _from_bytes(framework: str, device: Union[str, int], code: str, shape: list[int], raw: Any) -> Any:
+def _from_bytes(framework: str, code: str, shape: list[int], raw: Any) -> Any:
+    """The tensor on the CPU: a torch tensor, or a numpy array for the
+    other frameworks (converted by :func:`_from_numpy`)."""
     if framework == "pytorch":
         import torch
 
         dtype, dims = torch_dtype(code), torch_shape(code, shape)
-        t = raw.view(dtype).reshape(dims) if raw.numel() else torch.empty(dims, dtype=dtype)
-        return t if device == "cpu" else t.to(device)
-    array = raw.view(numpy_dtype(code)).reshape(shape)
-    return _from_numpy(framework, device, array)
+        return raw.view(dtype).reshape(dims) if raw.numel() else torch.empty(dims, dtype=dtype)
+    return raw.view(numpy_dtype(code)).reshape(shape)
 
 
 def copied(framework: str, data: Any) -> Any:
@@ -217,11 +223,24 @@ def _from_numpy(framework: str, device: Union[str, int], array: Any) -> Any:
 
 
 def _read(reader: Any, name: str, nbytes: int, framework: str) -> Any:
-    """The tensor's bytes in fresh memory, read with the GIL released."""
+    """The tensor's bytes in fresh memory, read with the GIL released. A
+    failed read (a tag or digest that does not verify, say) is a
+    :class:`SafetensorError`, the deathtensors error its ``__cause__``."""
     raw, view = empty_bytes(framework, nbytes)
     if nbytes:
-        reader.read_into(name, view)
+        try:
+            reader.read_into(name, view)
+        except DeathTensorsError as e:
+            raise SafetensorError(f"Error while reading tensor {name}: {e}") from e
     return raw
+
+
+def maps_bytes(reader: Any) -> bool:
+    """Whether the tensors' bytes can be viewed in a mapping of the file:
+    not when they must be decompressed, decrypted, checked against a
+    signed digest as they are read (a signed file, or a requirement), or
+    fetched from a store."""
+    return not (reader.is_compressed() or reader.is_encrypted() or reader.checked_reads() or reader.is_remote())
 
 
 class PySafeSlice:
@@ -235,7 +254,7 @@ class PySafeSlice:
         self._shape = shape
         self._framework = owner._framework
         self._device = owner._device
-        self._mapped = owner._backend == "mmap"
+        self._mapped = owner._backend == "mmap" and maps_bytes(reader)
 
     def get_shape(self) -> list[int]:
         """The tensor's shape, as the header records it."""
@@ -341,12 +360,7 @@ class safe_open:
         self._path = path
         self._keys: Optional[list[str]] = None
         # Whether tensors are copy-on-write mappings rather than copies.
-        self._mapping_ok = (
-            MAP_BY_DEFAULT
-            and self._backend == "mmap"
-            and not self._reader.is_compressed()
-            and not self._reader.is_encrypted()
-        )
+        self._mapping_ok = MAP_BY_DEFAULT and self._backend == "mmap" and maps_bytes(self._reader)
 
     def _open(self) -> Any:
         reader = self._reader
