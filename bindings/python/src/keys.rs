@@ -140,13 +140,13 @@ pub(crate) fn apply(
         let cipher = Cipher::from_name(cipher).ok_or_else(|| {
             crate::errors::error(py, format!("unknown cipher {cipher:?}: use 'AES-256-GCM' or 'CHACHA20-POLY1305'"))
         })?;
-        let recipients = ring.inner.recipients(Argon2Params::DEFAULT);
-        if recipients.is_empty() {
-            return Err(crate::errors::error(
-                py,
-                "encrypt= holds no key to encrypt to (a symmetric key, an X25519 key or a passphrase)".into(),
-            ));
-        }
+        let recipients = ring.inner.encrypt_to(Argon2Params::DEFAULT).map_err(|e| {
+            let why = match e.kind() {
+                deathtensors_io::ErrorKind::InvalidKey(m) | deathtensors_io::ErrorKind::InvalidInput(m) => m.clone(),
+                _ => e.to_string(),
+            };
+            crate::errors::error(py, format!("encrypt=: {why}"))
+        })?;
         options.encryption = Some(deathtensors_io::EncryptOptions { cipher, chunk_size, recipients, seal_header });
     }
     if let Some(ring) = sign {

@@ -307,13 +307,25 @@ def test_sharded_verify_applies_keys_and_requirements(tmp_path, sym):
         dt.open_sharded(tmp_path / "plain.deathtensors.index.json", require_signature=True).verify()
 
 
+def test_a_malformed_key_variable_does_not_stop_plain_files(tmp_path, monkeypatch):
+    path = tmp_path / "m.dt"
+    dt.save(path, sample())
+    monkeypatch.setenv("DEATHTENSORS_KEYS", "{not json")
+    with pytest.warns(RuntimeWarning, match="DEATHTENSORS_KEYS"):
+        with dt.open(path) as f:
+            same(f.get_tensors(framework="numpy"), sample())
+
+
 def test_bad_arguments(tmp_path, sym):
     path = tmp_path / "m.dt"
     with pytest.raises(dt.DeathTensorsError):
         dt.save(path, sample(), encrypt=dt.generate_key("ed25519"))  # a signing key is no recipient
+    # A signing key among the recipients is an error, not dropped.
+    with pytest.raises(dt.DeathTensorsError, match="cannot be a recipient"):
+        dt.save(path, sample(), encrypt=[sym, dt.public_key(dt.generate_key("ed25519", kid="pub"))])
     with pytest.raises(dt.DeathTensorsError, match="cipher"):
         dt.save(path, sample(), encrypt=sym, cipher="ROT13")
-    with pytest.raises(dt.DeathTensorsError, match="chunk_size"):
+    with pytest.raises(dt.DeathTensorsError, match="chunk_size must be a power of two from 4096"):
         dt.save(path, sample(), encrypt=sym, chunk_size=1000)
     with pytest.raises(dt.DeathTensorsError):
         dt.save(path, sample(), sign=sym)  # a symmetric key cannot sign

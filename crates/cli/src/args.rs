@@ -36,7 +36,8 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// A JWK key file to decrypt encrypted files with (repeatable; also read:
-    /// the DEATHTENSORS_KEYS environment variable, JWK JSON).
+    /// the DEATHTENSORS_KEYS and CRYPTOTENSOR_KEYS environment variables,
+    /// JWK JSON).
     #[arg(long = "key", value_name = "FILE", global = true)]
     pub keys: Vec<PathBuf>,
     /// An environment variable holding a passphrase to decrypt with.

@@ -1,6 +1,7 @@
 //! Keys given on the command line: `--key FILE` (JWK files, repeatable) and
 //! `--passphrase-env VAR` for every command that reads, plus the
-//! `DEATHTENSORS_KEYS` environment variable (JWK JSON). Every command opens
+//! `DEATHTENSORS_KEYS` and `CRYPTOTENSOR_KEYS` environment variables (JWK
+//! JSON). Every command opens
 //! files through [`open`], so encrypted files read wherever plain ones do.
 
 use std::path::{Path, PathBuf};
@@ -11,11 +12,13 @@ use deathtensors_io::{KeyRing, Passphrase, ReadOptions, Reader};
 
 static KEYS: OnceLock<KeyRing> = OnceLock::new();
 
-/// The variable read for keys when no `--key` is given, as JWK JSON.
-pub const ENV: &str = "DEATHTENSORS_KEYS";
+/// The variables read for keys besides `--key`, as JWK JSON: ours, and
+/// cryptotensors' (as the Python package reads them).
+pub const ENV: [&str; 2] = ["DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS"];
 
 /// Loads the keys of `--key` files, the passphrase in `--passphrase-env`'s
-/// variable, and [`ENV`].
+/// variable, and those of [`ENV`]. A variable that is not JWK JSON is
+/// warned about and ignored: it must not stop commands that need no key.
 pub fn load(files: &[PathBuf], passphrase_env: Option<&str>) -> anyhow::Result<KeyRing> {
     let mut ring = KeyRing::new();
     for f in files {
@@ -24,7 +27,11 @@ pub fn load(files: &[PathBuf], passphrase_env: Option<&str>) -> anyhow::Result<K
     if let Some(var) = passphrase_env {
         ring.add_passphrase(Arc::new(passphrase(var)?));
     }
-    ring.add_env(ENV)?;
+    for var in ENV {
+        if let Err(e) = ring.add_env(var) {
+            crate::out::warn(&format!("{e}; its keys are ignored"));
+        }
+    }
     Ok(ring)
 }
 

@@ -5,7 +5,9 @@
 //! problem of every invalid one.
 //!
 //! The full decoder works in one pass of serde visitors driven by simd-json
-//! (with `std`) or serde_json (without). The visitors see every key of every
+//! (with `std`, for headers up to 4 MiB) or serde_json (without, and for
+//! longer headers: it streams, so a hostile header is refused at its first
+//! bad value, with memory bounded by what the visitors keep). The visitors see every key of every
 //! object, duplicates included, and stop at the first problem. Serde errors
 //! carry only text, so a visitor that finds a problem stores the typed
 //! [`Error`] in a slot shared by all visitors of one parse and returns an
@@ -105,7 +107,20 @@ mod backend {
     use alloc::string::{String, ToString};
     use serde::de::DeserializeSeed;
 
+    /// Headers longer than this are decoded by serde_json, which streams:
+    /// simd-json first builds a tape of every value, 10 to 30 times the
+    /// text for dense JSON (a header of nested or long arrays, rejected only
+    /// once the tape is built), where streaming stops at the first value a
+    /// visitor refuses. Below it the tape stays small.
+    const STREAM_ABOVE: usize = 4 << 20;
+
     pub(super) fn parse(json: &[u8], top: Top<'_>) -> Result<RawHeader, String> {
+        if json.len() > STREAM_ABOVE {
+            let mut de = serde_json::Deserializer::from_slice(json);
+            let raw = top.deserialize(&mut de).map_err(|e| e.to_string())?;
+            de.end().map_err(|e| e.to_string())?;
+            return Ok(raw);
+        }
         check_surrogates(json)?;
         // simd-json unescapes strings in place, so it needs its own copy.
         let mut buf = json.to_vec();
@@ -1276,6 +1291,63 @@ mod control_tests {
                     }
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use alloc::string::String;
+
+    use super::parse_full;
+    use crate::tensor::Format;
+    use crate::Limits;
+
+    /// A safetensors header of `n` tensors, with `pad` spaces after each
+    /// comma (not the form writers produce: the full decoder's input).
+    fn header(n: usize, pad: usize) -> String {
+        let spaces = " ".repeat(pad);
+        let entries: alloc::vec::Vec<String> = (0..n)
+            .map(|i| {
+                alloc::format!(
+                    "\"t{i}\":{{\"dtype\":\"F32\",{spaces}\"shape\":[2],{spaces}\"data_offsets\":[{},{}]}}",
+                    i * 8,
+                    i * 8 + 8
+                )
+            })
+            .collect();
+        alloc::format!("{{\"__metadata__\":{{\"k\":\"v\"}},{spaces}{}}}", entries.join(","))
+    }
+
+    #[test]
+    fn long_headers_stream_to_the_same_result() {
+        let small = header(2000, 1);
+        let long = header(2000, 1200); // over 4 MiB: serde_json, streaming
+        assert!(small.len() < 4 << 20 && long.len() > 4 << 20);
+        let a = parse_full(small.as_bytes(), Format::Safetensors, &Limits::DEFAULT).unwrap();
+        let b = parse_full(long.as_bytes(), Format::Safetensors, &Limits::DEFAULT).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn dense_hostile_headers_fail_alike_either_way() {
+        // Nested and long arrays where a tensor entry belongs, short and
+        // long: the same error, found at the first bad value.
+        let nested = |n: usize| alloc::format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let flat = |n: usize| alloc::format!("[{}0]", "0,".repeat(n));
+        for (name, value) in [("nested", &nested as &dyn Fn(usize) -> String), ("flat", &flat)] {
+            let errors: alloc::vec::Vec<String> = [100usize, 3 << 20]
+                .iter()
+                .map(|&n| {
+                    let json = alloc::format!("{{\"x\":{}}}", value(n));
+                    alloc::format!(
+                        "{}",
+                        parse_full(json.as_bytes(), Format::Safetensors, &Limits::DEFAULT).unwrap_err()
+                    )
+                })
+                .collect();
+            assert_eq!(errors[0], errors[1], "{name}");
+            assert!(errors[0].contains("\"x\""), "{}", errors[0]);
         }
     }
 }

@@ -25,7 +25,14 @@ pub(crate) fn signature_block(
     footer: Option<&[u8; 32]>,
 ) -> std::result::Result<Vec<u8>, deathtensors_format::Error> {
     let message = signed_message(head, footer);
-    let records: Vec<SignatureRecord> = signers.iter().map(|k| sign_message(k, &message)).collect();
+    let mut records: Vec<SignatureRecord> = Vec::with_capacity(signers.len());
+    for k in signers {
+        let record = sign_message(k, &message);
+        // The same key given twice signs once (a block never repeats a signer).
+        if !records.iter().any(|r| r.public_key == record.public_key) {
+            records.push(record);
+        }
+    }
     encode_signatures(&records)
 }
 
@@ -93,9 +100,17 @@ pub fn sign_file(path: impl AsRef<Path>, key: &SigningKey, durable: bool) -> Res
     let digests =
         if head.sealed.is_some() { head.flags.contains(Flags::CHECKSUM) } else { head.header.has_tensor_digests() };
     if !digests {
+        let how = if head.flags.contains(Flags::ENCRYPTED) {
+            "encrypt it again with a checksum (`deathtensors encrypt IN OUT --key KEY --to KEY --checksum --sign KEY`, or \
+             save(..., encrypt=..., sign=...)), which a key holder can do"
+        } else {
+            "re-save or convert it with a checksum first (`deathtensors convert IN OUT`, or save(..., checksum=True))"
+        };
         return Err(Error::input(
-            "a signature commits to the data through per-tensor sha256 digests (of the ciphertext, for an \
-             encrypted file), and this file has none: re-save or convert it with a checksum first",
+            format!(
+                "a signature commits to the data through per-tensor sha256 digests (of the ciphertext, for an \
+                 encrypted file), and this file has none: {how}"
+            ),
             path,
             DOING,
         ));

@@ -164,6 +164,13 @@ pub(crate) fn check(
         crate::crypt::UnwrapError::NoKey => err(ErrorKind::NoKey { recipients: recipients(head) }, path),
         crate::crypt::UnwrapError::Failed => err(ErrorKind::Decrypt { what: "the data key".into() }, path),
         crate::crypt::UnwrapError::Budget { needed, budget } => err(ErrorKind::KdfBudget { needed, budget }, path),
+        crate::crypt::UnwrapError::Tries(n) => err(
+            ErrorKind::InvalidInput(format!(
+                "{n} passphrases were tried without success, the most one open derives keys from (each costs \
+                 an Argon2 derivation): the others given were not tried; give fewer"
+            )),
+            path,
+        ),
     })?;
     // The MAC covers everything before it: prefix, header, padding, tags;
     // bit 3 (signed) is not covered: signing does not need the data key.

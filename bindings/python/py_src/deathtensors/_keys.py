@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Any, Iterable, List, Optional, Union
 
 from . import _native
@@ -106,7 +107,11 @@ def default_keys() -> "KeyRing":
     environment variables in :data:`ENV_VARS`."""
     ring = keyring(_registered)
     for var in ENV_VARS:
-        ring.add_env(var)
+        try:
+            ring.add_env(var)
+        except DeathTensorsError as e:
+            # It must not stop opening files that need no key.
+            warnings.warn(f"{e}; its keys are ignored", RuntimeWarning, stacklevel=3)
     return ring
 
 

@@ -153,10 +153,12 @@ pub fn encrypt(args: EncryptArgs) -> anyhow::Result<ExitCode> {
     if let Some(var) = &args.to_passphrase_env {
         recipients.add_passphrase(Arc::new(crate::keys::passphrase(var)?));
     }
-    let recipients: Vec<RecipientKey> = recipients.recipients(Argon2Params::DEFAULT);
-    if recipients.is_empty() {
-        bail!("no recipient: give --to with a symmetric or X25519 JWK file, or --to-passphrase-env");
-    }
+    let recipients: Vec<RecipientKey> = recipients.encrypt_to(Argon2Params::DEFAULT).map_err(|e| match e.kind() {
+        deathtensors_io::ErrorKind::InvalidInput(_) => {
+            anyhow::anyhow!("no recipient: give --to with a symmetric or X25519 JWK file, or --to-passphrase-env")
+        }
+        _ => e.into(),
+    })?;
     let cipher = match args.cipher {
         CipherArg::Aes256Gcm => Cipher::Aes256Gcm,
         CipherArg::ChaCha20Poly1305 => Cipher::ChaCha20Poly1305,

@@ -315,3 +315,22 @@ fn sharded_checkpoints_are_verified_with_the_signer_and_keys() {
     let r = check(["verify", p(&index)], 2);
     assert_one_error_line(&r, &["team"]);
 }
+
+#[test]
+fn encrypt_refuses_what_cannot_be_a_recipient_and_odd_chunk_sizes() {
+    let dir = Scratch::new("crypt-recipients");
+    keygen(&dir, "symmetric", "team", false);
+    keygen(&dir, "ed25519", "publisher", true);
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let out = dir.path("out.dt");
+    let (team, publisher_pub) = (dir.path("team.jwk"), dir.path("publisher.pub.jwk"));
+    let r = check(["encrypt", p(&src), p(&out), "--to", p(&team), "--to", p(&publisher_pub)], 2);
+    assert_one_error_line(&r, &["\"publisher\"", "cannot be a recipient"]);
+    let r = check(["encrypt", p(&src), p(&out), "--to", p(&team), "--chunk-size", "1000"], 2);
+    assert_one_error_line(&r, &["power of two from 4096"]);
+    assert!(!out.exists());
+    // A malformed key variable is warned about; commands that need no key run.
+    let r = crate::command().args(["ls", p(&src)]).env("CRYPTOTENSOR_KEYS", "{oops").output().unwrap();
+    assert!(r.status.success());
+    assert!(String::from_utf8_lossy(&r.stderr).contains("CRYPTOTENSOR_KEYS"));
+}

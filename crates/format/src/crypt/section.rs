@@ -62,7 +62,8 @@ impl Cipher {
 /// Argon2id parameters of a passphrase recipient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Argon2Params {
-    /// Memory in KiB (8 to 1,048,576).
+    /// Memory in KiB (8 to 1,048,576, and at least 8 per lane, as
+    /// Argon2 (RFC 9106) requires).
     pub memory_kib: u32,
     /// Passes over the memory (1 to 16).
     pub iterations: u32,
@@ -79,6 +80,7 @@ impl Argon2Params {
         if within(self.memory_kib, ARGON2_MEMORY_KIB)
             && within(self.iterations, ARGON2_ITERATIONS)
             && within(self.parallelism, ARGON2_PARALLELISM)
+            && self.memory_kib / 8 >= self.parallelism
         {
             Ok(())
         } else {

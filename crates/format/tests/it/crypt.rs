@@ -22,10 +22,13 @@ fn kid() -> impl Strategy<Value = String> {
 }
 
 fn argon2() -> impl Strategy<Value = Argon2Params> {
-    (8u32..=1 << 20, 1u32..=16, 1u32..=16).prop_map(|(memory_kib, iterations, parallelism)| Argon2Params {
-        memory_kib,
-        iterations,
-        parallelism,
+    // Argon2 needs at least 8 KiB a lane.
+    (1u32..=16).prop_flat_map(|parallelism| {
+        (8 * parallelism..=1 << 20, 1u32..=16).prop_map(move |(memory_kib, iterations)| Argon2Params {
+            memory_kib,
+            iterations,
+            parallelism,
+        })
     })
 }
 
@@ -302,6 +305,10 @@ fn argon2_parameters_past_the_bounds_are_refused() {
     check(with("recipients", json!([passphrase(64, 17, 1)])), Err("InvalidEncryption"));
     check(with("recipients", json!([passphrase(64, 1, 17)])), Err("InvalidEncryption"));
     check(with("recipients", json!([passphrase(64, 0, 1)])), Err("InvalidEncryption"));
+    // Less than 8 KiB a lane: no Argon2 implementation derives it.
+    check(with("recipients", json!([passphrase(8, 1, 16)])), Err("InvalidEncryption"));
+    check(with("recipients", json!([passphrase(127, 1, 16)])), Err("InvalidEncryption"));
+    check(with("recipients", json!([passphrase(128, 1, 16)])), Ok(()));
 }
 
 #[test]

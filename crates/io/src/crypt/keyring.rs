@@ -170,6 +170,65 @@ impl KeyRing {
         out
     }
 
+    /// The recipients of [`KeyRing::recipients`], for a writer asked to
+    /// encrypt to exactly the keys of this ring: a key that cannot be a
+    /// recipient (an Ed25519 key signs) is an error, not dropped; the same
+    /// key given twice is one recipient; two different keys under one key
+    /// id are an error (readers find their entry by key id).
+    ///
+    /// # Errors
+    /// `InvalidKey`, naming the key; `InvalidInput` if there is none.
+    pub fn encrypt_to(&self, params: deathtensors_format::Argon2Params) -> Result<Vec<super::keys::RecipientKey>> {
+        use super::keys::RecipientKey;
+        if let Some(kid) =
+            self.signing.iter().map(|(kid, _)| kid).chain(self.verifying.iter().map(|(kid, _)| kid)).next()
+        {
+            let which = kid.as_deref().map_or_else(|| "an Ed25519 key".to_string(), |k| format!("Ed25519 key {k:?}"));
+            return Err(key_error(
+                format!(
+                    "{which} cannot be a recipient: it signs (sign= / --sign); encrypt to a symmetric or X25519 key, \
+                     or a passphrase"
+                ),
+                None,
+            ));
+        }
+        let mut out: Vec<RecipientKey> = Vec::new();
+        for r in self.recipients(params) {
+            // Another recipient under the same key id: (whether it is the same key, the kid).
+            let clash = out.iter().find_map(|o| match (o, &r) {
+                (RecipientKey::Symmetric(a), RecipientKey::Symmetric(b)) if a.kid() == b.kid() => {
+                    Some((**a == **b, b.kid().to_string()))
+                }
+                (RecipientKey::X25519(a), RecipientKey::X25519(b)) if a.kid() == b.kid() => {
+                    Some((a.bytes() == b.bytes(), b.kid().to_string()))
+                }
+                _ => None,
+            });
+            match clash {
+                None => out.push(r),
+                Some((true, _)) => {} // the same key again: one recipient
+                Some((false, kid)) => {
+                    return Err(key_error(
+                        format!(
+                            "two different keys have the key id {kid:?}: a reader could not tell their entries apart"
+                        ),
+                        None,
+                    ))
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput(
+                    "no key to encrypt to: give a symmetric key, an X25519 key or a passphrase".into(),
+                ),
+                None,
+                "cannot write",
+            ));
+        }
+        Ok(out)
+    }
+
     /// Adds every key of `other`.
     pub fn extend(&mut self, other: &KeyRing) {
         self.symmetric.extend(other.symmetric.iter().cloned());

@@ -165,6 +165,9 @@ pub(crate) enum UnwrapError {
     /// open past the reader's budget: what it would have come to, and the
     /// budget (`ReadOptions::max_kdf_work`).
     Budget { needed: u64, budget: u64 },
+    /// This many passphrase derivations failed, the most one open runs;
+    /// passphrases given after them were not tried.
+    Tries(usize),
 }
 
 /// How many passphrase entries one open tries: a hostile file may list 64.
@@ -214,7 +217,7 @@ pub(crate) fn unwrap_data_key(enc: &Encryption, keys: &KeyRing, max_kdf_work: u6
                 for p in keys.passphrases() {
                     tried = true;
                     if argon2_runs == MAX_PASSPHRASE_TRIES {
-                        return Err(UnwrapError::Failed);
+                        return Err(UnwrapError::Tries(argon2_runs));
                     }
                     let needed = work.saturating_add(kdf_work(kdf));
                     if needed > max_kdf_work {

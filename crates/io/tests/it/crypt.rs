@@ -803,3 +803,51 @@ fn sharded_checkpoints_apply_keys_and_requirements_to_every_shard() {
     expect_err(Reader::open_with(&path, with_key(key())).unwrap().verify(), "Decrypt");
     expect_err(Reader::open(&path).unwrap().verify(), "NoChecksum");
 }
+
+#[test]
+fn a_writer_encrypts_to_exactly_the_keys_given() {
+    let params = Argon2Params::DEFAULT;
+    let mut ring = KeyRing::new();
+    ring.add_symmetric(key());
+    // The same key twice is one recipient.
+    ring.add_symmetric(key());
+    assert_eq!(ring.encrypt_to(params).unwrap().len(), 1);
+    // A signing key cannot be a recipient: an error, not dropped.
+    let mut signing = ring.clone();
+    signing.add_signing(Some("publisher".into()), Arc::new(SigningKey::generate()));
+    let e = signing.encrypt_to(params).unwrap_err();
+    assert!(e.to_string().contains("\"publisher\"") && e.to_string().contains("cannot be a recipient"), "{e}");
+    // Two different keys under one key id could not be told apart.
+    let mut clash = ring.clone();
+    clash.add_symmetric(Arc::new(SymmetricKey::new("team", &[8u8; 32]).unwrap()));
+    let e = clash.encrypt_to(params).unwrap_err();
+    assert!(e.to_string().contains("two different keys") && e.to_string().contains("\"team\""), "{e}");
+    expect_err(KeyRing::new().encrypt_to(params), "InvalidInput");
+
+    // A chunk size outside the format's range is refused before anything is written.
+    let dir = scratch("crypt-chunk-size");
+    let path = dir.join("x.dt");
+    let mut options = encrypted_options(vec![RecipientKey::Symmetric(key())], Cipher::Aes256Gcm);
+    options.encryption.as_mut().unwrap().chunk_size = 1000;
+    let list = tensors();
+    let e = save(&path, list.iter().map(|(s, b)| (s.clone(), &b[..])).collect(), &options).unwrap_err();
+    assert!(e.to_string().contains("power of two from 4096"), "{e}");
+    assert!(!path.exists());
+}
+
+#[test]
+fn too_many_wrong_passphrases_say_so() {
+    let dir = scratch("crypt-kdf-tries");
+    let data = tensors();
+    let params = Argon2Params { memory_kib: 64, iterations: 1, parallelism: 1 };
+    let path = dir.join("p.dt");
+    let right = Arc::new(Passphrase::new("right").unwrap());
+    write(&path, &data, &encrypted_options(vec![RecipientKey::Passphrase(right.clone(), params)], Cipher::Aes256Gcm));
+    let mut keys = KeyRing::new();
+    for p in ["a", "b", "c", "d"] {
+        keys.add_passphrase(Arc::new(Passphrase::new(p).unwrap()));
+    }
+    keys.add_passphrase(right);
+    let e = Reader::open_with(&path, ReadOptions { keys, ..ReadOptions::default() }).unwrap_err();
+    assert!(e.to_string().contains("4 passphrases were tried"), "{e}");
+}
