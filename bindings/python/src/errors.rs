@@ -54,6 +54,7 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         | ErrorKind::SignerKeyNeeded { .. }
         | ErrorKind::UntrustedSigner { .. } => raise(py, "SignatureError", message),
         ErrorKind::NotEncrypted => raise(py, "NotEncryptedError", message),
+        ErrorKind::PolicyDenied(_) => raise(py, "PolicyDeniedError", message),
         ErrorKind::TensorNotFound(_) => raise(py, "TensorNotFoundError", message),
         ErrorKind::NoChecksum { .. } => raise(py, "NoChecksumError", message),
         ErrorKind::Locked(_) => raise(py, "LockedError", message),

@@ -201,6 +201,13 @@ impl PyReader {
         r.model_metadata().map(|m| metadata_dict(py, &m)).transpose()
     }
 
+    /// The header's metadata as stored, a cryptotensors file's crypto
+    /// fields included; None when it has none.
+    fn raw_metadata<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let r = self.get()?;
+        r.header().metadata().map(|m| metadata_dict(py, m)).transpose()
+    }
+
     #[getter]
     fn created_by(&self) -> PyResult<Option<String>> {
         Ok(self.get()?.header().created_by().map(str::to_string))

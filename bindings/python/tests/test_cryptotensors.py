@@ -144,7 +144,7 @@ def test_partial_encryption_and_policies(tmp_path, crypto):
     ct.save_file(tensors(), path, config={"enc_key": enc, "sign_key": sign, "tensors": ["w", "b"], "policy": policy})
     with dt.open(path, keys=[enc, sign], policy_input={"user": "alice"}) as f:
         same(f.get_tensors(framework="numpy"))
-    with pytest.raises(dt.DeathTensorsError, match="policy"):
+    with pytest.raises(dt.PolicyDeniedError, match="policy"):
         dt.open(path, keys=[enc, sign], policy_input={"user": "bob"})
     # Plaintext tensors of a partly encrypted file: nothing authenticates them.
     with dt.open(path, keys=[enc, sign], policy_input={"user": "alice"}, require_signature=True) as f:
@@ -200,3 +200,68 @@ def test_what_a_cryptotensors_file_says_without_a_key():
         dt.open(path, require_signature=True)
     with dt.open(path, keys=jwks, trusted_signers=public) as f:
         assert f.signers() == [dt.fingerprint(public)] and f.verify() is True
+
+
+READ_NUMPY = r"""
+import json, sys
+from cryptotensors.numpy import load_file, load
+from cryptotensors import register_direct_key_provider
+register_direct_key_provider(keys=json.loads(sys.argv[2]))
+a = load_file(sys.argv[1])
+b = load(open(sys.argv[1], "rb").read())
+assert all((a[k] == b[k]).all() for k in a)
+print(json.dumps({k: v.tobytes().hex() for k, v in a.items()}))
+"""
+
+WRITE_NUMPY = r"""
+import json, sys
+import numpy as np
+from cryptotensors.numpy import save_file
+t = {"w": (np.arange(7000, dtype=np.float32) / 7).reshape(70, 100), "b": np.arange(7)}
+save_file(t, sys.argv[1], metadata={"m": "v"}, config=json.loads(sys.argv[2]))
+"""
+
+
+def test_cryptotensors_api_modules_both_ways(tmp_path, crypto):
+    # deathtensors.cryptotensors.torch / .numpy, safe_open(config=...) and
+    # the config classes, against the real cryptotensors (its numpy module:
+    # its venv has no torch).
+    torch = pytest.importorskip("torch")
+    from deathtensors.cryptotensors import DeserializeCryptoConfig, SerializeCryptoConfig, SafetensorError
+    from deathtensors.cryptotensors import numpy as ctn
+    from deathtensors.cryptotensors import torch as ctt
+
+    enc, sign = keys()
+    t = {"w": torch.arange(7000, dtype=torch.float32).reshape(70, 100) / 7, "b": torch.arange(7)}
+    # Theirs, read with ours.
+    theirs = tmp_path / "theirs.safetensors"
+    crypto(WRITE_NUMPY, theirs, json.dumps({"enc_key": enc, "sign_key": sign}))
+    got = ctt.load_file(theirs, config={"enc_key": enc, "sign_key": sign})
+    assert all(torch.equal(got[k], t[k]) for k in t)
+    with ct.safe_open(theirs, "pt", config=DeserializeCryptoConfig(enc_key=enc, sign_key=sign)) as f:
+        assert f.metadata() == {"m": "v"}
+        assert set(f.reserved_metadata()) == {"__crypto_keys__", "__encryption__", "__policy__", "__signature__"}
+        assert torch.equal(f.get_slice("w")[3:5, ::7], t["w"][3:5, ::7])
+    with pytest.raises(SafetensorError):
+        ct.safe_open(theirs, "pt", config={"enc_key": keys()[0], "sign_key": keys()[1]})  # another signer
+    # Ours, read by theirs.
+    ours = tmp_path / "ours.safetensors"
+    ctt.save_file(t, ours, metadata={"m": "v"}, config=SerializeCryptoConfig(enc_key=enc, sign_key=sign, chunk_size=4096))
+    got = json.loads(crypto(READ_NUMPY, ours, json.dumps([enc, sign])))
+    for k, v in t.items():
+        assert bytes.fromhex(got[k]) == v.numpy().tobytes(), k
+    # Bytes, encrypted and plain.
+    data = ctt.save(t, config={"enc_key": enc, "sign_key": sign})
+    assert ct.is_encrypted_bytes(data)
+    back = ctt.load(data, config={"enc_key": enc, "sign_key": sign})
+    assert all(torch.equal(back[k], t[k]) for k in t)
+    arrays = {"x": np.arange(12, dtype=np.float32).reshape(3, 4)}
+    plain = ctn.save(arrays)
+    assert not ct.is_encrypted_bytes(plain) and np.array_equal(ctn.load(plain)["x"], arrays["x"])
+    sealed = ctn.save(arrays, config={"enc_key": enc, "sign_key": sign})
+    assert np.array_equal(ctn.load(sealed, config={"enc_key": enc, "sign_key": sign})["x"], arrays["x"])
+    # serialize_file takes safetensors' flattened form.
+    flat = {"x": {"dtype": "float32", "shape": [3, 4], "data": arrays["x"].tobytes()}}
+    path = tmp_path / "flat.safetensors"
+    ct.serialize_file(flat, path, config={"enc_key": enc, "sign_key": sign})
+    assert np.array_equal(ctn.load_file(path, config={"enc_key": enc, "sign_key": sign})["x"], arrays["x"])

@@ -43,6 +43,11 @@ pub struct Cli {
     /// An environment variable holding a passphrase to decrypt with.
     #[arg(long, value_name = "VAR", global = true)]
     pub passphrase_env: Option<String>,
+    /// The input an encrypted file's Rego policy (`__policy__`) is
+    /// evaluated against before its key is used: JSON text, or @FILE
+    /// (a policy binds honest readers only: docs/SECURITY.md).
+    #[arg(long, value_name = "JSON", global = true)]
+    pub policy_input: Option<String>,
     /// A setting of the object store for s3://, gs://, az:// and http(s)://
     /// URLs, as object_store names it (repeatable; e.g. aws_endpoint=URL,
     /// aws_region=REGION; the environment, AWS_* and friends, is read too).

@@ -12,6 +12,9 @@ use deathtensors_io::{KeyRing, Passphrase, ReadOptions, Reader};
 
 static KEYS: OnceLock<KeyRing> = OnceLock::new();
 
+/// The `--policy-input` of this run.
+static POLICY_INPUT: OnceLock<serde_json::Value> = OnceLock::new();
+
 /// The variables read for keys besides `--key`, as JWK JSON: ours, and
 /// cryptotensors' (as the Python package reads them).
 pub const ENV: [&str; 2] = ["DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS"];
@@ -52,7 +55,24 @@ pub fn ring() -> KeyRing {
     KEYS.get().cloned().unwrap_or_default()
 }
 
-/// Opens a file with the keys of this run.
+/// Reads `--policy-input`: JSON text, or `@FILE` for a file holding it.
+pub fn set_policy_input(arg: Option<&str>) -> anyhow::Result<()> {
+    let Some(arg) = arg else { return Ok(()) };
+    let text = match arg.strip_prefix('@') {
+        Some(file) => std::fs::read_to_string(file).with_context(|| format!("cannot read --policy-input {file}"))?,
+        None => arg.to_string(),
+    };
+    let value = serde_json::from_str(&text).context("--policy-input is not JSON")?;
+    let _ = POLICY_INPUT.set(value);
+    Ok(())
+}
+
+/// How files are opened in this run: its keys, and its policy input.
+pub fn read_options() -> ReadOptions {
+    ReadOptions { keys: ring(), policy_input: POLICY_INPUT.get().cloned(), ..ReadOptions::default() }
+}
+
+/// Opens a file with the keys (and policy input) of this run.
 pub fn open(path: &Path) -> deathtensors_io::Result<Reader> {
-    crate::remote::open(path, ReadOptions { keys: ring(), ..ReadOptions::default() })
+    crate::remote::open(path, read_options())
 }

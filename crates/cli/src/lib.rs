@@ -48,6 +48,7 @@ where
         }
     };
     let result = remote::set(&cli.storage_options)
+        .and_then(|()| keys::set_policy_input(cli.policy_input.as_deref()))
         .and_then(|()| keys::load(&cli.keys, cli.passphrase_env.as_deref()))
         .and_then(|ring| {
             keys::set(ring);

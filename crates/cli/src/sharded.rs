@@ -56,8 +56,7 @@ fn file_name(p: &Path) -> String {
 /// `inspect` of a sharded checkpoint: the index, its shards, and every
 /// tensor with the shard that holds it (reads only headers).
 pub fn inspect(path: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
-    let sharded =
-        crate::remote::open_sharded(path, ReadOptions { keys: crate::keys::ring(), ..ReadOptions::default() })?;
+    let sharded = crate::remote::open_sharded(path, crate::keys::read_options())?;
     let rows = shard_rows(&sharded)?;
     let mut tensors = Vec::new();
     for name in sharded.keys() {
@@ -190,8 +189,7 @@ pub fn convert(
     alignment: Option<u64>,
     compress: deathtensors_io::Compress,
 ) -> anyhow::Result<()> {
-    let sharded =
-        crate::remote::open_sharded(input, ReadOptions { keys: crate::keys::ring(), ..ReadOptions::default() })?;
+    let sharded = crate::remote::open_sharded(input, crate::keys::read_options())?;
     let options_for = |metadata| WriteOptions {
         format,
         alignment: alignment.unwrap_or(DEFAULT_ALIGNMENT),

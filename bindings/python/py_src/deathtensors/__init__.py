@@ -38,6 +38,7 @@ from .errors import (
     NoChecksumError,
     NoKeyError,
     NotEncryptedError,
+    PolicyDeniedError,
     SignatureError,
     TensorNotFoundError,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "NoKeyError",
     "SignatureError",
     "NotEncryptedError",
+    "PolicyDeniedError",
     "sign_file",
     "KeyRing",
     "Passphrase",

@@ -33,6 +33,11 @@ class SignatureError(IntegrityError):
     missing."""
 
 
+class PolicyDeniedError(DeathTensorsError):
+    """An encrypted file's Rego policy (``__policy__``) refused access for
+    the ``policy_input`` given; its key was not used."""
+
+
 class NotEncryptedError(DeathTensorsError):
     """Encryption was required (``require_encryption=True``) and the file is
     not encrypted."""
@@ -65,4 +70,5 @@ __all__ = [
     "NoKeyError",
     "SignatureError",
     "NotEncryptedError",
+    "PolicyDeniedError",
 ]

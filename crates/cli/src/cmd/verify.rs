@@ -72,10 +72,9 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         trusted.extend(ring.verifying_keys().iter().map(|(_, k)| *k));
     }
     let options = deathtensors_io::ReadOptions {
-        keys: crate::keys::ring(),
         trusted_signers: trusted,
         require_signature: args.require_signature,
-        ..deathtensors_io::ReadOptions::default()
+        ..crate::keys::read_options()
     };
     if crate::sharded::is_index(&args.file) {
         return crate::sharded::verify(&args.file, options, args.allow_missing, args.json);

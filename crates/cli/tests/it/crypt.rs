@@ -334,3 +334,39 @@ fn encrypt_refuses_what_cannot_be_a_recipient_and_odd_chunk_sizes() {
     assert!(r.status.success());
     assert!(String::from_utf8_lossy(&r.stderr).contains("CRYPTOTENSOR_KEYS"));
 }
+
+#[test]
+fn a_policy_is_evaluated_against_the_policy_input() {
+    let dir = Scratch::new("crypt-policy");
+    keygen(&dir, "symmetric", "team", false);
+    let team = dir.path("team.jwk");
+    let mut ring = deathtensors_io::KeyRing::new();
+    ring.add_jwk_file(&team).unwrap();
+    let rego = "package model\nimport rego.v1\ndefault allow := false\nallow if input.user == \"alice\"\n";
+    let mut metadata = deathtensors_io::format::Metadata::new();
+    metadata.insert("__policy__".into(), rego.into());
+    let options = deathtensors_io::WriteOptions {
+        metadata: Some(metadata),
+        encryption: Some(deathtensors_io::EncryptOptions::new(
+            ring.encrypt_to(deathtensors_io::format::Argon2Params::DEFAULT).unwrap(),
+        )),
+        ..deathtensors_io::WriteOptions::default()
+    };
+    let file = dir.path("p.dt");
+    let spec = deathtensors_io::format::TensorSpec::new("w", deathtensors_io::format::Dtype::U8, [4]);
+    deathtensors_io::save(&file, vec![(spec, &[1u8, 2, 3, 4][..])], &options).unwrap();
+
+    // A refusal is a failed check: exit 1.
+    let r = check(["cat", p(&file), "w", "--key", p(&team)], 1);
+    assert_one_error_line(&r, &["policy"]);
+    check(["cat", p(&file), "w", "--key", p(&team), "--policy-input", r#"{"user": "alice"}"#], 0);
+    let input = dir.path("input.json");
+    std::fs::write(&input, r#"{"user": "bob"}"#).unwrap();
+    let r = check(["cat", p(&file), "w", "--key", p(&team), "--policy-input", &format!("@{}", p(&input))], 1);
+    assert_one_error_line(&r, &["policy"]);
+    let r = check(["ls", p(&file), "--policy-input", "{nope"], 2);
+    assert_one_error_line(&r, &["--policy-input is not JSON"]);
+    // inspect shows the policy, with or without a key the policy refuses.
+    let v = json(["inspect", p(&file), "--key", p(&team)], 0);
+    assert_eq!(v["policy"], rego);
+}

@@ -95,15 +95,20 @@ def _backend(name: Any) -> str:
     return name
 
 
-def open_reader(path: str, mmap: bool, storage_options: Optional[Mapping[str, Any]] = None) -> Any:
+def open_reader(
+    path: str, mmap: bool, storage_options: Optional[Mapping[str, Any]] = None, keys: Any = None
+) -> Any:
     """Opens a file (or a URL: ``s3://``, ``http(s)://``, ...) with the
-    deathtensors core, with safetensors' errors."""
+    deathtensors core, with safetensors' errors. ``keys`` (a KeyRing)
+    default to those registered with deathtensors.register_keys (or in the
+    environment): they open cryptotensors files, as cryptotensors'
+    compatibility package does."""
     try:
-        # Keys registered with deathtensors.register_keys (or in the
-        # environment) open cryptotensors files, as cryptotensors'
-        # compatibility package does.
         return _native.Reader(
-            path, mmap=mmap, keys=_keys.default_keys(), storage_options=_remote.pairs(storage_options)
+            path,
+            mmap=mmap,
+            keys=_keys.default_keys() if keys is None else keys,
+            storage_options=_remote.pairs(storage_options),
         )
     except FileNotFoundError:
         raise FileNotFoundError(f"No such file or directory: {path}") from None
@@ -356,11 +361,17 @@ class safe_open:
         importlib.import_module({"pytorch": "torch", "paddle": "paddle"}.get(self._framework, "numpy"))
         if _remote.is_url(path):
             self._backend = "pread"
-        self._reader = open_reader(path, mmap=self._backend == "mmap", storage_options=storage_options)
+        self._reader = open_reader(
+            path, mmap=self._backend == "mmap", storage_options=storage_options, keys=self._open_keys()
+        )
         self._path = path
         self._keys: Optional[list[str]] = None
         # Whether tensors are copy-on-write mappings rather than copies.
         self._mapping_ok = MAP_BY_DEFAULT and self._backend == "mmap" and maps_bytes(self._reader)
+
+    def _open_keys(self) -> Any:
+        """The keys to open the file with: None, the registered ones."""
+        return None
 
     def _open(self) -> Any:
         reader = self._reader
