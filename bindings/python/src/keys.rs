@@ -112,6 +112,14 @@ pub fn public_jwk(py: Python<'_>, json: &str) -> PyResult<String> {
     Err(PyValueError::new_err("a symmetric key has no public half: share it only with the readers"))
 }
 
+/// A JWK (JSON) in cryptotensors' dialect (`deathtensors_io::cryptotensors_jwk`).
+#[pyfunction]
+pub fn cryptotensors_jwk(py: Python<'_>, json: &str) -> PyResult<String> {
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| crate::errors::error(py, format!("not JWK JSON: {e}")))?;
+    deathtensors_io::cryptotensors_jwk(&value).map(|v| v.to_string()).map_err(|m| crate::errors::error(py, m))
+}
+
 /// The fingerprint of an Ed25519 public key (32 bytes): how files, errors
 /// and `inspect` name a signer.
 #[pyfunction]

@@ -28,6 +28,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<keys::PyKeyRing>()?;
     m.add_function(wrap_pyfunction!(keys::generate_key, m)?)?;
     m.add_function(wrap_pyfunction!(keys::public_jwk, m)?)?;
+    m.add_function(wrap_pyfunction!(keys::cryptotensors_jwk, m)?)?;
     m.add_function(wrap_pyfunction!(keys::fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(keys::sign_file, m)?)?;
     m.add_function(wrap_pyfunction!(keys::save_cryptotensors, m)?)?;

@@ -265,3 +265,42 @@ def test_cryptotensors_api_modules_both_ways(tmp_path, crypto):
     path = tmp_path / "flat.safetensors"
     ct.serialize_file(flat, path, config={"enc_key": enc, "sign_key": sign})
     assert np.array_equal(ctn.load_file(path, config={"enc_key": enc, "sign_key": sign})["x"], arrays["x"])
+
+
+def test_keys_without_a_kid_work_both_ways(tmp_path, crypto):
+    # cryptotensors' JWKs may have no "kid": its files then name no master
+    # key, and a key (its registry wants a kid) opens them, in both libraries.
+    named, sign = keys()
+    enc = {k: v for k, v in named.items() if k != "kid"}
+    theirs = tmp_path / "theirs.safetensors"
+    crypto(WRITE, spec(theirs, {"enc_key": enc, "sign_key": sign}))
+    with dt.open(theirs, keys=[enc, sign]) as f:
+        same(f.get_tensors(framework="numpy"))
+        assert f.encryption()["recipients"] == [{"kind": "symmetric", "kid": None}]
+    ours = tmp_path / "ours.safetensors"
+    ct.save_file(tensors(), ours, config={"enc_key": enc, "sign_key": sign})
+    assert ct.safe_open(ours, "np", config={"enc_key": enc, "sign_key": sign}).reserved_metadata()
+    got = json.loads(crypto(READ, ours, json.dumps([named, sign])))
+    same({k: np.frombuffer(bytes.fromhex(v), dtype=tensors()[k].dtype).reshape(tensors()[k].shape) for k, v in got.items()})
+    same(ct.load_file(ours, keys=[named, sign]))
+    # A key without a kid cannot be a recipient of a deathtensors file.
+    with pytest.raises(dt.DeathTensorsError, match="without a key id"):
+        dt.save(tmp_path / "x.dt", tensors(), encrypt=enc)
+
+
+def test_keys_made_here_in_cryptotensors_dialect_work_there(tmp_path, crypto):
+    enc = dt.generate_key("symmetric", kid="enc", format="cryptotensors")
+    sign = dt.generate_key("ed25519", kid="sign", format="cryptotensors")
+    assert enc["kty"] == "oct" and enc["alg"] == "aes256gcm" and sign["kty"] == "okp"
+    public = dt.public_key(sign)
+    assert "d" not in public and public["kty"] == "okp"
+    with pytest.raises(dt.DeathTensorsError, match="X25519"):
+        dt.generate_key("x25519", kid="x", format="cryptotensors")
+    # Written there with them, read here; written here, read there.
+    theirs = tmp_path / "theirs.safetensors"
+    crypto(WRITE, spec(theirs, {"enc_key": enc, "sign_key": sign}))
+    same(ct.load_file(theirs, keys=[enc, public]))
+    ours = tmp_path / "ours.safetensors"
+    ct.save_file(tensors(), ours, config={"enc_key": enc, "sign_key": sign})
+    got = json.loads(crypto(READ, ours, json.dumps([enc, sign])))
+    same({k: np.frombuffer(bytes.fromhex(v), dtype=tensors()[k].dtype).reshape(tensors()[k].shape) for k, v in got.items()})

@@ -308,6 +308,20 @@ pub struct KeygenArgs {
     /// never replaced, and if this fails the secret key is not kept either.
     #[arg(long)]
     pub public_out: Option<PathBuf>,
+    /// The JWK dialect: ours (RFC 7517/8037, base64url), or cryptotensors'
+    /// (what its register_direct_key_provider takes: lowercase kty, alg,
+    /// standard base64); both read here.
+    #[arg(long, value_enum, default_value = "jwk")]
+    pub format: KeyFormat,
+}
+
+/// How a key file is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum KeyFormat {
+    /// A standard JWK.
+    Jwk,
+    /// cryptotensors' JWK dialect (symmetric and Ed25519 keys).
+    Cryptotensors,
 }
 
 /// A kind of key.

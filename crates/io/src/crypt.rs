@@ -11,6 +11,7 @@ mod keys;
 mod sign;
 mod wrap;
 
+pub use self::jwk::to_cryptotensors as cryptotensors_jwk;
 pub use self::keyring::KeyRing;
 pub use self::keys::{
     Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey, X25519SecretKey,

@@ -70,7 +70,7 @@ pub(crate) fn open(
     let verifying: Vec<(Option<&str>, VerifyingKey)> =
         keys.verifying_keys().iter().map(|(kid, k)| (kid.as_deref(), *k)).collect();
     let master: Option<Arc<SymmetricKey>> =
-        by_kid(keys.symmetric_keys().map(|k| (Some(k.kid()), k.clone())), ct.enc.kid.as_deref());
+        by_kid(keys.symmetric_keys().map(|k| (k.has_kid().then(|| k.kid()), k.clone())), ct.enc.kid.as_deref());
     let sign_kid = ct.sign.kid.as_deref().unwrap_or("(any)");
     // The signature first: nothing else is trusted before it.
     let metadata = head.header.metadata().cloned().unwrap_or_default();
@@ -344,7 +344,11 @@ pub fn save_cryptotensors(
     let mut ct = Cryptotensors {
         version: options.version,
         chunk_size: chunked,
-        enc: CtKeyRef { alg: options.alg.name().into(), kid: Some(options.master.kid().into()), jku: None },
+        enc: CtKeyRef {
+            alg: options.alg.name().into(),
+            kid: options.master.has_kid().then(|| options.master.kid().into()),
+            jku: None,
+        },
         sign: CtKeyRef { alg: "ed25519".into(), kid: options.sign_kid.clone(), jku: None },
         tensors: deks.iter().map(|(k, (_, t))| (k.clone(), t.clone())).collect(),
         policy: options

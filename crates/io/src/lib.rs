@@ -61,8 +61,8 @@ pub use crate::{
     },
     copy::{copy_tensors, COPY_CHUNK},
     crypt::{
-        EncryptOptions, KeyRing, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey,
-        X25519SecretKey,
+        cryptotensors_jwk, EncryptOptions, KeyRing, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey,
+        X25519PublicKey, X25519SecretKey,
     },
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
     diff::{diff, Compare, Diff, MetadataChange, ValueDiff},

@@ -125,18 +125,26 @@ def register_keys(keys: KeysLike = None, *, files: Optional[Iterable[Any]] = Non
     _registered[:] = [ring]
 
 
-def generate_key(kind: str = "symmetric", kid: Optional[str] = None) -> dict:
+def generate_key(kind: str = "symmetric", kid: Optional[str] = None, format: str = "jwk") -> dict:
     """A new key as a JWK dict, secret included: ``"symmetric"`` (32 random
     bytes, for AES-256-GCM or ChaCha20-Poly1305), ``"x25519"`` (a key pair
     to encrypt to) or ``"ed25519"`` (a key pair that signs). Keep it secret;
-    :func:`public_key` gives what to share."""
-    return json.loads(_native.generate_key(kind, kid))
+    :func:`public_key` gives what to share. ``format="cryptotensors"``
+    writes it in cryptotensors' dialect (symmetric and Ed25519 keys, with a
+    kid), which its ``register_direct_key_provider`` takes; both read here."""
+    if format not in ("jwk", "cryptotensors"):
+        raise DeathTensorsError(f"unknown key format {format!r}: use 'jwk' or 'cryptotensors'")
+    text = _native.generate_key(kind, kid)
+    return json.loads(_native.cryptotensors_jwk(text) if format == "cryptotensors" else text)
 
 
 def public_key(jwk: dict) -> dict:
     """The public half of an X25519 or Ed25519 JWK: what writers encrypt to,
-    or what readers trust."""
-    return json.loads(_native.public_jwk(json.dumps(jwk)))
+    or what readers trust (in cryptotensors' dialect when ``jwk`` is)."""
+    public = _native.public_jwk(json.dumps(jwk))
+    if str(jwk.get("kty", "")) == "okp":  # cryptotensors' lowercase dialect
+        public = _native.cryptotensors_jwk(public)
+    return json.loads(public)
 
 
 def _describe(key: Any) -> str:

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use deathtensors_io::format::{Argon2Params, Cipher, TensorInfo, TensorSpec, DEFAULT_ALIGNMENT};
 use deathtensors_io::{EncryptOptions, KeyRing, RecipientKey, SigningKey, SymmetricKey, WriteOptions, X25519SecretKey};
 
-use crate::args::{CipherArg, EncryptArgs, EncryptFormat, KeyKind, KeygenArgs, SignArgs};
+use crate::args::{CipherArg, EncryptArgs, EncryptFormat, KeyFormat, KeyKind, KeygenArgs, SignArgs};
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
 
@@ -94,6 +94,16 @@ pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
         KeyKind::Ed25519 => {
             let k = SigningKey::generate();
             (k.to_jwk(kid.as_deref(), true), Some(k.verifying_key().to_jwk(kid.as_deref())))
+        }
+    };
+    let (secret, public) = match args.format {
+        KeyFormat::Jwk => (secret, public),
+        KeyFormat::Cryptotensors => {
+            if args.kind == KeyKind::X25519 {
+                bail!("cryptotensors has no X25519 keys: make a symmetric key (and an Ed25519 one to sign)");
+            }
+            let ct = |v: &serde_json::Value| deathtensors_io::cryptotensors_jwk(v).map_err(anyhow::Error::msg);
+            (ct(&secret)?, public.as_ref().map(ct).transpose()?)
         }
     };
     let public = match (&args.public_out, public) {

@@ -370,3 +370,27 @@ fn a_policy_is_evaluated_against_the_policy_input() {
     let v = json(["inspect", p(&file), "--key", p(&team)], 0);
     assert_eq!(v["policy"], rego);
 }
+
+#[test]
+fn keygen_writes_cryptotensors_dialect() {
+    let dir = Scratch::new("crypt-keygen-ct");
+    let (enc, sign, public) = (dir.path("enc.jwk"), dir.path("sign.jwk"), dir.path("sign.pub.jwk"));
+    check(["keygen", "--type", "symmetric", "--kid", "enc", "--format", "cryptotensors", "--out", p(&enc)], 0);
+    let args = ["keygen", "--type", "ed25519", "--kid", "sign", "--format", "cryptotensors", "--out", p(&sign)];
+    check([&args[..], &["--public-out", p(&public)]].concat(), 0);
+    let read = |f: &Path| -> serde_json::Value { serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap() };
+    let (e, s, pb) = (read(&enc), read(&sign), read(&public));
+    assert_eq!(
+        (e["kty"].as_str(), e["alg"].as_str(), e["kid"].as_str()),
+        (Some("oct"), Some("aes256gcm"), Some("enc"))
+    );
+    assert_eq!((s["kty"].as_str(), s["alg"].as_str()), (Some("okp"), Some("ed25519")));
+    assert!(s["d"].as_str().unwrap().ends_with('=') && pb.get("d").is_none(), "standard padded base64");
+    // They encrypt and sign cryptotensors files here too.
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let out = dir.path("ct.safetensors");
+    check(["encrypt", p(&src), p(&out), "--format", "cryptotensors", "--to", p(&enc), "--sign", p(&sign)], 0);
+    check(["verify", p(&out), "--key", p(&enc), "--signer", p(&public), "--allow-missing"], 0);
+    let r = check(["keygen", "--type", "x25519", "--kid", "x", "--format", "cryptotensors"], 2);
+    assert_one_error_line(&r, &["no X25519"]);
+}

@@ -54,10 +54,14 @@ pub(crate) fn decode(v: &Value) -> Result<Jwk, String> {
     let alg = str_field(o, "alg")?.map(|a| a.to_ascii_lowercase().replace('-', ""));
     match kty.as_str() {
         "oct" => {
-            let kid = kid.ok_or("a symmetric JWK needs a \"kid\"")?;
             let k = b64("k", str_field(o, "k")?.ok_or("a symmetric JWK needs \"k\"")?)?;
             let alg = str_field(o, "alg")?.map(str::to_string);
-            SymmetricKey::new(kid, &k).map(|k| Jwk::Symmetric(k.with_alg(alg))).map_err(|e| e.to_string())
+            // Without a kid: cryptotensors' keys may have none.
+            let key = match kid {
+                Some(kid) => SymmetricKey::new(kid, &k),
+                None => SymmetricKey::without_kid(&k),
+            };
+            key.map(|k| Jwk::Symmetric(k.with_alg(alg))).map_err(|e| e.to_string())
         }
         "okp" => {
             let crv = match (str_field(o, "crv")?, alg.as_deref()) {
@@ -121,7 +125,10 @@ fn enc(bytes: &[u8]) -> String {
 
 /// The JWK of a symmetric key (secret).
 pub(crate) fn symmetric(k: &SymmetricKey) -> Value {
-    let mut v = serde_json::json!({"kty": "oct", "kid": k.kid(), "k": enc(k.secret_bytes())});
+    let mut v = serde_json::json!({"kty": "oct", "k": enc(k.secret_bytes())});
+    if k.has_kid() {
+        v["kid"] = Value::String(k.kid().to_string());
+    }
     if let Some(alg) = k.alg() {
         v["alg"] = Value::String(alg.to_string());
     }
@@ -161,4 +168,43 @@ pub(crate) fn verifying(k: &VerifyingKey, kid: Option<&str>) -> Value {
         v["kid"] = Value::String(kid.to_string());
     }
     v
+}
+
+/// A JWK (any form [`decode`] reads) in cryptotensors' dialect, which its
+/// `register_direct_key_provider` requires: lowercase `kty` (`oct`, `okp`),
+/// an `alg` (`aes128gcm` / `aes256gcm` by the key's length, or its own;
+/// `ed25519`), a `kid`, binary fields in standard padded base64, no `crv`.
+///
+/// # Errors
+/// A key it cannot decode, an X25519 key (cryptotensors has none), a key
+/// without a kid (its registry refuses one).
+pub fn to_cryptotensors(v: &Value) -> Result<Value, String> {
+    let std = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
+    let kid = |kid: Option<&str>| -> Result<String, String> {
+        kid.filter(|k| !k.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| "cryptotensors needs a key id: give the key a kid".to_string())
+    };
+    match decode(v)? {
+        Jwk::Symmetric(k) => {
+            let alg = match (k.alg(), k.secret_bytes().len()) {
+                (Some(alg), _) => alg.to_string(),
+                (None, 16) => "aes128gcm".into(),
+                (None, 32) => "aes256gcm".into(),
+                (None, n) => return Err(format!("cryptotensors keys are 16 or 32 bytes, not {n}")),
+            };
+            let kid = kid(k.has_kid().then(|| k.kid()))?;
+            Ok(serde_json::json!({"kty": "oct", "alg": alg, "kid": kid, "k": std(k.secret_bytes())}))
+        }
+        Jwk::Signing(id, k) => Ok(serde_json::json!({
+            "kty": "okp", "alg": "ed25519", "kid": kid(id.as_deref())?,
+            "x": std(&k.verifying_key().0), "d": std(k.seed()),
+        })),
+        Jwk::Verifying(id, k) => {
+            Ok(serde_json::json!({"kty": "okp", "alg": "ed25519", "kid": kid(id.as_deref())?, "x": std(&k.0)}))
+        }
+        Jwk::X25519Secret(_) | Jwk::X25519Public(_) => {
+            Err("cryptotensors has no X25519 keys: use a symmetric key (and an Ed25519 one to sign)".into())
+        }
+    }
 }

@@ -192,6 +192,14 @@ impl KeyRing {
                 None,
             ));
         }
+        if self.symmetric.iter().any(|k| !k.has_kid()) {
+            return Err(key_error(
+                "a symmetric key without a key id cannot be a recipient: readers find their entry by key id \
+                 (give the JWK a \"kid\")"
+                    .into(),
+                None,
+            ));
+        }
         let mut out: Vec<RecipientKey> = Vec::new();
         for r in self.recipients(params) {
             // Another recipient under the same key id: (whether it is the same key, the kid).

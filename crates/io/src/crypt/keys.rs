@@ -45,6 +45,25 @@ impl SymmetricKey {
         Ok(SymmetricKey { kid, bytes: Zeroizing::new(bytes.to_vec()), alg: None })
     }
 
+    /// A key without a key id, as cryptotensors' JWKs may be: it reads
+    /// (and writes) cryptotensors files that name no key, and can be no
+    /// recipient of a deathtensors file, whose readers find their entry by
+    /// key id. Its [`SymmetricKey::kid`] is empty.
+    ///
+    /// # Errors
+    /// `InvalidKey` for a length other than 16 to 64 bytes.
+    pub fn without_kid(bytes: &[u8]) -> Result<SymmetricKey> {
+        if !(16..=64).contains(&bytes.len()) {
+            return Err(bad_key(format!("a symmetric key has {} bytes; 16 to 64 are allowed", bytes.len())));
+        }
+        Ok(SymmetricKey { kid: String::new(), bytes: Zeroizing::new(bytes.to_vec()), alg: None })
+    }
+
+    /// Whether the key has a key id (see [`SymmetricKey::without_kid`]).
+    pub fn has_kid(&self) -> bool {
+        !self.kid.is_empty()
+    }
+
     /// The key with the algorithm its JWK names (`alg`), which cryptotensors
     /// files take over the one their header names.
     pub fn with_alg(mut self, alg: Option<String>) -> SymmetricKey {

@@ -60,7 +60,6 @@ def _jwk(key: Any, kind: str) -> Any:
         k["kty"] = "oct" if kind == "enc" else "okp"
     if kind == "enc":
         k.setdefault("alg", "aes256gcm")
-        k.setdefault("kid", "default")
         if "k" not in k:
             raise DeathTensorsError("enc_key has no key bytes ('k'): cryptotensors would make a key and lose it")
     else:
