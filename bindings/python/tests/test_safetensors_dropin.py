@@ -639,3 +639,16 @@ def test_saves_are_durable_unless_turned_off(tmp_path, monkeypatch):
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["False", "False"]
+
+
+def test_masked_arrays_keyword_deserialize_and_the_rust_module():
+    import safetensors.numpy as real_np
+
+    import deathtensors.safetensors as dts
+    import deathtensors.safetensors.numpy as dts_np
+
+    masked = {"a": np.ma.array([1.0, 2.0, 3.0], mask=[0, 1, 0])}
+    data = dts_np.save(masked)
+    assert data == real_np.save(masked)  # the values, as safetensors saves them
+    assert dts.deserialize(bytes=data)[0][0] == "a"
+    assert dts._safetensors_rust.safe_open is dts.safe_open

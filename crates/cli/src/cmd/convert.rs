@@ -99,10 +99,14 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
     if decrypt && !reader.is_encrypted() {
         bail!("{} is not encrypted: use `deathtensors convert`", args.input.display());
     }
-    if !reader.signatures().is_empty() {
-        out::warn("the input's signatures are not carried over: sign the output again (`deathtensors sign`)");
-    }
     let header = reader.header();
+    if !reader.signatures().is_empty() {
+        out::warn(if format == Format::Deathtensors {
+            "the input's signatures are not carried over: sign the output again (`deathtensors sign`)"
+        } else {
+            "the input's signatures are not carried over: the output's format cannot be signed"
+        });
+    }
     let had_checksum = reader.has_footer() || header.tensors().iter().any(|t| t.sha256.is_some());
     let checksum = match format {
         Format::Safetensors => {

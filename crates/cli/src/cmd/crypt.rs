@@ -194,9 +194,10 @@ pub fn encrypt(args: EncryptArgs) -> anyhow::Result<ExitCode> {
     let n = header.len();
     let bytes: u64 = header.tensors().iter().map(|t| t.byte_len()).sum();
     let signed = if options.signers.is_empty() { "" } else { ", signed" };
+    let sealed = if args.seal_header { ", header sealed" } else { "" };
     writeln!(
         out,
-        "{} -> {}: {}, {}, encrypted ({}) for {}{signed}",
+        "{} -> {}: {}, {}, encrypted ({}) for {}{sealed}{signed}",
         args.input.display(),
         args.output.display(),
         out::count(n, "tensor"),

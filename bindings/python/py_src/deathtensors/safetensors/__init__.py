@@ -50,3 +50,6 @@ __all__ = [
     "SHIM_PATH",
     "__version__",
 ]
+
+# Last: it imports from this package. safetensors has it as an attribute once imported.
+from . import _safetensors_rust  # noqa: E402,F401

@@ -219,10 +219,10 @@ def parse(data: Any) -> Parsed:
     return memoryview(data), start, metadata, tensors
 
 
-def deserialize(data: Any) -> list[tuple[str, dict[str, Any]]]:
+def deserialize(bytes: Any) -> list[tuple[str, dict[str, Any]]]:  # noqa: A002 -- safetensors' name
     """The tensors of a file held in memory, in data order:
     ``[(name, {"shape": [...], "dtype": "F32", "data": bytearray}), ...]``."""
-    view, base, _metadata, tensors = parse(data)
+    view, base, _metadata, tensors = parse(bytes)
     return [
         (name, {"shape": shape, "dtype": dtype, "data": bytearray(view[base + a : base + b])})
         for name, dtype, shape, (a, b) in tensors

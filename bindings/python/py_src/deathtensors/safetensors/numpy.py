@@ -58,6 +58,8 @@ def _items(tensor_dict: dict[str, np.ndarray]) -> list[_serialize.Item]:
     for name, value in tensor_dict.items():
         if isinstance(value, np.generic):
             value = np.asarray(value)
+        if isinstance(value, np.ma.MaskedArray):
+            value = np.ma.getdata(value)  # the values, as safetensors saves them (the mask is not kept)
         if not isinstance(value, np.ndarray):
             raise ValueError(f"Key `{name}` is invalid, expected np.ndarray but received {type(value)}")
         code = _serialize.dtype_code(value.dtype.name)
