@@ -304,3 +304,17 @@ def test_keys_made_here_in_cryptotensors_dialect_work_there(tmp_path, crypto):
     ct.save_file(tensors(), ours, config={"enc_key": enc, "sign_key": sign})
     got = json.loads(crypto(READ, ours, json.dumps([enc, sign])))
     same({k: np.frombuffer(bytes.fromhex(v), dtype=tensors()[k].dtype).reshape(tensors()[k].shape) for k, v in got.items()})
+
+
+def test_key_dialect_edges_and_hostile_bytes():
+    # public_key keeps our dialect unless the key is cryptotensors' (Ed25519, kid).
+    x = dt.generate_key("x25519", kid="x")
+    lower = dict(x, kty="okp")
+    assert dt.public_key(lower)["crv"] == "X25519"
+    anonymous = {k: v for k, v in dt.generate_key("ed25519").items() if k != "kid"}
+    assert "d" not in dt.public_key(dict(anonymous, kty="okp", alg="ed25519"))
+    # cryptotensors' dialect needs a kid: a default one, as for symmetric keys.
+    assert dt.generate_key("ed25519", format="cryptotensors")["kid"] == "key"
+    # A header nested past Python's recursion limit is just not a cryptotensors file here.
+    deep = b"[" * 100_000 + b"]" * 100_000
+    assert ct.is_encrypted_bytes(len(deep).to_bytes(8, "little") + deep) is False

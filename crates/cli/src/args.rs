@@ -297,7 +297,8 @@ pub struct KeygenArgs {
     /// The kind of key.
     #[arg(long = "type", value_enum)]
     pub kind: KeyKind,
-    /// The key id (symmetric and x25519 keys need one) [default: key].
+    /// The key id (symmetric and x25519 keys, and keys in cryptotensors'
+    /// format, need one) [default: key].
     #[arg(long)]
     pub kid: Option<String>,
     /// Where to write the secret key, readable by its owner only; an

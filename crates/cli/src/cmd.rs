@@ -10,7 +10,7 @@ mod ls;
 mod manifest;
 mod meta;
 mod stats;
-mod verify;
+pub(crate) mod verify;
 
 use crate::args::Command;
 use crate::exit::ExitCode;

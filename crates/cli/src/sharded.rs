@@ -135,10 +135,15 @@ pub fn inspect(path: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
 
 /// `verify` of a sharded checkpoint: index and shards agree (every tensor in
 /// the shard the index names, nothing else there, `total_size`), and every
-/// checksum the shards carry.
-/// `verify` of a sharded checkpoint: every shard opened with `options`
-/// (keys, trusted signers, requirements), so a shard that fails them fails.
+/// checksum the shards carry; every shard is opened with `options` (keys,
+/// trusted signers, requirements), so a shard that fails them fails. With
+/// `--json`, a failure is one JSON document too.
 pub fn verify(path: &Path, options: ReadOptions, allow_missing: bool, as_json: bool) -> anyhow::Result<ExitCode> {
+    verify_checked(path, options, allow_missing, as_json).map_err(|e| crate::cmd::verify::report_json(path, as_json, e))
+}
+
+fn verify_checked(path: &Path, options: ReadOptions, allow_missing: bool, as_json: bool) -> anyhow::Result<ExitCode> {
+    let signature_required = options.require_signature || !options.trusted_signers.is_empty();
     let sharded = crate::remote::open_sharded(path, options)?;
     let rows = shard_rows(&sharded)?;
     let bar = progress::bar(rows.iter().map(|r| r.bytes).sum(), "verifying");
@@ -152,6 +157,11 @@ pub fn verify(path: &Path, options: ReadOptions, allow_missing: bool, as_json: b
             return Err(CheckFailed(format!("{display}: FAILED: {e}")).into());
         }
         return Err(e.into());
+    }
+    if signature_required {
+        for i in 0..rows.len() {
+            crate::cmd::verify::unsigned_tensors(sharded.shard_reader(i)?)?;
+        }
     }
     if with_checksum == 0 && !allow_missing {
         return Err(CheckFailed(format!(
@@ -169,7 +179,7 @@ pub fn verify(path: &Path, options: ReadOptions, allow_missing: bool, as_json: b
     } else {
         writeln!(
             out,
-            "{display}: ok: index and {} agree ({}); {with_checksum} of them carry checksums, all verified",
+            "{display}: ok: index and {} agree ({}); {with_checksum} of the shards carry checksums, all verified",
             out::count(rows.len(), "shard"),
             out::count(sharded.len(), "tensor"),
         )?;

@@ -7,11 +7,12 @@
 //! The full decoder works in one pass of serde visitors driven by simd-json
 //! (with `std`, for headers up to 4 MiB) or serde_json (without, and for
 //! longer headers: it streams, so a hostile header is refused at its first
-//! bad value, with memory bounded by what the visitors keep). The visitors see every key of every
-//! object, duplicates included, and stop at the first problem. Serde errors
-//! carry only text, so a visitor that finds a problem stores the typed
-//! [`Error`] in a slot shared by all visitors of one parse and returns an
-//! empty serde error to unwind; the entry point then prefers the slot.
+//! bad value, with memory bounded by what the visitors keep). The visitors
+//! see every key of every object, duplicates included, and stop at the
+//! first problem. Serde errors carry only text, so a visitor that finds a
+//! problem stores the typed [`Error`] in a slot shared by all visitors of
+//! one parse and returns an empty serde error to unwind; the entry point
+//! then prefers the slot.
 
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
@@ -538,8 +539,11 @@ impl<'de> Visitor<'de> for TreeSeed<'_> {
     fn visit_u64<E: de::Error>(self, v: u64) -> core::result::Result<Tree, E> {
         Ok(Tree::Uint(v))
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> core::result::Result<Tree, E> {
-        Ok(u64::try_from(v).map_or(Tree::OtherNumber, Tree::Uint))
+    fn visit_i64<E: de::Error>(self, _: i64) -> core::result::Result<Tree, E> {
+        // Only for a number written with a minus sign (see `UintSeed`):
+        // `-0` too, which simd-json reads as the integer 0 and serde_json
+        // as a float, is never a valid unsigned field.
+        Ok(Tree::OtherNumber)
     }
     fn visit_f64<E: de::Error>(self, _: f64) -> core::result::Result<Tree, E> {
         Ok(Tree::OtherNumber)

@@ -27,9 +27,10 @@
 //! ```
 //!
 //! # Crate features
-//! - `std` (default): parses headers with simd-json, several times faster on
-//!   large headers. Without it the crate is `no_std` + `alloc` and parses with
-//!   serde_json.
+//! - `std` (default): parses headers up to 4 MiB with simd-json, several
+//!   times faster on large headers, and longer ones with serde_json, which
+//!   streams (a hostile header costs no more than its text). Without it the
+//!   crate is `no_std` + `alloc` and parses with serde_json.
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

@@ -227,6 +227,7 @@ impl Error {
                 | ErrorKind::TagTableMismatch
                 | ErrorKind::BadSignature { .. }
                 | ErrorKind::Unsigned
+                | ErrorKind::SignerKeyNeeded { .. }
                 | ErrorKind::UntrustedSigner { .. }
                 | ErrorKind::NotEncrypted
                 | ErrorKind::PolicyDenied(_)

@@ -51,6 +51,18 @@ impl ReadOptions {
     /// first recommendation (2 GiB, 1 pass), or 21 of our writer's default
     /// (64 MiB, 3 passes); about 3.5 s of Argon2 on one core here.
     pub const DEFAULT_MAX_KDF_WORK: u64 = 4 << 20;
+
+    /// These options without keys, trusted signers, requirements or policy
+    /// input: the limits only, to read a file's header (a sharded
+    /// checkpoint's index, which the shards' requirements are not for).
+    pub fn limits_only(&self) -> ReadOptions {
+        ReadOptions {
+            limits: self.limits.clone(),
+            max_decompressed_len: self.max_decompressed_len,
+            max_kdf_work: self.max_kdf_work,
+            ..ReadOptions::default()
+        }
+    }
 }
 
 impl Default for ReadOptions {
@@ -488,11 +500,7 @@ impl Reader {
     /// Whether tensor `name` is stored encrypted (every tensor of an
     /// encrypted deathtensors file; those listed in a cryptotensors file).
     pub fn is_tensor_encrypted(&self, name: &str) -> bool {
-        match &self.trust.ct {
-            _ if self.head.header.encryption().is_some() => true,
-            Some(ct) => ct.has(name),
-            None => self.trust.cryptotensors,
-        }
+        self.head.header.encryption().is_some() || self.trust.ct_encrypted.contains(name)
     }
 
     /// Whether a key given at open unwrapped the data key (so encrypted
@@ -616,7 +624,8 @@ impl Reader {
     fn unchecked_only(&self, doing: &'static str) -> Result<()> {
         if self.trust.checked_reads {
             return Err(Error::input(
-                "a signature or encryption was required: tensors are read and checked, not mapped (use read)",
+                "every tensor of this file is checked against what its signature (or a requirement) commits \
+                 to as it is read: tensors are read, not mapped (use read)",
                 &self.path,
                 doing,
             ));

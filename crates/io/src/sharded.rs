@@ -51,9 +51,10 @@ pub trait Opener: Send + Sync + std::fmt::Debug {
     /// As [`Reader::open_with`].
     fn open(&self, path: &Path) -> Result<Reader>;
 
-    /// Opens a file to read its header only, without keys or requirements:
-    /// the path given, which may be a deathtensors 0.3.0 index (a plain,
-    /// unsigned file without tensors) rather than a shard.
+    /// Opens a file to read its header only, with the limits but without
+    /// the keys or requirements of [`Opener::open`]: the path given, which
+    /// may be a deathtensors 0.3.0 index (a plain, unsigned file without
+    /// tensors) rather than a shard.
     ///
     /// # Errors
     /// As [`Reader::open`].
@@ -80,7 +81,7 @@ impl Opener for Local {
     }
 
     fn open_plain(&self, path: &Path) -> Result<Reader> {
-        Reader::open(path)
+        Reader::open_with(path, self.options.limits_only())
     }
 }
 
@@ -360,10 +361,8 @@ impl ShardedReader {
             Error::new(ErrorKind::TensorNotFound(name.to_string()), Some(&self.index_path), "cannot read")
         })?;
         let shard = self.shard(self.tensors[k].1)?;
-        if shard.is_sealed() && !shard.can_decrypt() {
-            // A sealed shard lists its tensors only to a key holder: NoKey.
-            shard.tensor(name)?;
-        }
+        // A sealed shard lists its tensors only to a key holder: NoKey.
+        shard.check_not_hidden()?;
         if shard.header().get(name).is_none() {
             return Err(invalid(
                 shard.path(),
@@ -391,10 +390,8 @@ impl ShardedReader {
         let mut total = 0u64;
         for i in 0..self.shard_names.len() {
             let shard = self.shard(i)?;
-            if shard.is_sealed() && !shard.can_decrypt() {
-                // Its tensors are hidden without a key: nothing to compare.
-                shard.tensor("")?;
-            }
+            // A sealed shard's tensors are hidden without a key: nothing to compare.
+            shard.check_not_hidden()?;
             let listed: Vec<&str> = self.tensors.iter().filter(|(_, s)| *s == i).map(|(n, _)| n.as_str()).collect();
             for name in &listed {
                 if shard.header().get(name).is_none() {

@@ -104,7 +104,8 @@ pub fn sign_file(path: impl AsRef<Path>, key: &SigningKey, durable: bool) -> Res
             "encrypt it again with a checksum (`deathtensors encrypt IN OUT --key KEY --to KEY --checksum --sign KEY`, or \
              save(..., encrypt=..., sign=...)), which a key holder can do"
         } else {
-            "re-save or convert it with a checksum first (`deathtensors convert IN OUT`, or save(..., checksum=True))"
+            "re-save or convert it with a checksum first (`deathtensors convert IN OUT --checksum`, or \
+             save(..., checksum=True))"
         };
         return Err(Error::input(
             format!(

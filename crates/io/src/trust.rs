@@ -37,9 +37,11 @@ pub(crate) struct Trust {
     /// caller asked for signatures or encryption, or the file is signed
     /// and not encrypted).
     pub(crate) checked_reads: bool,
-    /// A cryptotensors file: whether it is one, and its tensors' keys once
-    /// a key unwrapped them.
+    /// A cryptotensors file: whether it is one, the names of the tensors
+    /// it stores encrypted (from its header: no key needed), and its
+    /// tensors' keys once a key unwrapped them.
     pub(crate) cryptotensors: bool,
+    pub(crate) ct_encrypted: std::collections::BTreeSet<String>,
     pub(crate) ct: Option<crate::cryptotensors::CtFile>,
 }
 
@@ -93,6 +95,7 @@ pub(crate) fn check(
     let mut trust = Trust {
         checked_reads: options.require_signature || options.require_encryption || !options.trusted_signers.is_empty(),
         cryptotensors: ct.is_some(),
+        ct_encrypted: ct.as_ref().map(|c| c.tensors.keys().cloned().collect()).unwrap_or_default(),
         ..Trust::default()
     };
     if let Some(ct) = &ct {

@@ -101,6 +101,6 @@ impl Opener for RemoteOpener {
     }
 
     fn open_plain(&self, path: &Path) -> Result<Reader> {
-        open(&path.to_string_lossy(), &self.options, ReadOptions::default())
+        open(&path.to_string_lossy(), &self.options, self.read_options.limits_only())
     }
 }

@@ -344,7 +344,8 @@ class DtFile:
 
     def get_buffer(self, name: str) -> memoryview:
         """A read-only memoryview of the tensor's bytes in the mapped file
-        (zero-copy; see :meth:`get_tensor_view` for the trade-off)."""
+        (zero-copy; see :meth:`get_tensor_view` for the trade-off and the
+        files it refuses)."""
         return memoryview(self._reader.region(name))
 
     def get_tensor(self, name: str, framework: str = "torch", verify: bool = False, copy: bool = False) -> Any:
@@ -397,7 +398,10 @@ class DtFile:
         modified or truncated while the view lives (a truncated mapping
         kills the process with SIGBUS on access). A tensor whose bytes are
         not aligned for its dtype (files by deathtensors 0.3.0) is copied.
-        :meth:`get_tensor` is as cheap and gives a writable tensor.
+        :meth:`get_tensor` is as cheap and gives a writable tensor. Refused
+        (``DeathTensorsError``) where tensors are read and checked, never
+        mapped: encrypted or compressed files, signed files, and readers
+        with a signature or encryption requirement.
         """
         dtype, shape, _, _, _, _, aligned = self._reader.info(name)
         if not aligned:

@@ -134,6 +134,8 @@ def generate_key(kind: str = "symmetric", kid: Optional[str] = None, format: str
     kid), which its ``register_direct_key_provider`` takes; both read here."""
     if format not in ("jwk", "cryptotensors"):
         raise DeathTensorsError(f"unknown key format {format!r}: use 'jwk' or 'cryptotensors'")
+    if format == "cryptotensors" and kid is None:
+        kid = "key"  # its registry needs one (symmetric keys get this default anyway)
     text = _native.generate_key(kind, kid)
     return json.loads(_native.cryptotensors_jwk(text) if format == "cryptotensors" else text)
 
@@ -142,7 +144,8 @@ def public_key(jwk: dict) -> dict:
     """The public half of an X25519 or Ed25519 JWK: what writers encrypt to,
     or what readers trust (in cryptotensors' dialect when ``jwk`` is)."""
     public = _native.public_jwk(json.dumps(jwk))
-    if str(jwk.get("kty", "")) == "okp":  # cryptotensors' lowercase dialect
+    dialect = jwk.get("kty") == "okp" and str(jwk.get("alg", "")).lower() == "ed25519" and jwk.get("kid")
+    if dialect:  # cryptotensors' (lowercase kty, alg, a kid): kept so
         public = _native.cryptotensors_jwk(public)
     return json.loads(public)
 

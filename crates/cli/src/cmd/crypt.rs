@@ -17,8 +17,10 @@ use crate::out::{self, Out};
 /// Writes a new key file, never replacing one: the text goes to a temp file
 /// beside `path` (readable by its owner only when `secret`), synced, then
 /// hard-linked to `path`, which fails if anything is there (a file or a
-/// symlink), so a failed or interrupted write leaves no partial key behind.
-/// On filesystems without hard links it is created in place, exclusively.
+/// symlink), so `path` never holds a partial key; the temp file is removed
+/// (a process killed in between leaves `.NAME.PID.keygen-tmp`, as private
+/// as the key). On filesystems without hard links it is created in place,
+/// exclusively.
 fn write_new(path: &Path, text: &str, secret: bool) -> anyhow::Result<()> {
     let exclusive = |p: &Path| {
         let mut options = std::fs::OpenOptions::new();
@@ -74,7 +76,10 @@ fn same_place(a: &Path, b: &Path) -> bool {
 }
 
 pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
-    let kid = args.kid.clone();
+    let mut kid = args.kid.clone();
+    if args.format == KeyFormat::Cryptotensors && kid.is_none() {
+        kid = Some("key".into()); // cryptotensors' registry needs a key id
+    }
     if let (Some(out), Some(public)) = (&args.out, &args.public_out) {
         if same_place(out, public) {
             bail!("--out and --public-out both name {}: the public half would replace the secret key", out.display());
@@ -218,7 +223,8 @@ fn with_data<T>(
     f: impl FnOnce(Vec<&[u8]>) -> deathtensors_io::Result<T>,
 ) -> anyhow::Result<T> {
     let header = reader.header();
-    if !reader.is_encrypted() && !reader.is_compressed() {
+    // A signed input is read (its digests checked on the way), not mapped.
+    if !reader.is_encrypted() && !reader.is_compressed() && !reader.checked_reads() {
         // SAFETY: the mapping is private and only read; the input must not be
         // truncated while this command runs, as for every reader of a file.
         let map = unsafe { reader.map_private() }?;

@@ -37,16 +37,22 @@ pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::Success)
 }
 
-/// Errors of the keys given rather than of the file.
+/// Errors of the keys given rather than of the file: no key matches, a
+/// key that does not unwrap the data key, a policy that refuses. A header
+/// whose MAC fails is the file's: it was changed, and that is an error.
 fn key_trouble(e: &deathtensors_io::Error) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::NoKey { .. }
-            | ErrorKind::Decrypt { .. }
-            | ErrorKind::PolicyDenied(_)
-            | ErrorKind::KdfBudget { .. }
-            | ErrorKind::InvalidKey(_)
-    )
+    match e.kind() {
+        // Ours: the data key; cryptotensors': a tensor's key (its header is
+        // signed, and the signature verified before any key is tried).
+        ErrorKind::Decrypt { what } => what == "the data key" || what.starts_with("the key of tensor"),
+        kind => matches!(
+            kind,
+            ErrorKind::NoKey { .. }
+                | ErrorKind::PolicyDenied(_)
+                | ErrorKind::KdfBudget { .. }
+                | ErrorKind::InvalidKey(_)
+        ),
+    }
 }
 
 /// Whether a sealed file's tensors (and metadata) are hidden: no key opened it.

@@ -49,13 +49,50 @@ impl Mismatch {
 /// at open, a tag that does not verify) is still one JSON document on
 /// stdout, `ok` false; the error goes on as usual (stderr, exit code).
 fn report(args: &VerifyArgs, err: anyhow::Error) -> anyhow::Error {
-    if args.json {
+    report_json(&args.file, args.json, err)
+}
+
+/// [`report`] for any verified path (a file, a sharded checkpoint's index).
+pub(crate) fn report_json(path: &std::path::Path, as_json: bool, err: anyhow::Error) -> anyhow::Error {
+    if as_json {
         let mut out = Out::new();
-        let doc = json!({ "path": args.file.to_string_lossy(), "ok": false, "error": crate::exit::one_line(&err) });
+        let doc = json!({ "path": path.to_string_lossy(), "ok": false, "error": crate::exit::one_line(&err) });
         // If stdout is gone, the error still reaches stderr.
         let _ = out.json(&doc).and_then(|()| out.finish());
     }
     err
+}
+
+/// For a reader that required a signature: fails if some tensors are
+/// covered by nothing a signature signs, stored in the clear without a
+/// digest or a footer (a partly encrypted cryptotensors file's plaintext
+/// tensors; its signature covers the header only).
+pub(crate) fn unsigned_tensors(reader: &deathtensors_io::Reader) -> anyhow::Result<()> {
+    if reader.head().checksummed().is_some() {
+        return Ok(());
+    }
+    let clear: Vec<&str> = reader
+        .header()
+        .tensors()
+        .iter()
+        .filter(|t| t.sha256.is_none() && !reader.is_tensor_encrypted(&t.name))
+        .map(|t| t.name.as_str())
+        .collect();
+    if clear.is_empty() {
+        return Ok(());
+    }
+    let mut names: Vec<String> = clear.iter().take(8).map(|n| format!("{n:?}")).collect();
+    if clear.len() > 8 {
+        names.push(format!("and {} more", clear.len() - 8));
+    }
+    let count = if clear.len() == 1 { "1 tensor is".to_string() } else { format!("{} tensors are", clear.len()) };
+    Err(CheckFailed(format!(
+        "{}: a signature was required, and {count} covered by nothing it signs (stored in the clear, \
+         without a digest): {}",
+        reader.path().display(),
+        names.join(", ")
+    ))
+    .into())
 }
 
 pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
@@ -107,25 +144,9 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         .filter(|t| footer.is_none() && t.sha256.is_none() && !(tags == "ok" && reader.is_tensor_encrypted(&t.name)))
         .map(|t| t.name.as_str())
         .collect();
-    // Of those, the ones no signature can vouch for, key or no key.
-    let in_the_clear: Vec<&str> = unverified.iter().copied().filter(|n| !reader.is_tensor_encrypted(n)).collect();
     let signature_required = args.require_signature || !args.signer.is_empty();
-    if signature_required && !in_the_clear.is_empty() {
-        let mut names: Vec<String> = in_the_clear.iter().take(8).map(|n| format!("{n:?}")).collect();
-        if in_the_clear.len() > 8 {
-            names.push(format!("and {} more", in_the_clear.len() - 8));
-        }
-        let err = CheckFailed(format!(
-            "{path}: a signature was required, and {} covered by nothing it signs (stored in the clear, \
-             without a digest): {}",
-            if in_the_clear.len() == 1 {
-                "1 tensor is".to_string()
-            } else {
-                format!("{} tensors are", in_the_clear.len())
-            },
-            names.join(", ")
-        ));
-        return Err(report(&args, err.into()));
+    if signature_required {
+        unsigned_tensors(&reader).map_err(|e| report_json(&args.file, args.json, e))?;
     }
     let mut out = Out::new();
 

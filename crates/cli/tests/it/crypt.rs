@@ -258,13 +258,16 @@ fn cryptotensors_files_are_described_and_verified_with_a_signer_alone() {
     let v = json(["verify", p(&file), "--signer", p(&stranger)], 1);
     assert_eq!(v["ok"], false);
     assert!(v["error"].as_str().unwrap().contains("sign-ed25519"), "{v}");
-    // A signature required and no key to check it: said so (exit 2: a missing key).
-    let r = check(["verify", p(&file), "--require-signature"], 2);
+    // A signature required and no key to check it: said so (exit 1: a requirement failed).
+    let r = check(["verify", p(&file), "--require-signature"], 1);
     assert_one_error_line(&r, &["public key", "sign-ed25519"]);
 
     // Tensors stored in the clear are covered by nothing the signature signs.
     let partial = base.join("v2_partial_meta_chacha20poly1305.safetensors");
     let r = check(["verify", p(&partial), "--signer", p(&signer), "--key", p(&keys)], 1);
+    assert_one_error_line(&r, &["covered by nothing it signs"]);
+    // With the signer alone too: which tensors are encrypted is in the header.
+    let r = check(["verify", p(&partial), "--signer", p(&signer), "--allow-missing"], 1);
     assert_one_error_line(&r, &["covered by nothing it signs"]);
     let v = json(["verify", p(&partial), "--key", p(&keys), "--allow-missing"], 0);
     assert!(!v["unverified"].as_array().unwrap().is_empty(), "{v}");
@@ -311,6 +314,8 @@ fn sharded_checkpoints_are_verified_with_the_signer_and_keys() {
     check(["verify", p(&index), "--key", p(&team), "--signer", p(&publisher_pub)], 0);
     let r = check(["verify", p(&index), "--key", p(&team), "--signer", p(&stranger_pub)], 1);
     assert_one_error_line(&r, &["not trusted"]);
+    let v = json(["verify", p(&index), "--key", p(&team), "--signer", p(&stranger_pub)], 1);
+    assert_eq!(v["ok"], false);
     // Sealed shards without the key: their tensors cannot be checked.
     let r = check(["verify", p(&index)], 2);
     assert_one_error_line(&r, &["team"]);
@@ -393,4 +398,33 @@ fn keygen_writes_cryptotensors_dialect() {
     check(["verify", p(&out), "--key", p(&enc), "--signer", p(&public), "--allow-missing"], 0);
     let r = check(["keygen", "--type", "x25519", "--kid", "x", "--format", "cryptotensors"], 2);
     assert_one_error_line(&r, &["no X25519"]);
+}
+
+#[test]
+fn signed_inputs_encrypt_and_tampered_headers_fail_inspect() {
+    let dir = Scratch::new("crypt-signed-input");
+    keygen(&dir, "symmetric", "team", false);
+    keygen(&dir, "ed25519", "publisher", true);
+    let (team, publisher) = (dir.path("team.jwk"), dir.path("publisher.jwk"));
+    // A signed plaintext file is read (its digests checked), not mapped: it encrypts.
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let signed = dir.path("signed.dt");
+    check(["convert", p(&src), p(&signed), "--checksum"], 0);
+    check(["sign", p(&signed), "--with", p(&publisher)], 0);
+    let enc = dir.path("enc.dt");
+    check(["encrypt", p(&signed), p(&enc), "--to", p(&team)], 0);
+    let ct = dir.path("ct.safetensors");
+    check(["encrypt", p(&signed), p(&ct), "--format", "cryptotensors", "--to", p(&team), "--sign", p(&publisher)], 0);
+
+    // A header changed after encryption fails its MAC: inspect --key says so (exit 1).
+    let mut bytes = std::fs::read(&enc).unwrap();
+    let at = bytes.windows(3).position(|w| w == b"u8\"").expect("a tensor name in the header");
+    bytes[at] = b'v';
+    let tampered = dir.path("tampered.dt");
+    std::fs::write(&tampered, &bytes).unwrap();
+    let r = check(["inspect", p(&tampered), "--key", p(&team)], 1);
+    assert_one_error_line(&r, &["cannot decrypt the header"]);
+    // A key that is simply not the file's: shown without it.
+    keygen(&dir, "symmetric", "other", false);
+    check(["inspect", p(&enc), "--key", p(&dir.path("other.jwk"))], 0);
 }

@@ -253,8 +253,8 @@ def is_encrypted_bytes(data: Union[bytes, bytearray, memoryview]) -> bool:
         return False
     try:
         header = json.loads(bytes(view[8 : 8 + n]))
-    except ValueError:
-        return False
+    except (ValueError, RecursionError):
+        return False  # not JSON (or nested past Python's limit): the reader says what is wrong
     meta = header.get("__metadata__") if isinstance(header, dict) else None
     return isinstance(meta, dict) and "__encryption__" in meta
 
