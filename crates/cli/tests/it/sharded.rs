@@ -21,7 +21,7 @@ fn inspect_reads_a_hugging_face_index() {
 fn verify_checks_index_and_shards_of_a_030_set() {
     let index = valid("deathtensors-0.3.0/sdist-samples/sharded_model.deathtensors");
     let r = check([std::path::Path::new("verify"), &index], 0);
-    assert!(r.stdout.contains("20 shards") && r.stdout.contains("20 of them carry checksums"), "{}", r.stdout);
+    assert!(r.stdout.contains("20 shards") && r.stdout.contains("20 of the shards carry checksums"), "{}", r.stdout);
     // Hugging Face shards have no checksums: consistent, but nothing to verify.
     let hf = valid("safetensors-0.8.0/sharded/model.safetensors.index.json");
     check([std::path::Path::new("verify"), &hf], 1);
