@@ -170,7 +170,7 @@ pub(crate) fn verifying(k: &VerifyingKey, kid: Option<&str>) -> Value {
     v
 }
 
-/// A JWK (any form [`decode`] reads) in cryptotensors' dialect, which its
+/// A JWK (any form the key ring reads) in cryptotensors' dialect, which its
 /// `register_direct_key_provider` requires: lowercase `kty` (`oct`, `okp`),
 /// an `alg` (`aes128gcm` / `aes256gcm` by the key's length, or its own;
 /// `ed25519`), a `kid`, binary fields in standard padded base64, no `crv`.
