@@ -221,7 +221,9 @@ fn to_text(reader: &Reader) -> String {
         let label = if i == 0 { "signed by" } else { "" };
         about.push(vec![label.into(), format!("{} (verified)", k.fingerprint())]);
     }
-    if let Some(policy) = reader.policy() {
+    // Decoded once: for a cryptotensors file it parses every tensor's entry.
+    let policy = reader.policy();
+    if let Some(policy) = &policy {
         for (i, line) in policy.lines().filter(|l| !l.trim().is_empty()).enumerate() {
             about.push(vec![if i == 0 { "policy (Rego)" } else { "" }.into(), line.trim_end().to_string()]);
         }
@@ -250,7 +252,7 @@ fn to_text(reader: &Reader) -> String {
     // A cryptotensors file's own fields and our policy are shown above.
     let shown_above = |k: &str| {
         (reader.is_cryptotensors() && deathtensors_io::format::CT_RESERVED.contains(&k))
-            || (k == deathtensors_io::format::CT_POLICY && reader.policy().is_some())
+            || (k == deathtensors_io::format::CT_POLICY && policy.is_some())
     };
     match header.metadata() {
         _ if hidden(reader) => {
