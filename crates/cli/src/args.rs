@@ -50,7 +50,9 @@ pub struct Cli {
     pub policy_input: Option<String>,
     /// A setting of the object store for s3://, gs://, az:// and http(s)://
     /// URLs, as object_store names it (repeatable; e.g. aws_endpoint=URL,
-    /// aws_region=REGION; the environment, AWS_* and friends, is read too).
+    /// aws_region=REGION; the environment, AWS_* and friends, is read too),
+    /// or timeout=30s, connect_timeout=5s, max_retries=3, retry_timeout=50s
+    /// (the defaults: a dead server fails within 50 s).
     #[arg(long = "storage-option", value_name = "KEY=VALUE", global = true)]
     pub storage_options: Vec<String>,
 }

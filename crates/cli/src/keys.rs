@@ -72,7 +72,8 @@ pub fn read_options() -> ReadOptions {
     ReadOptions { keys: ring(), policy_input: POLICY_INPUT.get().cloned(), ..ReadOptions::default() }
 }
 
-/// Opens a file with the keys (and policy input) of this run.
+/// Opens a file with the keys (and policy input) of this run; a URL that a
+/// check opened already is not opened again.
 pub fn open(path: &Path) -> deathtensors_io::Result<Reader> {
-    crate::remote::open(path, read_options())
+    crate::remote::open_with_keys(path, read_options)
 }

@@ -2,13 +2,22 @@
 //! `http(s)://` open through `deathtensors-remote` (ranged reads), with the
 //! `--storage-option` entries of this run and the environment.
 
-use std::path::Path;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use deathtensors_io::{ReadOptions, Reader, ShardedReader};
+use deathtensors_io::{ErrorKind, ReadOptions, Reader, ShardedReader};
 use deathtensors_remote::RemoteOptions;
 
 static OPTIONS: OnceLock<Vec<(String, String)>> = OnceLock::new();
+
+thread_local! {
+    /// A URL opened by a check before the command opens it (`sharded::is_index`),
+    /// and what the open gave: the command's own open takes it, so a URL is
+    /// opened once (a dead server is waited for once, not twice). See:
+    /// <https://github.com/death-legion/deathtensors/issues/30>
+    static KEPT: RefCell<Option<(PathBuf, deathtensors_io::Result<Reader>)>> = const { RefCell::new(None) };
+}
 
 /// Parses `KEY=VALUE` entries and makes them the storage options of this
 /// run (the first call wins).
@@ -37,10 +46,48 @@ fn options() -> RemoteOptions {
     RemoteOptions { storage_options: OPTIONS.get().cloned().unwrap_or_default(), ..RemoteOptions::from_env() }
 }
 
-/// Opens a local file or a URL.
+/// Keeps what opening the URL `path` with the keys of this run
+/// ([`crate::keys::read_options`]) gave, for the next open of it; a local
+/// path is not kept.
+pub fn keep(path: &Path, opened: deathtensors_io::Result<Reader>) {
+    if url(path).is_some() {
+        KEPT.with(|k| *k.borrow_mut() = Some((path.to_path_buf(), opened)));
+    }
+}
+
+/// Takes what [`keep`] kept for `path`, if `usable` accepts it.
+fn take_if(
+    path: &Path,
+    usable: impl FnOnce(&deathtensors_io::Result<Reader>) -> bool,
+) -> Option<deathtensors_io::Result<Reader>> {
+    KEPT.with(|k| {
+        let mut kept = k.borrow_mut();
+        match kept.take() {
+            Some((p, opened)) if p == path && usable(&opened) => Some(opened),
+            other => {
+                *kept = other;
+                None
+            }
+        }
+    })
+}
+
+/// Opens a URL with the keys of this run, or takes the result of the open
+/// that [`keep`] kept.
+pub fn open_with_keys(path: &Path, read_options: impl FnOnce() -> ReadOptions) -> deathtensors_io::Result<Reader> {
+    take_if(path, |_| true).unwrap_or_else(|| open(path, read_options()))
+}
+
+/// Opens a local file or a URL. A kept failure to reach the URL is
+/// returned again: it does not depend on `read_options`.
 pub fn open(path: &Path, read_options: ReadOptions) -> deathtensors_io::Result<Reader> {
     match url(path) {
-        Some(url) => deathtensors_remote::open(url, &options(), read_options),
+        Some(url) => {
+            if let Some(failed) = take_if(path, |r| r.as_ref().is_err_and(|e| matches!(e.kind(), ErrorKind::Io(_)))) {
+                return failed;
+            }
+            deathtensors_remote::open(url, &options(), read_options)
+        }
         None => Reader::open_with(path, read_options),
     }
 }

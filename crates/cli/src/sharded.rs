@@ -19,10 +19,16 @@ pub fn is_index(path: &Path) -> bool {
         return true;
     }
     // A deathtensors 0.3.0 index: no tensors, and the flag in its metadata.
-    crate::keys::open(path).is_ok_and(|r| {
+    let opened = crate::keys::open(path);
+    let index = opened.as_ref().is_ok_and(|r| {
         r.header().is_empty()
             && r.header().metadata().and_then(|m| m.get("deathtensors.sharded")).is_some_and(|v| v == "true")
-    })
+    });
+    // Any other URL is opened next by the command: it takes this open.
+    if !index {
+        crate::remote::keep(path, opened);
+    }
+    index
 }
 
 struct ShardRow {

@@ -4,11 +4,14 @@
 use std::io;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Duration;
 
 use deathtensors_io::ReadAt;
 use futures::{StreamExt, TryStreamExt};
+use object_store::client::{HttpError, HttpErrorKind};
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore};
+use tokio::time::Instant;
 
 use crate::options::RemoteOptions;
 use crate::runtime::block_on;
@@ -63,7 +66,7 @@ fn failed(kind: io::ErrorKind, url: &str, range: &Range<u64>, message: impl std:
 }
 
 /// A failure another attempt may not see: a connection or a server that
-/// failed, not an answer about the object.
+/// failed while sending a body, not an answer about the object.
 struct Failure {
     error: io::Error,
     transient: bool,
@@ -73,43 +76,78 @@ impl Failure {
     fn fatal(error: io::Error) -> Failure {
         Failure { error, transient: false }
     }
+
+    /// A failure while receiving a body: ours to retry when object_store
+    /// did not (it retries a body only when the object has an ETag), and
+    /// the failure is of the connection, not of the bytes sent.
+    fn in_body(mut self, store_retried: bool) -> Failure {
+        self.transient = !store_retried && self.error.kind() != io::ErrorKind::InvalidData;
+        self
+    }
 }
 
-/// An object_store error as an I/O error of the right kind, with whether
-/// it is worth another attempt.
-fn from_store(e: object_store::Error, url: &str, range: &Range<u64>) -> Failure {
+/// The longest backoff, object_store's and ours.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// What went wrong on the wire, as object_store's client saw it, and
+/// whether the connection was refused.
+fn transport(e: &object_store::Error) -> (Option<HttpErrorKind>, bool) {
+    let mut kind = None;
+    let mut refused = false;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<HttpError>() {
+            kind = kind.or(Some(h.kind()));
+        }
+        if let Some(io) = s.downcast_ref::<io::Error>() {
+            refused |= io.kind() == io::ErrorKind::ConnectionRefused;
+        }
+        source = s.source();
+    }
+    (kind, refused)
+}
+
+/// An object_store error as an I/O error of the right kind that says what
+/// happened in words. Not transient: object_store has retried it.
+fn from_store(e: object_store::Error, url: &str, range: &Range<u64>, options: &RemoteOptions) -> Failure {
     use object_store::Error as E;
-    let (kind, transient, message) = match &e {
-        E::NotFound { .. } => (io::ErrorKind::NotFound, false, "no such object".to_string()),
+    let (kind, message) = match &e {
+        E::NotFound { .. } => (io::ErrorKind::NotFound, "no such object".to_string()),
         E::Precondition { .. } => (
             io::ErrorKind::Other,
-            false,
             "the object changed since it was opened (its ETag no longer matches): reopen it".to_string(),
         ),
-        E::PermissionDenied { .. } | E::Unauthenticated { .. } => {
-            (io::ErrorKind::PermissionDenied, false, e.to_string())
-        }
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => (io::ErrorKind::PermissionDenied, e.to_string()),
         E::NotSupported { .. } | E::NotImplemented { .. } | E::InvalidPath { .. } => {
-            (io::ErrorKind::Unsupported, false, e.to_string())
+            (io::ErrorKind::Unsupported, e.to_string())
         }
         _ => {
-            let text = e.to_string();
+            let text = crate::store::causes(&e);
             // A server that answers a ranged GET with the whole object (200)
             // or with other bytes is no transient failure.
             // object_store's words for these (`GetResultError`).
             let range_error = ["non-partial response", "Content-Range header", "CONTENT_RANGE header", "Requested "];
-            if range_error.iter().any(|w| text.contains(w)) {
-                (
+            let tries = format!("timeout {:?}, max_retries {}", options.timeout, options.retries);
+            match transport(&e) {
+                _ if range_error.iter().any(|w| text.contains(w)) => (
                     io::ErrorKind::InvalidData,
-                    false,
                     format!("the server did not answer the byte range asked for (does it support Range?): {text}"),
-                )
-            } else {
-                (io::ErrorKind::Other, true, text)
+                ),
+                (Some(HttpErrorKind::Timeout), _) => {
+                    (io::ErrorKind::TimedOut, format!("timed out waiting for the server ({tries}): {text}"))
+                }
+                (Some(HttpErrorKind::Connect), true) => (
+                    io::ErrorKind::ConnectionRefused,
+                    format!("connection refused (max_retries {}): {text}", options.retries),
+                ),
+                (Some(HttpErrorKind::Connect), false) => {
+                    (io::ErrorKind::Other, format!("cannot connect (max_retries {}): {text}", options.retries))
+                }
+                _ => (io::ErrorKind::Other, text),
             }
         }
     };
-    Failure { error: failed(kind, url, range, message), transient }
+    Failure::fatal(failed(kind, url, range, message))
 }
 
 impl Object {
@@ -143,54 +181,86 @@ impl Object {
     /// The first request: the object's head, size and ETag.
     fn first(&self, range: Range<u64>) -> io::Result<Known> {
         let url = &self.url;
-        let mut attempt = 0;
-        loop {
-            self.options.stats.request();
-            let result = block_on(async {
-                let options = GetOptions { range: Some(GetRange::Bounded(range.clone())), ..GetOptions::default() };
-                let got = self.store.get_opts(&self.location, options).await.map_err(|e| from_store(e, url, &range))?;
-                let (len, etag, served) = (got.meta.size, got.meta.e_tag.clone(), got.range.clone());
-                let want = range.start..range.end.min(len);
-                if served != want {
-                    return Err(Failure::fatal(failed(
-                        io::ErrorKind::InvalidData,
-                        url,
-                        &want,
-                        format!("the server sent bytes {}..{} instead", served.start, served.end),
-                    )));
-                }
-                let mut bytes = vec![0u8; (want.end - want.start) as usize];
-                self.receive(got.into_stream(), &mut bytes, &want).await?;
-                Ok((Known { len, etag }, bytes))
-            })?;
-            match result {
-                Ok((known, bytes)) => {
-                    *self.head.lock().unwrap_or_else(PoisonError::into_inner) = bytes;
-                    return Ok(known);
-                }
-                Err(f) if f.transient && attempt < self.options.retries => self.backoff(&mut attempt),
-                Err(f) => return Err(f.error),
+        let (known, bytes) = block_on(async {
+            let deadline = Instant::now() + self.options.retry_timeout;
+            let mut tries = 0;
+            loop {
+                self.options.stats.request();
+                let attempt = async {
+                    let options = GetOptions { range: Some(GetRange::Bounded(range.clone())), ..GetOptions::default() };
+                    let got = self
+                        .store
+                        .get_opts(&self.location, options)
+                        .await
+                        .map_err(|e| from_store(e, url, &range, &self.options))?;
+                    let (len, etag, served) = (got.meta.size, got.meta.e_tag.clone(), got.range.clone());
+                    let want = range.start..range.end.min(len);
+                    if served != want {
+                        return Err(Failure::fatal(failed(
+                            io::ErrorKind::InvalidData,
+                            url,
+                            &want,
+                            format!("the server sent bytes {}..{} instead", served.start, served.end),
+                        )));
+                    }
+                    let mut bytes = vec![0u8; (want.end - want.start) as usize];
+                    self.receive(got.into_stream(), &mut bytes, &want, etag.as_deref()).await?;
+                    Ok((Known { len, etag }, bytes))
+                };
+                let failure = match tokio::time::timeout_at(deadline, attempt).await {
+                    Ok(Ok(done)) => return Ok(done),
+                    Ok(Err(failure)) => failure,
+                    Err(_) => return Err(self.timed_out(&range)),
+                };
+                self.backoff(failure, &mut tries, deadline).await?;
             }
-        }
+        })??;
+        *self.head.lock().unwrap_or_else(PoisonError::into_inner) = bytes;
+        Ok(known)
     }
 
-    fn backoff(&self, attempt: &mut u32) {
+    /// Waits before another attempt after `failure`, or gives up: when it
+    /// is not transient, after `retries` retries, or when the wait would end
+    /// past `deadline`.
+    async fn backoff(&self, failure: Failure, tries: &mut u32, deadline: Instant) -> io::Result<()> {
+        let wait = self.options.backoff.saturating_mul(1 << (*tries).min(6)).min(MAX_BACKOFF);
+        if !failure.transient || *tries >= self.options.retries || Instant::now() + wait >= deadline {
+            return Err(failure.error);
+        }
         self.options.stats.retry();
-        std::thread::sleep(self.options.backoff.saturating_mul(1 << (*attempt).min(6)));
-        *attempt += 1;
+        tokio::time::sleep(wait).await;
+        *tries += 1;
+        Ok(())
+    }
+
+    /// The error of a request whose attempts took all of `retry_timeout`.
+    fn timed_out(&self, range: &Range<u64>) -> io::Error {
+        let o = &self.options;
+        failed(
+            io::ErrorKind::TimedOut,
+            &self.url,
+            range,
+            format!(
+                "timed out: no complete answer within {:?} (retry_timeout; timeout {:?}, max_retries {})",
+                o.retry_timeout, o.timeout, o.retries
+            ),
+        )
     }
 
     /// Copies a response body into `buf`, which must be filled exactly: a
     /// server sending more or fewer bytes than the range is an error.
+    /// `etag`: the object's, with which object_store retries a failing body
+    /// itself.
     async fn receive(
         &self,
         mut stream: futures::stream::BoxStream<'static, object_store::Result<bytes::Bytes>>,
         buf: &mut [u8],
         range: &Range<u64>,
+        etag: Option<&str>,
     ) -> Result<(), Failure> {
         let mut at = 0usize;
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| from_store(e, &self.url, range))?;
+            let chunk = chunk.map_err(|e| from_store(e, &self.url, range, &self.options).in_body(etag.is_some()))?;
             self.options.stats.received(chunk.len() as u64);
             let Some(dest) = buf.get_mut(at..at + chunk.len()) else {
                 return Err(Failure::fatal(failed(
@@ -227,7 +297,11 @@ impl Object {
             if_match: known.etag.clone(),
             ..GetOptions::default()
         };
-        let got = self.store.get_opts(&self.location, options).await.map_err(|e| from_store(e, url, &range))?;
+        let got = self
+            .store
+            .get_opts(&self.location, options)
+            .await
+            .map_err(|e| from_store(e, url, &range, &self.options))?;
         // Servers that ignore If-Match are caught here.
         if got.meta.e_tag.is_some() && got.meta.e_tag != known.etag || got.meta.size != known.len {
             return Err(Failure::fatal(failed(
@@ -245,22 +319,21 @@ impl Object {
                 format!("the server sent bytes {}..{} instead", got.range.start, got.range.end),
             )));
         }
-        self.receive(got.into_stream(), buf, &range).await
+        self.receive(got.into_stream(), buf, &range, known.etag.as_deref()).await
     }
 
-    /// [`Object::get`], retried with backoff on transient failures.
+    /// [`Object::get`], retried with backoff on transient failures, all of
+    /// it within `retry_timeout`.
     async fn get_retried(&self, buf: &mut [u8], offset: u64, known: &Known) -> io::Result<()> {
-        let mut attempt = 0;
+        let deadline = Instant::now() + self.options.retry_timeout;
+        let mut tries = 0;
         loop {
-            match self.get(buf, offset, known).await {
-                Ok(()) => return Ok(()),
-                Err(f) if f.transient && attempt < self.options.retries => {
-                    self.options.stats.retry();
-                    tokio::time::sleep(self.options.backoff.saturating_mul(1 << attempt.min(6))).await;
-                    attempt += 1;
-                }
-                Err(f) => return Err(f.error),
-            }
+            let failure = match tokio::time::timeout_at(deadline, self.get(buf, offset, known)).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(failure)) => failure,
+                Err(_) => return Err(self.timed_out(&(offset..offset + buf.len() as u64))),
+            };
+            self.backoff(failure, &mut tries, deadline).await?;
         }
     }
 

@@ -20,8 +20,9 @@ pub fn is_url(location: &str) -> bool {
 /// The object at `url`, and its length (the first request).
 fn object(url: &str, options: &RemoteOptions) -> Result<(Object, u64)> {
     let name = Path::new(url);
-    let (store, location) = store::build(url, options).map_err(|e| Error::from_io(e, name, "cannot open"))?;
-    let object = Object::new(store, location, url, options);
+    let resolved = options.resolve().map_err(|e| Error::from_io(e, name, "cannot open"))?;
+    let (store, location) = store::build(url, &resolved).map_err(|e| Error::from_io(e, name, "cannot open"))?;
+    let object = Object::new(store, location, url, &resolved.options);
     let len = object.len().map_err(|e| Error::from_io(e, name, "cannot open"))?;
     Ok((object, len))
 }
@@ -34,8 +35,13 @@ fn object(url: &str, options: &RemoteOptions) -> Result<(Object, u64)> {
 /// - `Io` if the object cannot be read (`NotFound`, `PermissionDenied`, a
 ///   server that ignores `Range`, a transfer that fails after its retries,
 ///   an object replaced since the first request).
-/// - `InvalidInput` (as `Io`) for a URL of no supported store, or an
-///   unknown storage option.
+/// - `Io` of kind `TimedOut` for a server that does not answer (or stalls)
+///   within [`RemoteOptions::retry_timeout`] (50 s by default), and
+///   `ConnectionRefused` for one that refuses connections after the
+///   retries.
+/// - `InvalidInput` (as `Io`) for a URL of no supported store, an unknown
+///   storage option, a malformed value of one this crate reads, or an
+///   `http://` URL with `allow_http` false.
 /// - As [`Reader::open_with`] for the file's contents.
 pub fn open(url: &str, options: &RemoteOptions, read_options: ReadOptions) -> Result<Reader> {
     let (object, len) = object(url, options)?;

@@ -3,7 +3,6 @@
 use std::io;
 use std::str::FromStr;
 use std::sync::{Arc, Once};
-use std::time::Duration;
 
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
@@ -13,10 +12,28 @@ use object_store::path::Path;
 use object_store::{BackoffConfig, ClientConfigKey, ClientOptions, ObjectStore, ObjectStoreScheme, RetryConfig};
 use url::Url;
 
-use crate::options::RemoteOptions;
+use crate::options::Resolved;
 
 fn invalid(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, message)
+}
+
+/// An error and its sources in words, each source that its parent's
+/// message does not already hold appended: object_store's messages alone
+/// can end at "error sending request" or "builder error", and the reason
+/// ("operation timed out", "URL scheme is not allowed") is a source.
+pub(crate) fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let message = s.to_string();
+        if !text.contains(&message) {
+            text.push_str(": ");
+            text.push_str(&message);
+        }
+        source = s.source();
+    }
+    text
 }
 
 /// Installs ring as rustls' provider once: reqwest is built without one
@@ -45,36 +62,46 @@ const ENDPOINT_KEYS: [&str; 8] = [
 ];
 
 /// The store holding `url` and the object's path in it, configured from
-/// the environment, then `options.storage_options`.
+/// the environment, then `resolved`.
 ///
 /// # Errors
 /// `InvalidInput` for a URL that is not `s3://`, `gs://`, `az://`
-/// (`abfs://`, `azure://`) or `http(s)://`, or an unknown option.
-pub(crate) fn build(url: &str, options: &RemoteOptions) -> io::Result<(Arc<dyn ObjectStore>, Path)> {
+/// (`abfs://`, `azure://`) or `http(s)://`, an unknown option, an
+/// `http://` URL or endpoint with `allow_http` false, or a configuration
+/// the store's builder refuses.
+pub(crate) fn build(url: &str, resolved: &Resolved) -> io::Result<(Arc<dyn ObjectStore>, Path)> {
+    let options = &resolved.options;
     install_crypto();
     let parsed = Url::parse(url).map_err(|e| invalid(format!("{url:?} is not a URL: {e}")))?;
     let (scheme, path) =
         ObjectStoreScheme::parse(&parsed).map_err(|e| invalid(format!("{url:?} is not a store's URL: {e}")))?;
     let path = Path::parse(path).map_err(|e| invalid(format!("{url:?} has an invalid object path: {e}")))?;
     let env_endpoint = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT"].iter().find_map(|k| std::env::var(k).ok());
-    let plain_http = options
+    let plain_endpoint = options
         .storage_options
         .iter()
         .filter(|(k, _)| ENDPOINT_KEYS.contains(&k.to_ascii_lowercase().as_str()))
         .map(|(_, v)| v.clone())
         .chain(env_endpoint)
-        .any(|v| v.starts_with("http://"))
-        || parsed.scheme() == "http";
-    // Each request (a part of at most `part_size`) must finish in this time;
-    // a stalled connection is retried instead of hanging.
+        .find(|v| v.starts_with("http://"));
+    let plain = if parsed.scheme() == "http" { Some(url) } else { plain_endpoint.as_deref() };
+    // Refused here in words: object_store's client would only say "builder
+    // error" at the first request.
+    if let (Some(false), Some(plain)) = (resolved.allow_http, plain) {
+        let what = if plain == url { "URL" } else { "endpoint" };
+        return Err(invalid(format!("allow_http is false but the {what} is http:// ({plain})")));
+    }
+    // Each request (a part of at most `part_size`) must finish in `timeout`;
+    // a stalled connection is retried instead of hanging, until
+    // `retry_timeout` (which object.rs also holds the whole read to).
     let client = ClientOptions::new()
-        .with_allow_http(plain_http)
-        .with_connect_timeout(Duration::from_secs(10))
-        .with_timeout(Duration::from_secs(60));
+        .with_allow_http(resolved.allow_http.unwrap_or(plain.is_some()))
+        .with_connect_timeout(options.connect_timeout)
+        .with_timeout(options.timeout);
     let retry = RetryConfig {
-        backoff: BackoffConfig { init_backoff: options.backoff, max_backoff: Duration::from_secs(5), base: 2.0 },
+        backoff: BackoffConfig { init_backoff: options.backoff, max_backoff: crate::object::MAX_BACKOFF, base: 2.0 },
         max_retries: options.retries as usize,
-        retry_timeout: Duration::from_secs(120),
+        retry_timeout: options.retry_timeout,
     };
     let unknown = |key: &str| invalid(format!("unknown storage option {key:?} for {url}"));
     let store: Arc<dyn ObjectStore> = match scheme {
@@ -83,7 +110,7 @@ pub(crate) fn build(url: &str, options: &RemoteOptions) -> io::Result<(Arc<dyn O
             for (k, v) in &options.storage_options {
                 b = b.with_config(AmazonS3ConfigKey::from_str(&k.to_ascii_lowercase()).map_err(|_| unknown(k))?, v);
             }
-            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {e}")))?)
+            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {}", causes(&e))))?)
         }
         ObjectStoreScheme::GoogleCloudStorage => {
             let mut b = GoogleCloudStorageBuilder::from_env()
@@ -93,7 +120,7 @@ pub(crate) fn build(url: &str, options: &RemoteOptions) -> io::Result<(Arc<dyn O
             for (k, v) in &options.storage_options {
                 b = b.with_config(GoogleConfigKey::from_str(&k.to_ascii_lowercase()).map_err(|_| unknown(k))?, v);
             }
-            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {e}")))?)
+            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {}", causes(&e))))?)
         }
         ObjectStoreScheme::MicrosoftAzure => {
             let mut b =
@@ -101,7 +128,7 @@ pub(crate) fn build(url: &str, options: &RemoteOptions) -> io::Result<(Arc<dyn O
             for (k, v) in &options.storage_options {
                 b = b.with_config(AzureConfigKey::from_str(&k.to_ascii_lowercase()).map_err(|_| unknown(k))?, v);
             }
-            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {e}")))?)
+            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {}", causes(&e))))?)
         }
         ObjectStoreScheme::Http => {
             let base = &parsed[..url::Position::BeforePath];
@@ -109,7 +136,7 @@ pub(crate) fn build(url: &str, options: &RemoteOptions) -> io::Result<(Arc<dyn O
             for (k, v) in &options.storage_options {
                 b = b.with_config(ClientConfigKey::from_str(&k.to_ascii_lowercase()).map_err(|_| unknown(k))?, v);
             }
-            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {e}")))?)
+            Arc::new(b.build().map_err(|e| invalid(format!("cannot reach {url}: {}", causes(&e))))?)
         }
         other => return Err(invalid(format!("{url}: {other:?} URLs are not remote stores (use a path)"))),
     };

@@ -6,6 +6,7 @@ mod cat;
 mod collection;
 mod convert;
 mod crypt;
+mod dead_server;
 mod diff;
 mod errors;
 mod inspect;

@@ -3,11 +3,13 @@
 //! `http://`, moto's S3 server (PyPI, in `.venv`) for `s3://`, Azurite
 //! (npm, in `target/test-tools`) for `az://`, fake-gcs-server (PyPI, in
 //! `.venv`) for `gs://`, and a small proxy of our own in front of nginx
-//! that counts requests and bytes and injects faults.
+//! that counts requests and bytes and injects faults; servers that do not
+//! serve (`dead`) are plain listeners of the tests.
 
 mod azure;
 mod cache;
 mod checks;
+mod dead;
 mod faults;
 mod gcs;
 mod http;
