@@ -2,7 +2,8 @@
 //! bytes for the writers.
 //!
 //! numpy arrays (through the buffer protocol) and CPU torch tensors (through
-//! a few attributes) in C order are taken here, without a Python call per
+//! a few attributes) in C order, without a conjugate or negative bit, are
+//! taken here, without a Python call per
 //! tensor: saving 20,000 small tensors spent most of its time turning each
 //! into a buffer in Python. Anything else (other layouts, devices, byte
 //! orders, dtypes, objects) goes through the Python `fallback`, which
@@ -194,7 +195,12 @@ fn from_torch(
     dtypes: &Bound<'_, PyDict>,
 ) -> PyResult<Option<(Dtype, Vec<u64>, Source)>> {
     let py = t.py();
-    if !t.getattr(intern!(py, "layout"))?.is(strided) || !t.getattr(intern!(py, "is_cpu"))?.is_truthy()? {
+    // Nested tensors are strided too, and have no `shape`: the fallback
+    // names the refusal.
+    if !t.getattr(intern!(py, "layout"))?.is(strided)
+        || !t.getattr(intern!(py, "is_cpu"))?.is_truthy()?
+        || t.getattr(intern!(py, "is_nested"))?.is_truthy()?
+    {
         return Ok(None);
     }
     let Some(name) = dtypes.get_item(t.getattr(intern!(py, "dtype"))?)? else {
@@ -203,8 +209,14 @@ fn from_torch(
     let Some(dtype) = Dtype::from_name(name.downcast::<PyString>()?.to_str()?) else {
         return Ok(None);
     };
-    // F4 (two values a byte) counts its shape differently: the fallback.
-    if dtype == Dtype::F4 || !t.call_method0(intern!(py, "is_contiguous"))?.is_truthy()? {
+    // F4 (two values a byte) counts its shape differently, and lazy views
+    // (a conjugate or negative bit, other strides) are not their memory:
+    // the fallback resolves them.
+    if dtype == Dtype::F4
+        || !t.call_method0(intern!(py, "is_contiguous"))?.is_truthy()?
+        || t.call_method0(intern!(py, "is_neg"))?.is_truthy()?
+        || (matches!(dtype, Dtype::C64 | Dtype::C128) && t.call_method0(intern!(py, "is_conj"))?.is_truthy()?)
+    {
         return Ok(None);
     }
     let shape: Vec<u64> = t.getattr(intern!(py, "shape"))?.extract()?;

@@ -37,12 +37,13 @@ mod block;
 mod commit;
 mod hasher;
 mod lock;
+mod snapshot;
 mod tensorblob;
 mod transfer;
 mod view;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use deathtensors_format::{BlockRef, Manifest, Metadata, RowLayout, MANIFEST_NAME};
 
@@ -108,6 +109,9 @@ struct Slot {
     /// Counts writes to the block (keys background digests).
     version: u64,
     handle: OnceLock<Arc<BlockFile>>,
+    /// A reader's descriptor of the block file, opened with its snapshot
+    /// (see `snapshot.rs`) and checked into `handle` when first read.
+    pinned: Mutex<Option<std::fs::File>>,
     /// Hands the rows written since the last commit to the disk (durable
     /// writers), so that the commit's sync finds little left.
     writeback: Option<Writeback>,
@@ -124,6 +128,7 @@ impl Slot {
             dirty: false,
             version: 0,
             handle: OnceLock::new(),
+            pinned: Mutex::new(None),
             writeback: None,
         }
     }
@@ -162,8 +167,11 @@ pub struct Collection {
 
 impl Collection {
     /// Opens the collection at `dir` read-only: a snapshot of its last
-    /// committed state (see [`Collection::refresh`]). Opens tensorblob
-    /// directories too.
+    /// committed state (see [`Collection::refresh`]), whose block files are
+    /// held open (one descriptor each) so that later commits never take its
+    /// rows away. A commit that replaces a block while the snapshot is being
+    /// taken makes it start over from the newer state, a bounded number of
+    /// times. Opens tensorblob directories too.
     ///
     /// # Errors
     /// `Io` if there is no collection; `Format` naming the manifest and what
@@ -172,10 +180,7 @@ impl Collection {
         let dir = dir.as_ref();
         match detect(dir)? {
             CollectionKind::Tensorblob => tensorblob::open(dir),
-            CollectionKind::Deathtensors => {
-                let manifest = commit::read_manifest(dir)?;
-                Ok(Collection::from_manifest(dir, manifest, None))
-            }
+            CollectionKind::Deathtensors => snapshot::open(dir),
         }
     }
 
@@ -611,7 +616,9 @@ impl Collection {
     }
 
     /// Rereads the manifest (readers): the handle then shows the newest
-    /// committed state. Returns whether it changed.
+    /// committed state, its block files held open as [`Collection::open`]
+    /// holds them. Returns whether it changed; on an error the handle keeps
+    /// the state it had.
     ///
     /// # Errors
     /// As [`Collection::open`]; `InvalidInput` for the writer, whose state
@@ -623,27 +630,7 @@ impl Collection {
         if self.kind == CollectionKind::Tensorblob {
             return Ok(false);
         }
-        let manifest = commit::read_manifest(&self.dir)?;
-        if manifest.generation == self.generation {
-            return Ok(false);
-        }
-        let mut old: std::collections::HashMap<String, Slot> =
-            self.slots.drain(..).map(|s| (s.file.clone(), s)).collect();
-        self.slots = manifest
-            .blocks
-            .iter()
-            .map(|b| {
-                let slot = Slot::from_ref(b);
-                if let Some(h) = old.remove(&b.file).and_then(|s| s.handle.into_inner()) {
-                    let _ = slot.handle.set(h);
-                }
-                slot
-            })
-            .collect();
-        self.layout = manifest.layout;
-        self.metadata = manifest.metadata;
-        self.generation = manifest.generation;
-        Ok(true)
+        snapshot::refresh(self)
     }
 
     /// Commits the working state: syncs the written block files, records
@@ -676,9 +663,19 @@ impl Collection {
         if let Some(h) = slot.handle.get() {
             return Ok(h.clone());
         }
+        // Held while the block is opened: a second thread waits for the
+        // first's handle instead of opening by name what the snapshot pinned.
+        let mut pinned = slot.pinned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(h) = slot.handle.get() {
+            return Ok(h.clone());
+        }
         let path = self.dir.join(&slot.file);
         let raw = self.kind == CollectionKind::Tensorblob;
-        let opened = BlockFile::open(&path, &self.layout, self.writer.is_some(), raw).map_err(|e| {
+        let opened = match pinned.take() {
+            Some(file) => BlockFile::from_file(file, &path, &self.layout, raw),
+            None => BlockFile::open(&path, &self.layout, self.writer.is_some(), raw),
+        };
+        let opened = opened.map_err(|e| {
             let gone = matches!(e.kind(), crate::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound);
             let newer = || commit::read_manifest(&self.dir).is_ok_and(|m| m.generation != self.generation);
             if gone && self.writer.is_none() && self.kind == CollectionKind::Deathtensors && newer() {
@@ -724,6 +721,7 @@ impl Collection {
             dirty: true,
             version: 0,
             handle: OnceLock::new(),
+            pinned: Mutex::new(None),
             writeback: None,
         };
         let _ = slot.handle.set(Arc::new(handle));
@@ -764,6 +762,7 @@ impl Collection {
                     dirty: false,
                     version: 0,
                     handle: OnceLock::new(),
+                    pinned: Mutex::new(None),
                     writeback: None,
                 });
             }

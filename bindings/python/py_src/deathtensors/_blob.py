@@ -123,6 +123,7 @@ class TensorBlob:
         self._writable = "w" in mode or "a" in mode or "+" in mode
         self._append = "a" in mode
         self._closed = False
+        self._spelling: Optional[str] = None
         self._layout()
         self._pos = len(self) if self._append else 0
 
@@ -180,7 +181,9 @@ class TensorBlob:
         path = Path(filename).expanduser().resolve()
         kind = _Collection.detect(str(path))
         if "w" in mode:
-            return cls._create(path, kind, mode, framework, dtype, shape, block_size, durable)
+            blob = cls._create(path, kind, mode, framework, dtype, shape, block_size, durable)
+            blob._keep_spelling(dtype)
+            return blob
         if kind is None:
             if path.is_dir():
                 raise FileNotFoundError(f"not a collection: no collection.json in {str(path)!r}")
@@ -231,11 +234,25 @@ class TensorBlob:
 
     # --- properties ------------------------------------------------------
 
+    def _keep_spelling(self, dtype: Any) -> None:
+        """Keeps torch's spelling of the dtype this handle was created with
+        (``"half"``, ``"float"``), which :attr:`dtype` reports as tensorblob
+        does."""
+        if isinstance(dtype, str):
+            name = dtype.removeprefix("torch.")
+            if name not in _dtypes.TORCH_NAMES and dtype_from_name(name) == self._dtype:
+                self._spelling = name
+
     @property
     def dtype(self) -> str:
-        """The rows' dtype as tensorblob names it (torch's name:
-        ``"float32"``, ``"bfloat16"``); :attr:`dtype_name` is the file's."""
-        return _torch_name(self._dtype)
+        """The rows' dtype as tensorblob names it: torch's name, as given
+        when this handle created the collection (``"half"``), else the
+        canonical one (``"float16"``, ``"bfloat16"``); :attr:`dtype_name`
+        is the file's (``"F16"``). A reopened collection reports the
+        canonical name: its manifest records the dtype (``F16``), not how it
+        was spelled, where tensorblob's ``.conf`` keeps the spelling; both
+        name the same torch dtype (``getattr(torch, blob.dtype)``)."""
+        return self._spelling or _torch_name(self._dtype)
 
     @property
     def dtype_name(self) -> str:

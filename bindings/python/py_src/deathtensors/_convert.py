@@ -7,7 +7,7 @@ import ctypes
 import gc
 import os
 import sys
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, Optional
 
 from . import _dtypes
 from .errors import DeathTensorsError
@@ -36,8 +36,18 @@ def collect(tensors: Any, metadata: Any = None) -> Any:
 
 
 def to_buffer(name: str, value: Any) -> tuple[str, list[int], Any]:
-    """(dtype name, shape, C-contiguous byte buffer) for a value to save,
-    without copying when the value's memory is already C-contiguous."""
+    """(dtype name, shape, C-contiguous byte buffer) for a value to save.
+
+    This is the one conversion every save path takes for values the native
+    fast path leaves (``dt.save``, ``save_file``, ``save_sharded``,
+    ``append``, ``TensorBlob.write``, the cryptotensors API and the
+    safetensors drop-in): the buffer holds the values the caller sees,
+    whatever view the value is (torch's conjugate and negative bits,
+    non-contiguous, expanded and channels_last tensors; numpy's byte-swapped,
+    Fortran-ordered, negative-stride and broadcast arrays). A value already
+    laid out as it is saved is not copied; any other is copied once.
+    Values that cannot be written as they are (sparse, nested, quantized or
+    meta tensors, object dtypes) are refused with an error naming them."""
     if _is_torch(value):
         return _torch_buffer(name, value)
     if _is_numpy(value):
@@ -66,18 +76,54 @@ def to_buffer(name: str, value: Any) -> tuple[str, list[int], Any]:
     return dtype, shape, mv.cast("B")
 
 
-def _torch_buffer(name: str, t: Any) -> tuple[str, list[int], Any]:
+def _torch_refusal(t: Any) -> Optional[str]:
+    """Why a torch tensor cannot be saved as it is, or None."""
     import torch
 
+    if getattr(t, "is_nested", False):
+        return "nested (jagged) tensors cannot be saved; save each component (t.unbind()) instead"
     if t.layout != torch.strided:
-        raise DeathTensorsError(f"tensor {name!r}: sparse tensors cannot be saved; call .to_dense() first")
-    dtype = _dtypes.from_torch(t.dtype)
-    shape = list(t.shape)
+        return f"{t.layout} tensors cannot be saved; call .to_dense() first (sparse tensors: dt.save_sparse)"
+    if t.is_quantized:
+        return f"quantized tensors ({t.dtype}) cannot be saved; call .dequantize() or save .int_repr() and the scales"
+    if t.device.type == "meta":
+        return "meta tensors have no data to save"
+    return None
+
+
+def torch_resolved(name: str, t: Any) -> Any:
+    """`t` as a dense, C-contiguous CPU tensor holding the values the caller
+    sees: conjugate and negative bits resolved, any other layout (strides,
+    expansions, channels_last) copied into row-major order. No copy when
+    `t` already is; at most one copy (and one device transfer) otherwise."""
+    why = _torch_refusal(t)
+    if why is not None:
+        raise DeathTensorsError(f"tensor {name!r}: {why}")
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()
-    if not t.is_contiguous():
-        t = t.contiguous()
+    if t.is_conj() or t.is_neg() or not t.is_contiguous():
+        import torch
+
+        # One copy into a fresh row-major tensor: copy_ materializes the
+        # conjugate and negative bits (resolve_conj then contiguous would copy
+        # twice).
+        out = torch.empty(t.shape, dtype=t.dtype)
+        out.copy_(t)
+        t = out
+    return t
+
+
+def _torch_buffer(name: str, t: Any) -> tuple[str, list[int], Any]:
+    why = _torch_refusal(t)
+    if why is not None:
+        raise DeathTensorsError(f"tensor {name!r}: {why}")
+    try:
+        dtype = _dtypes.from_torch(t.dtype)
+    except DeathTensorsError as e:
+        raise DeathTensorsError(f"tensor {name!r}: {e}") from None
+    shape = list(t.shape)
+    t = torch_resolved(name, t)
     if dtype == "F4":
         # float4_e2m1fn_x2 packs two values a byte: the file counts values.
         shape = shape[:-1] + [shape[-1] * 2] if shape else [2]
@@ -93,16 +139,34 @@ def _torch_buffer(name: str, t: Any) -> tuple[str, list[int], Any]:
     return dtype, shape, memoryview(raw).cast("B")
 
 
+def numpy_resolved(name: str, a: Any) -> Any:
+    """`a` as a C-contiguous little-endian array of the values the caller
+    sees (byte-swapped, Fortran-ordered, negative-stride and broadcast
+    arrays copied once; others as they are)."""
+    import numpy as np
+
+    if a.dtype.hasobject:
+        raise DeathTensorsError(f"tensor {name!r}: arrays of Python objects (dtype {a.dtype}) cannot be saved")
+    if a.dtype.byteorder == ">":
+        # C order and little-endian in one copy.
+        return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+    # C order with the right values whatever the layout: Fortran order,
+    # transposes, slices, broadcasts and negative strides are copied, not
+    # scrambled.
+    return np.ascontiguousarray(a)
+
+
 def _numpy_buffer(name: str, a: Any) -> tuple[str, list[int], Any]:
     import numpy as np
 
-    dtype = _dtypes.from_numpy(a.dtype)
+    if a.dtype.hasobject:
+        raise DeathTensorsError(f"tensor {name!r}: arrays of Python objects (dtype {a.dtype}) cannot be saved")
+    try:
+        dtype = _dtypes.from_numpy(a.dtype)
+    except DeathTensorsError as e:
+        raise DeathTensorsError(f"tensor {name!r}: {e}") from None
     shape = list(a.shape)
-    if a.dtype.byteorder == ">":
-        a = a.astype(a.dtype.newbyteorder("<"))
-    # C order with the right values whatever the layout: Fortran order,
-    # transposes, slices and negative strides are copied, not scrambled.
-    a = np.ascontiguousarray(a)
+    a = numpy_resolved(name, a)
     if a.size == 0:
         return dtype, shape, b""
     return dtype, shape, a.reshape(-1).view(np.uint8)

@@ -27,13 +27,20 @@ impl BlockFile {
     /// least a block's bytes.
     pub(crate) fn open(path: &Path, layout: &RowLayout, writable: bool, raw: bool) -> Result<BlockFile> {
         let doing = "cannot open block file";
-        let file = no_follow(OpenOptions::new().read(true).write(writable)).open(path).map_err(|e| {
+        let file = open_file(path, writable).map_err(|e| {
             if is_symlink(path) {
                 Error::input("a block file must not be a symbolic link", path, doing)
             } else {
                 Error::io(e, path, doing)
             }
         })?;
+        BlockFile::from_file(file, path, layout, raw)
+    }
+
+    /// A block file already open as `file` (read from `path`), checked as
+    /// [`BlockFile::open`] checks it.
+    pub(crate) fn from_file(file: File, path: &Path, layout: &RowLayout, raw: bool) -> Result<BlockFile> {
+        let doing = "cannot open block file";
         let len = file.metadata().map_err(|e| Error::io(e, path, doing))?.len();
         if raw {
             if len < layout.block_bytes() {
@@ -106,6 +113,11 @@ impl BlockFile {
 
 /// Opens without following a symbolic link at the last component: a block
 /// file is a file of the collection's directory, never a way out of it.
+/// Opens a block file (never through a symbolic link), unchecked.
+pub(crate) fn open_file(path: &Path, writable: bool) -> std::io::Result<File> {
+    no_follow(OpenOptions::new().read(true).write(writable)).open(path)
+}
+
 fn no_follow(options: &mut OpenOptions) -> &mut OpenOptions {
     #[cfg(unix)]
     {

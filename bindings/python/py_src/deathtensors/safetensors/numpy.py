@@ -10,11 +10,11 @@ arrays are converted to little-endian, as there.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any, Optional, Union
 
 import numpy as np
 
+from .. import _convert
 from . import _open, _serialize
 from ._open import safe_open
 from ._serialize import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 -- there in safetensors too
@@ -43,11 +43,6 @@ def _getdtype(dtype_str: str) -> Any:
     return _TYPES[dtype_str]
 
 
-def _is_little_endian(array: np.ndarray) -> bool:
-    order = array.dtype.byteorder
-    return order in ("<", "|") or (order == "=" and sys.byteorder == "little")
-
-
 def _items(tensor_dict: dict[str, np.ndarray]) -> list[_serialize.Item]:
     """(name, dtype code, shape, bytes) for each array, in C order and
     little-endian; the byte buffers share the arrays' memory when they
@@ -63,12 +58,11 @@ def _items(tensor_dict: dict[str, np.ndarray]) -> list[_serialize.Item]:
         if not isinstance(value, np.ndarray):
             raise ValueError(f"Key `{name}` is invalid, expected np.ndarray but received {type(value)}")
         code = _serialize.dtype_code(value.dtype.name)
-        if not _is_little_endian(value):
-            value = value.astype(value.dtype.newbyteorder("<"))
-        if not value.flags.c_contiguous:
-            # Fortran order, transposes, slices, negative strides: the values
-            # in C order, not the memory as it lies (safetensors issue #825).
-            value = value.copy(order="C")
+        # Little-endian, and the values in C order whatever the layout
+        # (Fortran order, transposes, slices, broadcasts, negative strides),
+        # not the memory as it lies (safetensors issue #825): deathtensors'
+        # one conversion.
+        value = _convert.numpy_resolved(name, value)
         data: Any = value.reshape(-1).view(np.uint8) if value.size else b""
         items.append((name, code, _serialize.logical_shape(code, value.shape), data))
     return items

@@ -16,6 +16,7 @@ from typing import Any, Optional, Union
 
 import torch
 
+from .. import _convert
 from . import _open, _serialize
 from ._open import safe_open
 from ._serialize import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 -- there in safetensors too
@@ -195,11 +196,9 @@ def _items(tensors: dict[str, torch.Tensor]) -> list[_serialize.Item]:
             )
         code = _serialize.dtype_code(str(tensor.dtype).removeprefix("torch."))
         shape = _serialize.logical_shape(code, tensor.shape)
-        tensor = tensor.detach()
-        if tensor.device.type != "cpu":
-            tensor = tensor.to("cpu")
-        if tensor.is_conj() or tensor.is_neg():
-            tensor = tensor.resolve_conj().resolve_neg()
+        # The values the caller sees (conjugate and negative bits resolved),
+        # on the CPU: deathtensors' one conversion.
+        tensor = _convert.torch_resolved(name, tensor)
         data: Any = tensor.reshape(-1).view(torch.uint8).numpy() if tensor.nelement() else b""
         items.append((name, code, shape, data))
     return items
