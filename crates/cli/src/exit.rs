@@ -73,12 +73,16 @@ pub fn one_line(err: &anyhow::Error) -> String {
 
 /// An error from writing `output`: the file being written is not the input,
 /// so it is not an invalid file (exit code 2), unless it came from reading
-/// the input (another path), which keeps its own exit code.
+/// the input (another path, or a failed check of the bytes read), which
+/// keeps its own exit code.
 pub fn writing(e: deathtensors_io::Error, output: &std::path::Path) -> anyhow::Error {
     if e.path() != Some(output) {
         return e.into();
     }
     match e.kind() {
+        // Bytes that failed their check were read, from the input (a file
+        // rewritten in place, by `meta`, is both).
+        ErrorKind::TensorDigestMismatch { .. } | ErrorKind::ChecksumMismatch { .. } => e.into(),
         ErrorKind::Format(f) => anyhow::anyhow!("cannot write {}: {f}", output.display()),
         _ if e.is_invalid_file() => anyhow::anyhow!("{e}"),
         _ => e.into(),

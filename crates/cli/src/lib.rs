@@ -19,6 +19,7 @@ mod cmd;
 mod collection;
 mod copy;
 mod exit;
+mod integrity;
 mod keys;
 mod out;
 mod progress;

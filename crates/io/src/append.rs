@@ -10,6 +10,7 @@ use deathtensors_format::{Format, Metadata, TensorInfo, TensorSpec};
 use crate::error::{Error, Result};
 use crate::pack::{save_from, Compress};
 use crate::reader::Reader;
+use crate::stream_check::StreamCheck;
 use crate::writer::WriteOptions;
 
 const DOING: &str = "cannot append to";
@@ -92,6 +93,9 @@ pub fn append(
     let new: HashMap<&str, &[u8]> = tensors.iter().map(|(s, b)| (s.name.as_str(), *b)).collect();
     let specs = header.tensors().iter().map(TensorInfo::to_spec).chain(tensors.iter().map(|(s, _)| s.clone()));
     let specs = specs.map(|s| TensorSpec { sha256: None, ..s }).collect();
+    // The file's own tensors are checked against their digests as they are
+    // copied: a damaged one fails the append, and nothing is written.
+    let check = StreamCheck::default();
     save_from(path, specs, &options, |name, offset, buf| match new.get(name) {
         Some(bytes) => {
             // Lengths were checked above.
@@ -100,7 +104,10 @@ pub fn append(
             buf.copy_from_slice(part);
             Ok(())
         }
-        None => reader.read_range_into(name, offset, buf),
+        None => {
+            reader.read_range_into(name, offset, buf)?;
+            check.take(&reader, name, offset, buf)
+        }
     })?;
     Ok(())
 }

@@ -8,6 +8,7 @@ use deathtensors_format::TensorSpec;
 use crate::error::Result;
 use crate::pack::save_from;
 use crate::reader::Reader;
+use crate::stream_check::StreamCheck;
 use crate::writer::WriteOptions;
 
 /// Bytes per positioned read and write when streaming: large enough to run
@@ -24,10 +25,13 @@ pub const COPY_CHUNK: usize = 8 << 20;
 /// Nothing appears at `output` before the whole file is written (and a
 /// previous file there stays whole): the writer works in a temp file that
 /// replaces `output` at the end, so writing onto an input is safe too.
+/// Every tensor that has a digest is checked as it streams past: one that
+/// fails fails the copy, and nothing is written.
 ///
 /// # Errors
 /// As [`Writer::create`](crate::Writer::create), and the reads' errors (a tensor `source` does not
-/// have is `TensorNotFound`).
+/// have is `TensorNotFound`, a tensor whose bytes do not match its digest
+/// `TensorDigestMismatch`).
 pub fn copy_tensors<'r>(
     source: impl Fn(&str) -> Result<&'r Reader> + Sync,
     output: &Path,
@@ -36,8 +40,11 @@ pub fn copy_tensors<'r>(
     progress: impl Fn(u64) + Sync,
 ) -> Result<()> {
     // Compressing writers ask for chunks from all cores.
+    let check = StreamCheck::default();
     save_from(output, specs, options, |name, offset, buf| {
-        source(name)?.read_range_into(name, offset, buf)?;
+        let reader = source(name)?;
+        reader.read_range_into(name, offset, buf)?;
+        check.take(reader, name, offset, buf)?;
         progress(buf.len() as u64);
         Ok(())
     })?;

@@ -48,6 +48,7 @@ mod sharded;
 mod sidecar;
 mod signing;
 mod stats;
+mod stream_check;
 mod trust;
 pub mod values;
 mod writeback;

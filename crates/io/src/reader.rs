@@ -1384,13 +1384,44 @@ impl Reader {
     /// `TensorDigestMismatch` naming the first tensor (in header order) that
     /// fails; `Io`; `Decompress`.
     pub fn verify_tensors(&self) -> Result<()> {
-        let names: Vec<&str> =
-            self.header().tensors().iter().filter(|t| t.sha256.is_some()).map(|t| t.name.as_str()).collect();
-        let digests = self.compute_digests(&names, |_| {})?;
-        for (name, digest) in names.iter().zip(digests) {
+        let names: Vec<&str> = self.header().tensors().iter().map(|t| t.name.as_str()).collect();
+        self.check_tensors(&names, |_| {})
+    }
+
+    /// Checks those of the named tensors that carry a digest, on all cores
+    /// (tensors without one pass): what tools that read tensors whole or in
+    /// windows (statistics, comparisons, printing) run before they read.
+    /// `progress` is told the bytes hashed, from any thread.
+    ///
+    /// # Errors
+    /// `TensorNotFound`; `TensorDigestMismatch` naming the first of `names`
+    /// that fails; `Io`; `Decompress`.
+    pub fn check_tensors(&self, names: &[&str], progress: impl Fn(u64) + Sync) -> Result<()> {
+        let mut with_digest = Vec::with_capacity(names.len());
+        for &name in names {
+            if self.tensor(name)?.info.sha256.is_some() {
+                with_digest.push(name);
+            }
+        }
+        let digests = self.compute_digests(&with_digest, progress)?;
+        for (name, digest) in with_digest.iter().zip(digests) {
             self.check_digest(name, |_| Ok(digest))?;
         }
         Ok(())
+    }
+
+    /// Reads the tensor's bytes into a fresh buffer, checked against its
+    /// digest when it has one (a tensor of an encrypted file: against its
+    /// chunks' tags, as every decryption is).
+    ///
+    /// # Errors
+    /// As [`Reader::read`]; `TensorDigestMismatch`.
+    pub fn read_checked(&self, name: &str) -> Result<Vec<u8>> {
+        let bytes = self.read(name)?;
+        if !self.is_encrypted() && self.tensor(name)?.info.sha256.is_some() {
+            self.check_bytes(name, &bytes)?;
+        }
+        Ok(bytes)
     }
 
     /// Checks everything the file carries: the footer and the per-tensor

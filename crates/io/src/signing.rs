@@ -86,6 +86,8 @@ pub(crate) fn finish(
 /// - `InvalidInput` for a safetensors file, a plaintext file whose tensors
 ///   lack `sha256` digests (save it with `checksum`), or a key that has
 ///   signed the file already.
+/// - `TensorDigestMismatch` or `ChecksumMismatch` if the file's bytes no
+///   longer match its digests or footer: damaged bytes are not signed.
 /// - `Io`.
 pub fn sign_file(path: impl AsRef<Path>, key: &SigningKey, durable: bool) -> Result<()> {
     let path = path.as_ref();
@@ -119,6 +121,16 @@ pub fn sign_file(path: impl AsRef<Path>, key: &SigningKey, durable: bool) -> Res
     let me = key.verifying_key();
     if reader.signers().contains(&me) {
         return Err(Error::input(format!("the file is already signed by {}", me.fingerprint()), path, DOING));
+    }
+    // A signature vouches for the bytes its digests describe: bytes damaged
+    // since they were written are not signed (a sealed file's digests are
+    // under its key; its footer is checked).
+    if head.sealed.is_some() {
+        if reader.has_footer() {
+            reader.verify_footer()?;
+        }
+    } else {
+        reader.verify()?;
     }
     let body_end = head.data_end + head.footer().map_or(0, |_| 32);
     let mut signed = vec![0u8; head.header_end as usize];

@@ -33,14 +33,28 @@ pub fn run(args: BlobArgs) -> anyhow::Result<ExitCode> {
             if dir.exists() && std::fs::read_dir(&dir).map(|mut d| d.next().is_some()).unwrap_or(true) {
                 bail!("{} exists and is not empty: `blob create` makes a new collection", dir.display());
             }
+            let existed = dir.exists();
             let mut c = Collection::create(&dir, layout, CollectionOptions::default())?;
-            let mut appended = 0;
-            if let Some(file) = &from {
-                let reader = crate::keys::open(file)?;
-                let name = tensor_name(&reader, tensor.as_deref())?;
-                appended = c.append_tensor(&reader, &name)?;
-            }
-            c.flush()?;
+            let filled = (|| -> anyhow::Result<u64> {
+                let mut appended = 0;
+                if let Some(file) = &from {
+                    let reader = crate::keys::open(file)?;
+                    let name = tensor_name(&reader, tensor.as_deref())?;
+                    crate::integrity::footer_for(&reader, &[name.as_str()])?;
+                    appended = c.append_tensor(&reader, &name)?;
+                }
+                c.flush()?;
+                Ok(appended)
+            })();
+            let appended = match filled {
+                Ok(n) => n,
+                Err(e) => {
+                    // The collection this command made goes with its failure.
+                    drop(c);
+                    let _ = if existed { remove_contents(&dir) } else { std::fs::remove_dir_all(&dir) };
+                    return Err(e);
+                }
+            };
             writeln!(
                 out,
                 "{}: collection of {} {} rows created, {appended} rows",
@@ -57,6 +71,7 @@ pub fn run(args: BlobArgs) -> anyhow::Result<ExitCode> {
                 None => reader.header().tensors().iter().map(|t| t.name.to_string()).collect(),
             };
             let mut appended = 0;
+            crate::integrity::footer_for(&reader, &names.iter().map(String::as_str).collect::<Vec<_>>())?;
             for name in &names {
                 appended += c.append_tensor(&reader, name)?;
             }
@@ -155,4 +170,18 @@ fn tensor_name(reader: &Reader, given: Option<&str>) -> anyhow::Result<String> {
             tensors.len()
         ),
     }
+}
+
+/// Removes what is in `dir`, keeping `dir` (a directory that was empty
+/// before `blob create` made a collection in it).
+fn remove_contents(dir: &std::path::Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
 }

@@ -27,6 +27,9 @@ const WINDOW: usize = 64 << 10;
 pub fn run(args: CatArgs) -> anyhow::Result<ExitCode> {
     let reader = crate::keys::open(&args.file)?;
     let t = reader.tensor(&args.name)?.info.clone();
+    // Checked whole before a value is printed (the values are read in
+    // windows, here and there).
+    crate::integrity::check(&reader, &[t.name.as_str()])?;
     let mut out = Out::new();
     if args.raw {
         let mut buf = vec![0u8; copy::CHUNK.min(t.byte_len() as usize)];

@@ -189,6 +189,8 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
         compress,
         ..WriteOptions::default()
     };
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    crate::integrity::footer_for(&reader, &names)?;
     copy::copy(&reader, &args.output, specs, &options)?;
     let mut out = Out::new();
     let (bytes, n) = (header.tensors().iter().map(|t| t.byte_len()).sum::<u64>(), header.len());

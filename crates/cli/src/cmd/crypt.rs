@@ -223,6 +223,9 @@ fn with_data<T>(
     f: impl FnOnce(Vec<&[u8]>) -> deathtensors_io::Result<T>,
 ) -> anyhow::Result<T> {
     let header = reader.header();
+    // Nothing damaged is sealed under a new tag or signature.
+    let names: Vec<&str> = header.tensors().iter().map(|t| t.name.as_str()).collect();
+    crate::integrity::check(reader, &names)?;
     // A signed input is read (its digests checked on the way), not mapped.
     if !reader.is_encrypted() && !reader.is_compressed() && !reader.checked_reads() {
         // SAFETY: the mapping is private and only read; the input must not be

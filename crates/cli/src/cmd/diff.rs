@@ -40,6 +40,10 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
     let a = crate::keys::open(&args.a)?;
     let b = crate::keys::open(&args.b)?;
     let (ha, hb) = (a.header(), b.header());
+    // The tensors both files have are compared: each side checked first.
+    let both: Vec<&str> = ha.tensors().iter().map(|t| t.name.as_str()).filter(|n| hb.get(n).is_some()).collect();
+    crate::integrity::check(&a, &both)?;
+    crate::integrity::check(&b, &both)?;
     let total = ha.tensors().iter().filter(|t| hb.get(&t.name).is_some()).map(|t| t.byte_len()).sum();
     let bar = progress::bar(total, "comparing");
     let d = diff(&a, &b, compare, |n| bar.inc(n))?;

@@ -65,6 +65,8 @@ pub fn run(args: MetaArgs) -> anyhow::Result<ExitCode> {
             // `created_by` names the writer of the bytes: this version.
             ..WriteOptions::default()
         };
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        crate::integrity::footer_for(&reader, &names)?;
         copy::copy(&reader, &args.file, specs, &options)?;
     }
 

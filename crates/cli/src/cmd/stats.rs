@@ -22,6 +22,8 @@ pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
         args.names.iter().map(|name| Ok(reader.tensor(name)?.info)).collect::<anyhow::Result<_>>()?
     };
     let total = tensors.iter().filter(|t| values::element_size(t.dtype).is_some()).map(|t| t.byte_len()).sum();
+    let names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+    crate::integrity::check(&reader, &names)?;
     let bar = progress::bar(total, "computing");
     // `None` for the sub-byte dtypes, whose values are not decoded.
     let outcomes = tensor_stats(&reader, &tensors, |n| bar.inc(n))?;

@@ -10,6 +10,7 @@ mod dead_server;
 mod diff;
 mod errors;
 mod inspect;
+mod integrity;
 mod meta;
 mod remote;
 mod sharded;

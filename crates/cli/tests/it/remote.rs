@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::{assert_one_error_line, check, json, valid, Scratch};
 
 /// nginx serving `dir/www`, killed on drop.
-struct Nginx(Child, u16);
+pub(crate) struct Nginx(Child, pub(crate) u16);
 
 impl Drop for Nginx {
     fn drop(&mut self) {
@@ -19,7 +19,7 @@ impl Drop for Nginx {
     }
 }
 
-fn nginx(dir: &Path) -> Option<Nginx> {
+pub(crate) fn nginx(dir: &Path) -> Option<Nginx> {
     let Some(bin) = ["/usr/sbin/nginx", "/usr/bin/nginx"].iter().map(PathBuf::from).find(|p| p.is_file()) else {
         eprintln!("SKIP: nginx is not installed (cargo xtask setup installs it with apt-get)");
         return None;

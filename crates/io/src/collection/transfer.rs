@@ -10,6 +10,7 @@ use deathtensors_format::{Header, TensorSpec};
 
 use super::{Collection, CollectionOptions};
 use crate::error::{Error, Result};
+use crate::stream_check::StreamCheck;
 use crate::{Reader, WriteOptions, Writer};
 
 /// Bytes moved per step.
@@ -52,8 +53,9 @@ impl Collection {
     /// row shape itself (one row). Returns the rows appended.
     ///
     /// # Errors
-    /// `InvalidInput` if the dtype or shape do not fit; as the reader's
-    /// reads otherwise.
+    /// `InvalidInput` if the dtype or shape do not fit;
+    /// `TensorDigestMismatch` if the tensor does not match its digest (no
+    /// row of it is kept); as the reader's reads otherwise.
     pub fn append_tensor(&mut self, reader: &Reader, name: &str) -> Result<u64> {
         let doing = "cannot append to";
         let t = reader.tensor(name)?;
@@ -83,16 +85,27 @@ impl Collection {
         let rb = self.layout.row_bytes();
         let step = (STEP / rb).max(1);
         let mut buf = vec![0u8; (step.min(rows) * rb) as usize];
+        // The tensor is checked against its digest as it streams in; if it
+        // fails (or anything else does), the rows appended so far go again.
+        let before = self.rows();
+        let check = StreamCheck::default();
         let mut at = 0;
-        while at < rows {
-            let n = step.min(rows - at);
-            let part = &mut buf[..(n * rb) as usize];
-            reader.read_range_into(name, at * rb, part)?;
-            let end = self.rows();
-            self.write_rows(end, part)?;
-            at += n;
+        let appended = (|| {
+            while at < rows {
+                let n = step.min(rows - at);
+                let part = &mut buf[..(n * rb) as usize];
+                reader.read_range_into(name, at * rb, part)?;
+                check.take(reader, name, at * rb, part)?;
+                let end = self.rows();
+                self.write_rows(end, part)?;
+                at += n;
+            }
+            Ok(rows)
+        })();
+        if appended.is_err() && self.rows() > before {
+            let _ = self.truncate(before);
         }
-        Ok(rows)
+        appended
     }
 }
 
