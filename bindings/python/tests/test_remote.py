@@ -171,3 +171,52 @@ def test_s3_url_with_storage_options(moto, tmp_path):
         f.verify()
     with pytest.raises(FileNotFoundError):
         dt.open("s3://models/none.dt", storage_options=options)
+
+
+# --- dead servers: bounded failures, in words -------------------------------
+
+
+class _Silent:
+    """A loopback server that accepts connections and never answers."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+
+    def close(self):
+        self.sock.close()
+
+
+def test_a_silent_server_fails_within_the_storage_options_bound():
+    server = _Silent()
+    try:
+        url = f"http://127.0.0.1:{server.port}/model.dt"
+        start = time.monotonic()
+        with pytest.raises(OSError, match="timed out") as e:
+            dt.open(url, storage_options={"timeout": "1s", "max_retries": 1, "connect_timeout": "1s"})
+        took = time.monotonic() - start
+        assert url in str(e.value)
+        # One request and one retry of 1 s each, and backoff: well within 10 s.
+        assert took < 10, f"took {took:.1f} s"
+        # retry_timeout bounds the whole, however many retries are allowed.
+        start = time.monotonic()
+        with pytest.raises(OSError, match="timed out"):
+            dt.open(url, storage_options={"timeout": "1s", "max_retries": 50, "retry_timeout": "3s"})
+        assert time.monotonic() - start < 12
+    finally:
+        server.close()
+
+
+def test_refused_connections_and_bad_options_say_why():
+    port = _free_port()  # nothing listens there
+    url = f"http://127.0.0.1:{port}/model.dt"
+    start = time.monotonic()
+    with pytest.raises(OSError, match="connection refused"):
+        dt.open(url, storage_options={"max_retries": 0})
+    assert time.monotonic() - start < 10
+    with pytest.raises(Exception, match=r"retry_timeout.*not a duration"):
+        dt.open(url, storage_options={"retry_timeout": "5x"})
+    with pytest.raises(Exception, match="allow_http is false"):
+        dt.open(url, storage_options={"allow_http": False})
