@@ -1,0 +1,420 @@
+"""``StorageWriter`` and ``StorageReader``: deathtensors as the storage of
+``torch.distributed.checkpoint``.
+
+Commit protocol (``docs/DISTRIBUTED.md``): the coordinator picks a save id
+when it makes the global plan; every rank writes its own file
+``rank-NNNNN-<save id>.dt`` with the durable writer (file fsynced, renamed
+into place, directory fsynced) and returns; DCP gathers the results, and only
+then does the coordinator check the files and write ``deathtensors.json``
+atomically (temp file, fsync, rename, directory fsync). A checkpoint is the
+metadata and the files it names: files of another save id, from a save that
+did not commit, are never read, and the coordinator removes them after its
+own commit. So a save killed at any instant leaves the previous checkpoint
+(its metadata and files untouched) or the new one.
+"""
+
+import dataclasses
+import hashlib
+import os
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+
+import torch
+from torch.distributed.checkpoint import storage as dcp_storage
+from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta
+from torch.distributed.checkpoint.planner import (
+    LoadItemType,
+    LoadPlan,
+    LoadPlanner,
+    ReadItem,
+    SavePlan,
+    SavePlanner,
+    WriteItemType,
+)
+from torch.futures import Future
+
+from .. import _file, _native
+from .._remote import is_url
+from ..errors import FormatError, IntegrityError
+from . import _metadata, _store, _values
+from ._metadata import METADATA_NAME, ChunkInfo, ValueInfo
+
+try:
+    from torch.distributed.checkpoint.filesystem import CURRENT_DCP_VERSION as DCP_VERSION
+except ImportError:  # older torch
+    DCP_VERSION = "1.0.0"
+
+PathOrUrl = Union[str, "os.PathLike[str]"]
+
+#: Rows of a chunk go into blocks of about this many bytes: a reader that
+#: needs part of a chunk reads and checks whole blocks, and a block is the
+#: most a load holds besides the tensors it fills.
+BLOCK_BYTES = 16 << 20
+
+
+def _bytes_of(t: torch.Tensor) -> Any:
+    """A writable byte view (numpy) of a contiguous CPU tensor."""
+    return t.reshape(-1).view(torch.uint8).numpy()
+
+
+@dataclasses.dataclass(frozen=True)
+class _RankPlan:
+    """What the coordinator tells each rank: its rank and the save id."""
+
+    rank: int
+    save_id: str
+
+
+class StorageWriter(dcp_storage.StorageWriter):
+    """Saves a distributed checkpoint as deathtensors (or safetensors) files,
+    one per rank, with JSON metadata committed last.
+
+    ``path`` is a directory (created if missing) or an ``s3://``, ``gs://``
+    or ``az://`` URL (``storage_options`` as in :func:`deathtensors.open`).
+    ``format`` is ``"deathtensors"`` (per-tensor SHA-256 in each file) or
+    ``"safetensors"`` (digests kept in the metadata). Non-tensor values are
+    stored as JSON; other objects are refused naming their key, unless
+    ``allow_pickle=True`` (then only ``StorageReader(allow_pickle=True)``
+    loads them). ``durable=False`` skips the fsyncs (tests, scratch).
+    ``keep_stale=True`` leaves the files of older or interrupted saves in
+    place instead of removing them after the commit.
+    """
+
+    def __init__(
+        self,
+        path: PathOrUrl,
+        *,
+        format: str = "deathtensors",
+        storage_options: Optional[Mapping[str, Any]] = None,
+        allow_pickle: bool = False,
+        durable: bool = True,
+        keep_stale: bool = False,
+        block_bytes: int = BLOCK_BYTES,
+    ) -> None:
+        super().__init__()
+        if format not in _metadata.EXTENSIONS:
+            raise ValueError(f"format must be 'deathtensors' or 'safetensors', got {format!r}")
+        if block_bytes < 1:
+            raise ValueError("block_bytes must be positive")
+        self.path = path
+        self.format = format
+        self.storage_options = storage_options
+        self.allow_pickle = allow_pickle
+        self.durable = durable
+        self.keep_stale = keep_stale
+        self.block_bytes = block_bytes
+        self.is_coordinator = False
+        self.save_id: Optional[str] = None
+
+    def reset(self, checkpoint_id: Optional[PathOrUrl] = None) -> None:
+        if checkpoint_id:
+            self.path = checkpoint_id
+        self.save_id = None
+
+    def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        self.is_coordinator = is_coordinator
+        self.store = _store.open_store(self.path, self.storage_options)
+        self.store.make_dir()
+
+    def storage_meta(self) -> Optional[StorageMeta]:
+        return StorageMeta(checkpoint_id=str(self.path))
+
+    def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        return plan
+
+    def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
+        save_id = secrets.token_hex(8)
+        return [dataclasses.replace(p, storage_data=_RankPlan(i, save_id)) for i, p in enumerate(plans)]
+
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
+        info = plan.storage_data
+        if not isinstance(info, _RankPlan):
+            raise RuntimeError("deathtensors StorageWriter: the plan was not prepared by its prepare_global_plan")
+        self.save_id = info.save_id
+        name = _metadata.rank_file_name(info.rank, info.save_id, self.format)
+        tensors: Dict[str, torch.Tensor] = {}
+        results: List[dcp_storage.WriteResult] = []
+        hashed: List[Tuple[int, int, torch.Tensor]] = []
+        for item in plan.items:
+            fqn = item.index.fqn
+            if item.type == WriteItemType.BYTE_IO:
+                value = self._value(planner, item)
+                results.append(dcp_storage.WriteResult(index=item.index, size_in_bytes=0, storage_data={"value": value}))
+                continue
+            t = planner.resolve_data(item)
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"the planner resolved {fqn!r} to a {type(t).__name__}, not a tensor")
+            t = t.detach()
+            if t.device.type != "cpu":
+                t = t.to("cpu")
+            if not t.is_contiguous():
+                t = t.contiguous()
+            offsets = [int(o) for o in item.tensor_data.chunk.offsets] if item.tensor_data else [0] * t.dim()
+            sizes = [int(s) for s in t.shape]
+            rows = _rows_per_block(t, self.block_bytes)
+            where: Dict[str, Any] = {"file": name, "rows": rows}
+            digests: List[str] = []
+            for r0, r1 in _metadata.blocks(offsets, sizes, rows):
+                block = t[r0:r1] if t.dim() else t
+                if self.format == "safetensors" and t.dtype in _SAFETENSORS_LACKS:
+                    # Stored as its bytes (U8); the metadata keeps the dtype.
+                    block = block.reshape(*block.shape[:-1], -1) if block.dim() else block.reshape(1)
+                    block = block.view(torch.uint8)
+                tensors[_metadata.block_name(fqn, _metadata.block_offsets(offsets, r0))] = block
+                if self.format == "safetensors":
+                    hashed.append((len(results), len(digests), block))
+                    digests.append("")
+            if self.format == "safetensors":
+                where["sha256"] = digests
+            results.append(dcp_storage.WriteResult(index=item.index, size_in_bytes=t.numel() * t.element_size(), storage_data=where))
+        if hashed:
+            _hash_blocks(hashed, results)
+        if tensors:
+            size = self.store.save(
+                name,
+                tensors,
+                fmt=self.format,
+                global_metadata={"dcp.save_id": info.save_id, "dcp.rank": str(info.rank)},
+                durable=self.durable,
+            )
+            results.append(
+                dcp_storage.WriteResult(
+                    index=MetadataIndex(f"\0file:{name}"), size_in_bytes=size, storage_data={"file": name, "rank": info.rank, "size": size}
+                )
+            )
+        fut: Future = Future()
+        fut.set_result(results)
+        return fut
+
+    def _value(self, planner: SavePlanner, item: Any) -> Any:
+        fqn = item.index.fqn
+        lookup = getattr(planner, "lookup_object", None)
+        if lookup is not None:
+            obj = lookup(item.index)
+            return _values.encode(obj, fqn, self.allow_pickle, pickled=lambda: planner.resolve_data(item).getvalue())
+        # A planner without lookup_object gives only torch.save's bytes: read
+        # them back with the weights-only unpickler, which runs no code.
+        data = planner.resolve_data(item)
+        raw = data.getvalue() if hasattr(data, "getvalue") else bytes(data)
+        try:
+            import io
+
+            obj = torch.load(io.BytesIO(raw), weights_only=True)
+        except Exception:
+            if not self.allow_pickle:
+                raise TypeError(
+                    f"state dict key {fqn!r}: the planner pickled a value that is not plain data; "
+                    "pass allow_pickle=True to StorageWriter to store it pickled"
+                ) from None
+            import base64
+
+            return {"$pickle": base64.b64encode(raw).decode()}
+        return _values.encode(obj, fqn, self.allow_pickle)
+
+    def finish(self, metadata: Metadata, results: List[List[dcp_storage.WriteResult]]) -> None:
+        save_id = self.save_id
+        files: Dict[str, Dict[str, int]] = {}
+        chunk_data: Dict[Tuple[str, Tuple[int, ...]], Dict[str, Any]] = {}
+        values: Dict[str, Any] = {}
+        for rank_results in results:
+            for r in rank_results:
+                sd = r.storage_data
+                if r.index.fqn.startswith("\0file:"):
+                    files[sd["file"]] = {"rank": sd["rank"], "size": sd["size"]}
+                    save_id = _metadata.parse_rank_file_name(sd["file"])[1]
+                elif "value" in sd:
+                    values[r.index.fqn] = sd["value"]
+                else:
+                    chunk_data[(r.index.fqn, tuple(int(o) for o in (r.index.offset or ())))] = sd
+        if save_id is None:
+            save_id = secrets.token_hex(8)
+        try:
+            planner_data = _values.encode(metadata.planner_data, "planner_data", self.allow_pickle)
+        except TypeError as e:
+            raise TypeError(f"the planner's data cannot be stored as JSON: {e}") from None
+        if metadata.version is None:
+            metadata.version = DCP_VERSION
+        meta = metadata.storage_meta if metadata.storage_meta is not None else self.storage_meta()
+        doc = _metadata.encode(metadata, save_id, self.format, files, chunk_data, values, planner_data, meta)
+        # Every rank fsynced its file and directory before DCP gathered its
+        # results; check they are all there, as large as written, before
+        # anything names them.
+        for name, f in files.items():
+            size = self.store.size(name)
+            if size != f["size"]:
+                raise IntegrityError(f"rank file {self.store.describe(name)} is {size} bytes, rank {f['rank']} wrote {f['size']}")
+        # The commit: the metadata, last, atomically.
+        self.store.put_atomic(METADATA_NAME, _metadata.dumps(doc), durable=self.durable)
+        if not self.keep_stale:
+            self.store.remove_stale(set(files))
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: PathOrUrl) -> bool:
+        return _store.valid_id(checkpoint_id)
+
+
+#: dtypes safetensors has no name for: their blocks are stored as bytes.
+_SAFETENSORS_LACKS = {torch.complex128}
+
+
+def _rows_per_block(t: torch.Tensor, block_bytes: int) -> int:
+    if t.dim() == 0:
+        return 1
+    row = max(1, (t.numel() // max(1, t.shape[0])) * t.element_size()) if t.shape[0] else 1
+    return max(1, block_bytes // row)
+
+
+def _sha256(t: torch.Tensor) -> str:
+    h = hashlib.sha256()
+    if t.numel():
+        h.update(_bytes_of(t.contiguous()))
+    return h.hexdigest()
+
+
+def _hash_blocks(hashed: List[Tuple[int, int, torch.Tensor]], results: List[dcp_storage.WriteResult]) -> None:
+    # hashlib releases the GIL on large buffers: hash blocks on all cores.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        digests = list(pool.map(lambda h: _sha256(h[2]), hashed))
+    for (ri, bi, _), d in zip(hashed, digests):
+        results[ri].storage_data["sha256"][bi] = d
+
+
+class StorageReader(dcp_storage.StorageReader):
+    """Loads a checkpoint :class:`StorageWriter` saved, on any number of
+    ranks and placements: each rank reads only the blocks of the chunks its
+    tensors overlap, checks each against its SHA-256, and fills non-tensor
+    values from JSON without unpickling.
+
+    Also reads checkpoints torch's ``HuggingFaceStorageWriter`` wrote (a
+    directory of safetensors files). ``allow_pickle=True`` loads values a
+    writer stored pickled (it runs code the checkpoint chooses).
+    """
+
+    def __init__(
+        self,
+        path: PathOrUrl,
+        *,
+        storage_options: Optional[Mapping[str, Any]] = None,
+        allow_pickle: bool = False,
+    ) -> None:
+        super().__init__()
+        self.path = path
+        self.storage_options = storage_options
+        self.allow_pickle = allow_pickle
+        self.storage_data: Dict[MetadataIndex, Any] = {}
+        self.doc: Optional[_metadata.Document] = None
+
+    def reset(self, checkpoint_id: Optional[PathOrUrl] = None) -> None:
+        if checkpoint_id:
+            self.path = checkpoint_id
+        self.storage_data = {}
+        self.doc = None
+
+    def read_metadata(self) -> Metadata:
+        self.store = _store.open_store(self.path, self.storage_options)
+        self.doc = _store.read_document(self.store)
+        return self.doc.metadata
+
+    def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        if not isinstance(metadata.storage_data, dict):
+            raise FormatError("this checkpoint's metadata was not read by a deathtensors StorageReader")
+        self.storage_data = metadata.storage_data
+        if not hasattr(self, "store"):
+            self.store = _store.open_store(self.path, self.storage_options)
+
+    def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
+        return plan
+
+    def prepare_global_plan(self, plans: List[LoadPlan]) -> List[LoadPlan]:
+        return plans
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
+        by_file: Dict[str, List[ReadItem]] = {}
+        for item in plan.items:
+            where = self.storage_data.get(item.storage_index)
+            if where is None:
+                raise FormatError(f"the checkpoint has no {item.storage_index.fqn!r} at {list(item.storage_index.offset or [])}")
+            if isinstance(where, ValueInfo):
+                self._load_value(item, where, planner)
+            else:
+                by_file.setdefault(where.file, []).append(item)
+        for name, items in by_file.items():
+            with self.store.open_rank_file(name, self.doc) as f:
+                for item in items:
+                    self._load_tensor(f, item, self.storage_data[item.storage_index], planner)
+        fut: Future = Future()
+        fut.set_result(None)
+        return fut
+
+    def _load_value(self, item: ReadItem, where: ValueInfo, planner: LoadPlanner) -> None:
+        value = _values.decode(where.data, where.fqn, self.allow_pickle)
+        fqn = item.dest_index.fqn
+        original = getattr(planner, "original_state_dict", None)
+        mappings = getattr(planner, "mappings", None)
+        flatten = getattr(planner, "flatten_state_dict", None)
+        if type(planner).load_bytes is _DEFAULT_LOAD_BYTES and flatten is not None:
+            # What DefaultLoadPlanner.load_bytes does, minus its
+            # torch.load(weights_only=False) of bytes from the checkpoint.
+            if flatten:
+                from torch.distributed.checkpoint._traverse import set_element
+
+                set_element(original, mappings[fqn], value)
+            else:
+                planner.state_dict[fqn] = value
+            return
+        # Another planner takes only bytes: hand it the value we decoded from
+        # JSON, pickled by us (its torch.load sees no bytes from the file).
+        import io
+
+        buf = io.BytesIO()
+        torch.save(value, buf)
+        buf.seek(0)
+        planner.load_bytes(item, buf)
+
+    def _load_tensor(self, f: "_store.RankFile", item: ReadItem, where: ChunkInfo, planner: LoadPlanner) -> None:
+        dest = planner.resolve_tensor(item).detach()
+        so = [int(o) for o in item.storage_offsets]
+        ln = [int(n) for n in item.lengths]
+        if list(dest.shape) != ln:
+            raise RuntimeError(f"{item.dest_index.fqn!r}: the planner's tensor has shape {list(dest.shape)}, the read {ln}")
+        if not ln:
+            self._read_block(f, where, 0, dest)
+        elif ln[0] and all(ln):
+            r_start, r_end = so[0], so[0] + ln[0]
+            full_rows = so[1:] == [0] * (len(so) - 1) and ln[1:] == list(where.sizes[1:])
+            for b0, b1 in where.blocks():
+                lo, hi = max(b0, r_start), min(b1, r_end)
+                if lo >= hi:
+                    continue
+                part = dest.narrow(0, lo - r_start, hi - lo)
+                if full_rows and lo == b0 and hi == b1:
+                    self._read_block(f, where, b0, part)
+                    continue
+                tmp = torch.empty([b1 - b0, *where.sizes[1:]], dtype=where.dtype)
+                self._read_block(f, where, b0, tmp)
+                src = tmp.narrow(0, lo - b0, hi - lo)
+                for d in range(1, len(so)):
+                    src = src.narrow(d, so[d], ln[d])
+                part.copy_(src)
+        planner.commit_tensor(item, dest)
+
+    def _read_block(self, f: "_store.RankFile", where: ChunkInfo, b0: int, out: torch.Tensor) -> None:
+        """Reads the block starting ``b0`` rows into the chunk, checked, into ``out``."""
+        name = where.block_name(b0)
+        direct = out.is_contiguous() and out.dtype == where.dtype and out.device.type == "cpu"
+        buf = out if direct else torch.empty(out.shape, dtype=where.dtype)
+        if buf.numel():
+            digest = None if where.sha256 is None else where.sha256[b0 // where.rows]
+            f.read_into(name, _bytes_of(buf), digest)
+        if not direct:
+            out.copy_(buf)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id: PathOrUrl) -> bool:
+        return _store.valid_id(checkpoint_id)
+
+
+from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner  # noqa: E402
+
+_DEFAULT_LOAD_BYTES = DefaultLoadPlanner.load_bytes

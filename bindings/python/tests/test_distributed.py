@@ -1,0 +1,366 @@
+"""deathtensors.distributed: torch.distributed.checkpoint's storage, tested
+with 2 and 4 ranks (gloo on loopback, processes forked from a forkserver
+that has torch imported), resharding, async save, every dtype, hostile
+metadata, missing and foreign rank files, and SIGKILLs in the middle of
+saves."""
+
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import random
+import re
+import signal
+import socket
+import sys
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dcp = pytest.importorskip("torch.distributed.checkpoint")
+
+import dcp_worker as w  # noqa: E402
+
+import deathtensors as dt  # noqa: E402
+from deathtensors.distributed import StorageReader, StorageWriter  # noqa: E402
+from deathtensors.errors import FormatError, IntegrityError  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+_ctx = mp.get_context("forkserver")
+_ctx.set_forkserver_preload(["dcp_worker"])
+_started = False
+
+
+def _start_forkserver():
+    """Starts the forkserver with dcp_worker (so torch) imported: each rank
+    is then a fork of it, ready in milliseconds. The forkserver finds this
+    directory through PYTHONPATH, set only while it starts."""
+    global _started
+    if _started:
+        return
+    from multiprocessing import forkserver
+
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(os.path.abspath(__file__)), old) if p)
+    try:
+        forkserver.ensure_running()
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+    _started = True
+
+
+@contextlib.contextmanager
+def fails(pattern):
+    """Like fails(...), looking also into the
+    ranks' errors a CheckpointException (a BaseException) wraps."""
+    with pytest.raises(BaseException) as info:
+        yield
+    text = str(info.value)
+    assert re.search(pattern, text), text
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(world, scenario, *args, errfile):
+    _start_forkserver()
+    port = _free_port()
+    procs = [_ctx.Process(target=w.run, args=(r, world, port, scenario, args, str(errfile))) for r in range(world)]
+    for p in procs:
+        p.start()
+    return procs
+
+
+def launch(world, scenario, *args, tmp_path, timeout=120):
+    errfile = tmp_path / f"errors-{scenario}-{world}.txt"
+    procs = start(world, scenario, *args, errfile=errfile)
+    deadline = time.monotonic() + timeout
+    # A rank that fails leaves the others waiting in a collective: stop
+    # them as soon as one fails.
+    while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
+        if any(p.exitcode not in (None, 0) for p in procs):
+            break
+        time.sleep(0.02)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    err = errfile.read_text() if errfile.exists() else ""
+    codes = [p.exitcode for p in procs]
+    assert codes == [0] * world, f"exit codes {codes}\n{err}"
+
+
+def load_single(path, **kw):
+    """Loads a checkpoint into full tensors in this process (M = 1, no
+    process group)."""
+    sd = {k: torch.zeros(w.SHAPES.get(k, (8, 4) if k.startswith("dtypes.") else ((5, 3) if k == "plain" else ())), dtype=d)
+          for k, d in [("model.w", torch.float32), ("model.b", torch.float32), ("model.emb", torch.float32),
+                       ("plain", torch.float32), ("scalar", torch.float32)]}
+    for d in w.DTYPES:
+        sd[f"dtypes.{str(d).split('.')[-1]}"] = torch.zeros((8, 4), dtype=d)
+    full = {"model": sd, "optim": w.optim_state(zeros=True), "extras": w.extras(zeros=True)}
+    dcp.load(full, storage_reader=StorageReader(path, **kw), no_dist=True)
+    return full
+
+
+def check_single(sd, seed=0):
+    for name, v in sd["model"].items():
+        assert w.same(v, w.full(name, tuple(v.shape), v.dtype, seed)), name
+    w.assert_optim_equal(sd["optim"], w.optim_state(seed=seed))
+    assert sd["extras"]["step"] == 1000 + seed and sd["extras"]["flags"] == (True, False, "x")
+    assert sd["extras"]["config"] == w.extras()["config"]
+
+
+@pytest.fixture(scope="module")
+def saved4(tmp_path_factory):
+    """One 4-rank save (ours, torch's FileSystemWriter, and an async save)."""
+    tmp = tmp_path_factory.mktemp("dcp4")
+    launch(4, "save", str(tmp / "ckpt"), str(tmp / "fs"), str(tmp / "async"), "deathtensors", tmp_path=tmp)
+    return tmp
+
+
+def test_four_ranks_save_one_file_each_and_json_metadata(saved4):
+    names = sorted(os.listdir(saved4 / "ckpt"))
+    assert names[0] == "deathtensors.json" and len(names) == 5, names
+    doc = json.loads((saved4 / "ckpt" / "deathtensors.json").read_text())
+    assert sorted(f["rank"] for f in doc["files"].values()) == [0, 1, 2, 3]
+    assert doc["values"]["extras.name"] == "run-7"
+    assert doc["values"]["extras.flags"] == {"$tuple": [True, False, "x"]}
+    # Every rank file holds only its own shards, each block with a digest.
+    for name in doc["files"]:
+        with dt.open(saved4 / "ckpt" / name) as f:
+            assert f.has_checksum()
+            assert all(k.startswith(("model.", "optim.", "plain", "scalar")) for k in f.keys())
+    rank1 = [n for n in doc["files"] if n.startswith("rank-00001")][0]
+    with dt.open(saved4 / "ckpt" / rank1) as f:
+        assert "model.model.w@4,0" in f.keys() and "model.model.w@0,0" not in f.keys()
+
+
+@pytest.mark.parametrize("w_dim", [1, None])
+def test_four_to_two_ranks_reshards(saved4, w_dim):
+    launch(2, "load", str(saved4 / "ckpt"), str(saved4 / "fs"), w_dim, 0, tmp_path=saved4)
+
+
+def test_four_to_one_rank_and_async_save(saved4):
+    check_single(load_single(saved4 / "ckpt"))
+    check_single(load_single(saved4 / "async"), seed=1)
+
+
+def test_same_tensors_as_filesystem_writer(saved4):
+    ours = load_single(saved4 / "ckpt")
+    theirs = {"model": {k: torch.zeros_like(v) for k, v in ours["model"].items()},
+              "optim": w.optim_state(zeros=True), "extras": w.extras(zeros=True)}
+    dcp.load(theirs, storage_reader=dcp.FileSystemReader(saved4 / "fs"), no_dist=True)
+    for k, v in ours["model"].items():
+        assert w.same(v, theirs["model"][k]), k
+    w.assert_optim_equal(ours["optim"], theirs["optim"])
+    assert ours["extras"]["config"] == theirs["extras"]["config"]
+
+
+def test_two_ranks_safetensors_format(tmp_path):
+    launch(2, "save", str(tmp_path / "st"), "", "", "safetensors", tmp_path=tmp_path)
+    names = sorted(os.listdir(tmp_path / "st"))
+    assert names[0] == "deathtensors.json" and all(n.endswith(".safetensors") for n in names[1:])
+    check_single(load_single(tmp_path / "st"))
+    launch(2, "load", str(tmp_path / "st"), "", 1, 0, tmp_path=tmp_path)
+
+
+# Single-process checks (no process group): the commit protocol, values,
+# hostile metadata, missing and foreign files.
+
+
+def _small(tmp_path, name="c", value=1.0, **kw):
+    path = tmp_path / name
+    sd = {"a": torch.full((64, 4), value), "b": torch.arange(10), "v": {"step": int(value)}}
+    dcp.save(sd, storage_writer=StorageWriter(path, block_bytes=128, **kw), no_dist=True)
+    return path
+
+
+def _load_small(path, **kw):
+    sd = {"a": torch.zeros(64, 4), "b": torch.zeros(10, dtype=torch.int64), "v": {"step": -1}}
+    dcp.load(sd, storage_reader=StorageReader(path, **kw), no_dist=True)
+    return sd
+
+
+def test_resave_replaces_atomically_and_removes_stale_files(tmp_path):
+    path = _small(tmp_path, value=1.0)
+    first = set(os.listdir(path))
+    (path / "rank-00007-0123456789abcdef.dt").write_bytes(b"left by a killed save")
+    _small(tmp_path, value=2.0)
+    assert _load_small(path)["v"]["step"] == 2
+    assert not (first - {"deathtensors.json"}) & set(os.listdir(path))
+    assert "rank-00007-0123456789abcdef.dt" not in os.listdir(path)
+
+
+def test_incomplete_checkpoint_is_named(tmp_path):
+    path = _small(tmp_path)
+    os.unlink(path / "deathtensors.json")
+    with fails("incomplete checkpoint"):
+        _load_small(path)
+    with fails("no checkpoint"):
+        _load_small(tmp_path / "nothing")
+
+
+def test_missing_and_foreign_rank_files(tmp_path):
+    path = _small(tmp_path)
+    (rank_file,) = [n for n in os.listdir(path) if n.startswith("rank-")]
+    other = _small(tmp_path, "other", value=1.0)
+    (other_file,) = [n for n in os.listdir(other) if n.startswith("rank-")]
+    os.replace(other / other_file, path / rank_file)
+    with fails(f"{rank_file} belongs to another checkpoint"):
+        _load_small(path)
+    os.unlink(path / rank_file)
+    with fails(f"rank file .*{rank_file} is missing"):
+        _load_small(path)
+
+
+def test_extra_rank_files_are_ignored(tmp_path):
+    path = _small(tmp_path, value=3.0)
+    (path / "rank-00001-fedcba9876543210.dt").write_bytes(b"not ours")
+    assert _load_small(path)["v"]["step"] == 3
+
+
+def test_tampered_tensor_fails_its_digest(tmp_path):
+    for fmt in ("deathtensors", "safetensors"):
+        path = _small(tmp_path, fmt, value=5.0, format=fmt)
+        (rank_file,) = [n for n in os.listdir(path) if n.startswith("rank-")]
+        data = bytearray((path / rank_file).read_bytes())
+        # The last bytes of tensor data (before the 32-byte footer of ours).
+        data[-40 if fmt == "deathtensors" else -8] ^= 0x10
+        (path / rank_file).write_bytes(bytes(data))
+        with fails("(?i)digest|sha-256|checksum"):
+            _load_small(path)
+
+
+HOSTILE = [
+    (b"\x80\x04\x95...", "pickle"),
+    (b"[]", "not a JSON object"),
+    (b"{", "not a JSON document"),
+    (b'{"deathtensors_dcp": 2}', "version"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply|not a JSON"),
+]
+
+
+@pytest.mark.parametrize("data,message", HOSTILE)
+def test_hostile_metadata_is_refused(tmp_path, data, message):
+    path = _small(tmp_path)
+    (path / "deathtensors.json").write_bytes(data)
+    with fails(message):
+        _load_small(path)
+
+
+def test_hostile_metadata_fields(tmp_path):
+    path = _small(tmp_path)
+    good = json.loads((path / "deathtensors.json").read_text())
+
+    def refused(edit, message):
+        doc = json.loads(json.dumps(good))
+        edit(doc)
+        (path / "deathtensors.json").write_text(json.dumps(doc))
+        with fails(message):
+            _load_small(path)
+
+    name = next(iter(good["files"]))
+    refused(lambda d: d["files"].update({"../../etc/passwd": {"rank": 0, "size": 1}}), "not a rank file")
+    refused(lambda d: d["tensors"]["a"].update(dtype="os.system"), "not a torch dtype")
+    refused(lambda d: d["tensors"]["a"]["chunks"][0].update(sizes=[65, 4]), "outside the tensor")
+    refused(lambda d: d["tensors"]["a"]["chunks"][0].update(file="rank-00009-" + good["save_id"] + ".dt"), "files does not list")
+    refused(lambda d: d["tensors"]["a"]["chunks"].append(d["tensors"]["a"]["chunks"][0]), "add up|overlap")
+    refused(lambda d: d["values"].update({"v.step": {"$pickle": "gASVAAAAAAAAAAB9lC4="}}), "stored pickled")
+    refused(lambda d: d["values"].update({"v.step": {"$eval": "1"}}), "unknown tag")
+    refused(lambda d: d["files"][name].update(size=1), "bytes, the checkpoint metadata says")
+    refused(lambda d: d.update(planner_data={"$pickle": "AAAA"}), "stored pickled")
+
+
+class _Opaque:
+    pass
+
+
+def test_arbitrary_objects_are_refused_naming_the_key(tmp_path):
+    sd = {"a": torch.ones(2), "cfg": {"obj": _Opaque()}}
+    with fails("'cfg.obj'.*allow_pickle"):
+        dcp.save(sd, storage_writer=StorageWriter(tmp_path / "x"), no_dist=True)
+    assert not (tmp_path / "x" / "deathtensors.json").exists()
+
+
+def test_allow_pickle_both_ways(tmp_path):
+    sd = {"a": torch.ones(2), "cfg": {"obj": _Opaque(), "n": 1}}
+    dcp.save(sd, storage_writer=StorageWriter(tmp_path / "x", allow_pickle=True), no_dist=True)
+    out = {"a": torch.zeros(2), "cfg": {"obj": None, "n": 0}}
+    with fails("'cfg.obj' was stored pickled"):
+        dcp.load(out, storage_reader=StorageReader(tmp_path / "x"), no_dist=True)
+    dcp.load(out, storage_reader=StorageReader(tmp_path / "x", allow_pickle=True), no_dist=True)
+    assert isinstance(out["cfg"]["obj"], _Opaque) and out["cfg"]["n"] == 1
+
+
+def test_values_never_reach_torch_load(tmp_path, monkeypatch):
+    path = _small(tmp_path, value=4.0)
+
+    def refuse(*a, **k):
+        raise AssertionError("torch.load called")
+
+    monkeypatch.setattr(torch, "load", refuse)
+    assert _load_small(path)["v"]["step"] == 4
+
+
+def test_torch_filesystem_checkpoint_is_refused_by_name(tmp_path):
+    dcp.save({"a": torch.ones(3)}, storage_writer=dcp.FileSystemWriter(tmp_path / "fs"), no_dist=True)
+    with fails("FileSystemWriter checkpoint.*pickle"):
+        dcp.load({"a": torch.zeros(3)}, storage_reader=StorageReader(tmp_path / "fs"), no_dist=True)
+
+
+# Crash tests: a rank or the coordinator is SIGKILLed at a random instant
+# of a loop of saves; the checkpoint then loads as one whole step.
+
+CRASH_TRIALS = int(os.environ.get("DEATHTENSORS_CRASH_TRIALS", "20"))
+
+
+def _crash_trial(tmp_path, victim, rng, fmt):
+    path = tmp_path / "loop"
+    flag = tmp_path / "flag"
+    errfile = tmp_path / "errors.txt"
+    procs = start(2, "save_loop", str(path), str(flag), fmt, errfile=errfile)
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists():
+            assert time.monotonic() < deadline, errfile.read_text() if errfile.exists() else "no first save"
+            assert all(p.is_alive() for p in procs), errfile.read_text() if errfile.exists() else "a rank died"
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0, 0.25))
+        os.kill(procs[victim].pid, signal.SIGKILL)
+        # The job dies with it (a launcher would kill the others).
+        time.sleep(rng.uniform(0, 0.02))
+    finally:
+        for p in procs:
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGKILL)
+            p.join()
+    sd = w.loop_state(0, zeros=True, local=False)
+    dcp.load(sd, storage_reader=StorageReader(path), no_dist=True)
+    step = sd["step"]
+    assert step >= 1
+    for i in range(4):
+        assert torch.equal(sd[f"t{i}"], torch.full((128, 128), float(step + i))), f"t{i} is not from step {step}"
+    assert sd["meta"] == {"saved_at_step": step, "rank_count": 2}
+    return step
+
+
+@pytest.mark.parametrize("victim", [1, 0], ids=["rank", "coordinator"])
+def test_sigkill_during_saves_leaves_a_whole_checkpoint(tmp_path, victim):
+    rng = random.Random(1234 + victim)
+    steps = []
+    for trial in range(CRASH_TRIALS):
+        trial_dir = tmp_path / f"t{trial}"
+        trial_dir.mkdir()
+        steps.append(_crash_trial(trial_dir, victim, rng, "deathtensors" if trial % 4 else "safetensors"))
+    print(f"{CRASH_TRIALS} SIGKILLs of the {['coordinator', 'rank 1'][victim]}: loaded steps {steps}", file=sys.stderr)
+    # The kills landed at different points of the loop (not all before or after one save).
+    assert len(set(steps)) > 1
