@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any, Dict, Iterator, Optional
 
-from . import _dtypes
+from . import _dtypes, _frameworks
 from .errors import DeathTensorsError
 
 
@@ -41,7 +41,8 @@ def to_buffer(name: str, value: Any) -> tuple[str, list[int], Any]:
     This is the one conversion every save path takes for values the native
     fast path leaves (``dt.save``, ``save_file``, ``save_sharded``,
     ``append``, ``TensorBlob.write``, the cryptotensors API and the
-    safetensors drop-in): the buffer holds the values the caller sees,
+    safetensors drop-in; JAX, TensorFlow, Paddle and MLX arrays through
+    ``_frameworks.to_buffer``): the buffer holds the values the caller sees,
     whatever view the value is (torch's conjugate and negative bits,
     non-contiguous, expanded and channels_last tensors; numpy's byte-swapped,
     Fortran-ordered, negative-stride and broadcast arrays). A value already
@@ -52,6 +53,9 @@ def to_buffer(name: str, value: Any) -> tuple[str, list[int], Any]:
         return _torch_buffer(name, value)
     if _is_numpy(value):
         return _numpy_buffer(name, value)
+    got = _frameworks.to_buffer(name, value)  # JAX, TensorFlow, Paddle, MLX
+    if got is not None:
+        return got
     if isinstance(value, tuple) and len(value) == 3:
         dtype, shape, data = value
         dtype = str(dtype)
@@ -64,7 +68,8 @@ def to_buffer(name: str, value: Any) -> tuple[str, list[int], Any]:
     except TypeError:
         raise DeathTensorsError(
             f"tensor {name!r}: cannot save {type(value).__name__}: expected a torch tensor, a numpy array, "
-            "a (dtype, shape, bytes) tuple or an object with the buffer protocol"
+            "a JAX, TensorFlow, Paddle or MLX array, a (dtype, shape, bytes) tuple or an object with the "
+            "buffer protocol"
         ) from None
     fmt = mv.format.lstrip("@=<")
     dtype = _dtypes.STRUCT.get(fmt)
@@ -190,7 +195,21 @@ def unrepresentable(name: str, dtype: str, shape: list, framework: str, cause: B
     )
 
 
+def unknown_framework(framework: Any) -> DeathTensorsError:
+    return DeathTensorsError(
+        f"unknown framework {framework!r}: use 'torch', 'numpy', 'jax', 'tensorflow', 'paddle' or 'mlx'"
+    )
+
+
 def _view(framework: str, dtype: str, shape: list[int], region: Any, name: str) -> Any:
+    other = _frameworks.canonical(framework)
+    if other is not None:
+        # A framework tensor cannot be read-only: the region's bytes are
+        # copied once (or, for MLX, as its own copy).
+        import numpy as np
+
+        raw = np.frombuffer(region, dtype=np.uint8) if len(region) else np.empty(0, np.uint8)
+        return _frameworks.tensor(other, dtype, shape, raw, name)
     if framework in ("numpy", "np"):
         import numpy as np
 
@@ -213,7 +232,7 @@ def _view(framework: str, dtype: str, shape: list[int], region: Any, name: str) 
             warnings.simplefilter("ignore", UserWarning)
             raw = torch.frombuffer(region, dtype=torch.uint8)
         return raw.view(tdtype).reshape(shape)
-    raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")
+    raise unknown_framework(framework)
 
 
 # Tensors of at least this many bytes are loaded as copy-on-write mappings
@@ -277,6 +296,20 @@ def from_blob(framework: str, layout: list, arena: Any) -> Dict[str, Any]:
 
 def _from_blob(framework: str, layout: list, arena: Any, out: Dict[str, Any]) -> Dict[str, Any]:
     names = {row[1] for row in layout}
+    other = _frameworks.canonical(framework)
+    if other is not None:
+        # JAX, TensorFlow and Paddle tensors over the arena's bytes where
+        # they are 64-byte aligned (those dt.save writes are), one copy
+        # otherwise; MLX copies.
+        import numpy as np
+
+        for d in names:
+            _frameworks.check_dtype(other, d, next(r[0] for r in layout if r[1] == d))
+        nonempty = len(arena) > 0
+        for name, dtype, shape, start, end, _aligned in layout:
+            raw = np.frombuffer(arena, np.uint8, end - start, start) if end > start and nonempty else np.empty(0, np.uint8)
+            out[name] = _frameworks.tensor(other, dtype, shape, raw, name)
+        return out
     if framework in ("torch", "pt"):
         import torch
 
@@ -325,7 +358,7 @@ def _from_blob(framework: str, layout: list, arena: Any, out: Dict[str, Any]) ->
                 raw = np.frombuffer(arena, np.uint8, end - start, start).copy()
                 out[name] = raw.view(ndtypes[dtype]).reshape(shape)
         return out
-    raise DeathTensorsError(f"unknown framework {framework!r}: use 'torch' or 'numpy'")
+    raise unknown_framework(framework)
 
 
 # File dtypes whose numpy arrays torch.from_numpy takes as the same dtype.

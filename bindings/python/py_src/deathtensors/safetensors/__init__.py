@@ -1,8 +1,8 @@
 """A drop-in for the ``safetensors`` package (its 0.8.0 Python API), backed
 by the deathtensors Rust core.
 
-``deathtensors.safetensors``, ``deathtensors.safetensors.torch`` and
-``deathtensors.safetensors.numpy`` provide what callers of safetensors
+``deathtensors.safetensors`` and its modules ``torch``, ``numpy``,
+``flax``, ``tensorflow``, ``paddle`` and ``mlx`` provide what callers of safetensors
 (transformers, diffusers, accelerate, vLLM, huggingface_hub) use:
 :class:`safe_open`, ``save_file``/``load_file``/``save``/``load``,
 ``save_model``/``load_model``, :class:`TensorSpec`, :func:`serialize`,
@@ -20,10 +20,7 @@ with :data:`SHIM_PATH` on ``PYTHONPATH``::
 
     PYTHONPATH=$(python -c "import deathtensors.safetensors as s; print(s.SHIM_PATH)") python train.py
 
-Limits: only ``safetensors``, ``safetensors.torch``, ``safetensors.numpy`` and
-``safetensors._safetensors_rust`` exist (not ``.flax``, ``.tensorflow``,
-``.paddle``, ``.mlx``; ``safe_open``
-does give those frameworks' tensors); tensors are read on the CPU and then
+Limits: tensors are read on the CPU and then
 moved to the device; ``install`` cannot reach modules that imported the
 real package before it ran; little-endian hosts only.
 """

@@ -1,8 +1,9 @@
 """Making ``import safetensors`` resolve to the drop-in, in one process.
 
 :func:`install` registers ``deathtensors.safetensors`` as ``safetensors``
-in ``sys.modules`` and adds an import hook that serves ``safetensors.torch``
-and ``safetensors.numpy`` (imported when first asked for, as usual). The
+in ``sys.modules`` and adds an import hook that serves ``safetensors.torch``,
+``.numpy``, ``.flax``, ``.tensorflow``, ``.paddle`` and ``.mlx`` (imported
+when first asked for, as usual: each imports its framework). The
 safetensors distribution stays installed: transformers checks its version
 with ``importlib.metadata``, which still answers for it.
 
@@ -29,7 +30,7 @@ _PACKAGE = __name__.rpartition(".")[0]
 SHIM_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_shim")
 
 # Submodules served as `safetensors.<name>`.
-_SUBMODULES = ("torch", "numpy", "_safetensors_rust")
+_SUBMODULES = ("torch", "numpy", "flax", "tensorflow", "paddle", "mlx", "_safetensors_rust")
 
 
 def _is_ours(module: Optional[ModuleType]) -> bool:
@@ -40,7 +41,7 @@ def _is_ours(module: Optional[ModuleType]) -> bool:
 
 
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Serves ``safetensors`` and ``safetensors.torch|numpy`` as the modules
+    """Serves ``safetensors`` and ``safetensors.<framework>`` as the modules
     of this package (the same module objects, not copies)."""
 
     def __init__(self) -> None:
@@ -70,8 +71,9 @@ _HOOK = _Alias()
 
 
 def install(*, replace: bool = False, durable: Optional[bool] = None) -> None:
-    """Makes ``import safetensors`` (and ``safetensors.torch``,
-    ``safetensors.numpy``) give this drop-in from now on, in this process.
+    """Makes ``import safetensors`` (and ``safetensors.torch``, ``.numpy``,
+    ``.flax``, ``.tensorflow``, ``.paddle``, ``.mlx``) give this drop-in
+    from now on, in this process.
 
     Saves are durable by default (fsync'd, unlike safetensors'): pass
     ``durable=False`` for safetensors' behaviour (atomic, but not safe
@@ -83,10 +85,8 @@ def install(*, replace: bool = False, durable: Optional[bool] = None) -> None:
     then it is dropped from ``sys.modules``, but modules that already did
     ``from safetensors import ...`` keep what they got.
 
-    ``safetensors``, ``safetensors.torch``, ``safetensors.numpy`` and the
-    private ``safetensors._safetensors_rust`` are provided;
-    ``safetensors.flax``, ``.tensorflow``, ``.paddle`` and ``.mlx`` are not
-    (importing them fails with ``ModuleNotFoundError``).
+    ``safetensors``, its framework modules and the private
+    ``safetensors._safetensors_rust`` are provided.
     """
     if durable is not None:
         from ._serialize import set_durable

@@ -24,7 +24,7 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Optional, Union
 
-from .. import _dtypes, _keys, _native, _remote
+from .. import _dtypes, _frameworks, _keys, _native, _remote
 from .._convert import MAP_BY_DEFAULT, MAP_MIN, gc_paused
 from ..errors import DeathTensorsError, TensorNotFoundError
 from . import _slicing
@@ -48,6 +48,12 @@ _FRAMEWORKS = {
     "mlx": "mlx",
     "paddle": "paddle",
 }
+
+# safe_open's frameworks that deathtensors._frameworks converts to.
+_OTHERS = {"flax": "jax", "tensorflow": "tensorflow", "paddle": "paddle", "mlx": "mlx"}
+
+# Those that take memory they did not allocate, 64-byte aligned.
+_ALIGNED = ("flax", "tensorflow", "paddle")
 
 # Device kinds that take an index ("cuda" means "cuda:0").
 _INDEXED_DEVICES = ("cuda", "musa", "npu", "xpu", "xla", "mlu", "hpu")
@@ -168,6 +174,9 @@ def empty_bytes(framework: str, nbytes: int) -> tuple[Any, Any]:
 
         t = torch.empty(nbytes, dtype=torch.uint8)
         return t, t.numpy()
+    if framework in _ALIGNED:
+        a = _frameworks.aligned_empty(nbytes)  # so that the framework takes it as it is
+        return a, a
     a = np.empty(nbytes, dtype=np.uint8)
     return a, a
 
@@ -182,24 +191,32 @@ def from_bytes(framework: str, device: Union[str, int], code: str, shape: list[i
         tensor = _from_bytes(framework, code, shape, raw)
     except SafetensorError:
         raise
+    except DeathTensorsError as e:  # a dtype the framework lacks
+        raise SafetensorError(str(e)) from e
     except (ValueError, TypeError, RuntimeError, OverflowError) as e:
         # A shape the file may hold but the framework cannot (a zero among
         # dimensions that multiply past 2^63, say).
         raise SafetensorError(f"a {code} tensor of shape {list(shape)} cannot be made a {framework} tensor: {e}") from e
     if framework == "pytorch":
         return tensor if device == "cpu" else tensor.to(device)
-    return _from_numpy(framework, device, tensor)
+    if framework == "paddle" and device != "cpu":
+        paddle = importlib.import_module("paddle")
+        place = f"gpu:{device.split(':')[1]}" if isinstance(device, str) and device.startswith("cuda:") else device
+        return paddle.to_tensor(tensor, place=place)
+    return tensor
 
 
 def _from_bytes(framework: str, code: str, shape: list[int], raw: Any) -> Any:
-    """The tensor on the CPU: a torch tensor, or a numpy array for the
-    other frameworks (converted by :func:`_from_numpy`)."""
+    """The tensor on the CPU, over `raw` where the framework can take it
+    (deathtensors._frameworks says which), else copied once."""
     if framework == "pytorch":
         import torch
 
         dtype, dims = torch_dtype(code), torch_shape(code, shape)
         return raw.view(dtype).reshape(dims) if raw.numel() else torch.empty(dims, dtype=dtype)
-    return raw.view(numpy_dtype(code)).reshape(shape)
+    if framework == "numpy":
+        return raw.view(numpy_dtype(code)).reshape(shape)
+    return _frameworks.tensor(_OTHERS[framework], code, shape, raw)
 
 
 def copied(framework: str, data: Any) -> Any:
@@ -211,20 +228,6 @@ def copied(framework: str, data: Any) -> Any:
     raw, view = empty_bytes(framework, source.size)
     np.copyto(view.reshape(source.shape), source)  # one strided copy
     return raw
-
-
-def _from_numpy(framework: str, device: Union[str, int], array: Any) -> Any:
-    if framework == "numpy":
-        return array
-    if framework == "flax":
-        return importlib.import_module("jax.numpy").array(array)
-    if framework == "tensorflow":
-        return importlib.import_module("tensorflow").convert_to_tensor(array)
-    if framework == "mlx":
-        return importlib.import_module("mlx.core").array(array)
-    paddle = importlib.import_module("paddle")
-    place = f"gpu:{device.split(':')[1]}" if isinstance(device, str) and device.startswith("cuda:") else device
-    return paddle.to_tensor(array, place=place)
 
 
 def _read(reader: Any, name: str, nbytes: int, framework: str) -> Any:
@@ -329,8 +332,10 @@ class safe_open:
 
     Args:
         filename: the file to open (a deathtensors file works too).
-        framework: ``"pt"`` (torch), ``"np"`` (numpy), or ``"tf"``,
-            ``"flax"``, ``"mlx"``, ``"paddle"`` (converted from numpy).
+        framework: ``"pt"`` (torch), ``"np"`` (numpy), ``"flax"``/``"jax"``,
+            ``"tf"``/``"tensorflow"``, ``"paddle"`` or ``"mlx"``: JAX,
+            TensorFlow and Paddle tensors are the loaded bytes themselves
+            where 64-byte aligned, else one copy; MLX copies once.
         device: where tensors go (``"cpu"``, ``"cuda:0"``, ``0``, ...);
             only ``"cpu"`` for frameworks other than torch and paddle.
         backend: ``"mmap"`` (the default) maps the file; ``"pread"`` reads
@@ -442,6 +447,11 @@ class safe_open:
         reader, code, shape = self._lookup(name)
         nbytes = reader.nbytes(name)
         raw = self._mapped(reader, name, nbytes, _blob)
+        if raw is not None and self._framework in _ALIGNED and raw.ctypes.data % _frameworks.ALIGN:
+            # The framework takes only aligned memory: the one copy is a
+            # read into fresh aligned memory (without the GIL), not a
+            # second one in the framework.
+            raw = None
         if raw is None:
             raw = _read(reader, name, nbytes, self._framework)
         return from_bytes(self._framework, self._device, code, shape, raw)
@@ -467,13 +477,17 @@ class safe_open:
                 blob = reader.map_all()
             except OSError:
                 blob = None  # cannot map (out of address space, say): read instead
-            if blob is not None:
+            if blob is not None and self._framework not in _ALIGNED:
                 return {name: self.get_tensor(name, blob) for name in names}
+        else:
+            blob = None
+        # Tensors read (JAX, TensorFlow and Paddle tensors not aligned in
+        # the mapping among them): by a few threads at once for a large file.
         workers = min(_READ_THREADS, os.cpu_count() or 1, len(names))
         if workers < 2 or sum(reader.nbytes(n) for n in names) < _PARALLEL_BYTES:
-            return {name: self.get_tensor(name) for name in names}
+            return {name: self.get_tensor(name, blob) for name in names}
         with ThreadPoolExecutor(workers, thread_name_prefix="deathtensors-read") as pool:
-            return dict(zip(names, pool.map(self.get_tensor, names)))
+            return dict(zip(names, pool.map(lambda name: self.get_tensor(name, blob), names)))
 
     def get_slice(self, name: str) -> PySafeSlice:
         """The tensor `name` as a :class:`PySafeSlice`, to index before reading."""

@@ -1,0 +1,247 @@
+"""JAX, TensorFlow, PaddlePaddle and MLX: tensors over a tensor's bytes, and
+the bytes of their tensors to save.
+
+None of them is required, and none is imported until a call names it (a
+value to save is recognised only if its framework is already imported).
+
+Loading: JAX (``jax.device_put`` of a numpy array), TensorFlow and Paddle
+(DLPack) take memory they did not allocate, so a tensor is the loaded bytes
+themselves, no copy, when those lie at a multiple of 64 bytes (files
+``dt.save`` writes align every tensor so). Other bytes are copied once into
+fresh 64-byte-aligned memory: TensorFlow's kernels abort the process on a
+tensor that is not (Eigen's alignment check), and JAX would copy them
+itself. bfloat16 reaches TensorFlow as a uint16 DLPack tensor and
+``tf.bitcast``, which shares the buffer; float8 reaches Paddle as uint8 and
+``Tensor.view``, bfloat16 through ``frombuffer``. MLX allocates all its arrays itself: ``mx.array`` copies
+once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import math
+import sys
+from typing import Any, Optional
+
+from . import _dtypes
+from .errors import DeathTensorsError
+
+#: Framework names (ours and safetensors') -> the framework.
+NAMES = {
+    "jax": "jax",
+    "flax": "jax",
+    "tensorflow": "tensorflow",
+    "tf": "tensorflow",
+    "paddle": "paddle",
+    "pp": "paddle",
+    "mlx": "mlx",
+}
+
+#: The module each framework is imported as.
+MODULES = {"jax": "jax", "tensorflow": "tensorflow", "paddle": "paddle", "mlx": "mlx.core"}
+
+# Tensors the frameworks take without a copy start at a multiple of this
+# (Eigen's EIGEN_MAX_ALIGN_BYTES, which XLA's CPU client also asks for).
+ALIGN = 64
+
+# File dtype -> the framework's dtype attribute, for the dtypes it has.
+# JAX has every dtype numpy has with ml_dtypes (64-bit ones as JAX's
+# jax_enable_x64 allows); F4 (two values a byte) has no framework here.
+_TF = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
+    "F16": "float16", "BF16": "bfloat16", "I32": "int32", "U32": "uint32",
+    "F32": "float32", "C64": "complex64", "F64": "float64", "I64": "int64",
+    "U64": "uint64", "C128": "complex128",
+}
+# Paddle has no unsigned type but uint8 (its "uint16" is bfloat16).
+_PADDLE = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "F16": "float16",
+    "BF16": "bfloat16", "I32": "int32", "F32": "float32", "C64": "complex64",
+    "F64": "float64", "I64": "int64", "C128": "complex128",
+    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+}
+_MLX = {
+    "BOOL": "bool_", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
+    "F16": "float16", "BF16": "bfloat16", "I32": "int32", "U32": "uint32",
+    "F32": "float32", "C64": "complex64", "F64": "float64", "I64": "int64",
+    "U64": "uint64",
+}
+_JAX = frozenset(_dtypes.ITEMSIZE)
+_TABLES: dict[str, Any] = {"jax": _JAX, "tensorflow": _TF, "paddle": _PADDLE, "mlx": _MLX}
+
+# The numpy dtype a tensor's bytes are handed over as, where numpy (without
+# ml_dtypes) or DLPack lacks the file's: same width, bits unchanged.
+_CARRIER = {"BF16": "uint16", "F8_E4M3": "uint8", "F8_E5M2": "uint8"}
+
+
+def canonical(framework: Any) -> Optional[str]:
+    """"jax", "tensorflow", "paddle" or "mlx" for any of their names; None
+    for any other value (torch, numpy, unknown)."""
+    return NAMES.get(framework) if isinstance(framework, str) else None
+
+
+def module(framework: str) -> Any:
+    """The framework's module, imported now (an ImportError naming the
+    package to install when it is missing)."""
+    name = MODULES[framework]
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        package = {"jax": "jax", "tensorflow": "tensorflow", "paddle": "paddlepaddle", "mlx": "mlx"}[framework]
+        raise ImportError(f"framework {framework!r} needs the optional package {package!r}: pip install {package}") from e
+
+
+def check_dtype(framework: str, code: str, name: str) -> None:
+    """Raises a DeathTensorsError naming the dtype if `framework` has no
+    equivalent of file dtype `code`."""
+    if code not in _TABLES[framework]:
+        which = f"tensor {name!r}: " if name else ""
+        raise DeathTensorsError(
+            f"{which}dtype {code} has no equivalent in {framework}; read it with "
+            "framework='numpy' or 'torch', or get_bytes()"
+        )
+
+
+def aligned_empty(nbytes: int) -> Any:
+    """Fresh, uninitialised memory as a 1-D numpy uint8 array starting at a
+    multiple of :data:`ALIGN`."""
+    import numpy as np
+
+    block = np.empty(nbytes + ALIGN, dtype=np.uint8)
+    skip = -block.ctypes.data % ALIGN
+    return block[skip : skip + nbytes]
+
+
+def tensor(framework: str, code: str, shape: list, raw: Any, name: str = "") -> Any:
+    """A tensor of `framework` (canonical name) over `raw`, a 1-D numpy
+    uint8 array holding a tensor's bytes in C order: `raw` itself when the
+    framework can take it (JAX, TensorFlow, Paddle, `raw` 64-byte aligned
+    and writable), else one copy. The caller gives up `raw`."""
+    check_dtype(framework, code, name)
+    import numpy as np
+
+    shape = [int(d) for d in shape]
+    mod = module(framework)
+    if framework == "mlx":
+        carrier = np.dtype("uint16") if code == "BF16" else _dtypes.numpy_dtype(code)
+        out = mod.array(raw.view(carrier).reshape(shape))  # the one copy
+        return out.view(mod.bfloat16) if code == "BF16" else out
+    nbytes = raw.nbytes
+    if nbytes and (raw.ctypes.data % ALIGN or not raw.flags.writeable):
+        copy = aligned_empty(nbytes)
+        np.copyto(copy, raw)
+        raw = copy
+    if framework == "jax":
+        array = raw.view(_dtypes.numpy_dtype(code)).reshape(shape)
+        # On the CPU, device_put aliases an aligned numpy array (it holds a
+        # reference to it); on an accelerator it copies there.
+        return mod.device_put(array)
+    carrier = np.dtype(_CARRIER.get(code) or _dtypes.numpy_dtype(code))
+    if framework == "tensorflow":
+        dtype = getattr(mod, _TF[code])
+        if not nbytes:
+            return mod.zeros(shape, dtype=dtype)
+        t = mod.experimental.dlpack.from_dlpack(raw.view(carrier).reshape(shape).__dlpack__())
+        return mod.bitcast(t, dtype) if t.dtype != dtype else t  # bitcast shares the buffer
+    # paddle
+    dtype = getattr(mod, _PADDLE[code])
+    if not nbytes:
+        return mod.zeros(shape, dtype=dtype)
+    if code == "BF16":
+        # DLPack's uint16 has no view_dtype kernel in Paddle; frombuffer
+        # (what safetensors.paddle uses) takes the buffer as it is.
+        return mod.base.core.frombuffer(memoryview(raw), dtype).reshape(shape)
+    t = mod.utils.dlpack.from_dlpack(raw.view(carrier).reshape(shape))
+    return t.view(dtype) if t.dtype != dtype else t  # float8: uint8 viewed, shared
+
+
+def to_buffer(name: str, value: Any) -> Optional[tuple[str, list[int], Any]]:
+    """(dtype name, shape, C-contiguous byte buffer) of a JAX, TensorFlow,
+    Paddle or MLX tensor, its own memory when it lies on the CPU in C order
+    (else one copy); None when `value` is none of these (or its framework
+    is not imported: then it cannot be one)."""
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(value, jax.Array):
+        return _numpy_buffer(name, value, "jax")
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(value, (tf.Tensor, tf.Variable)):
+        if isinstance(value, tf.SparseTensor) or getattr(value, "dtype", None) == tf.string:
+            raise DeathTensorsError(f"tensor {name!r}: cannot save a {type(value).__name__} of {value.dtype}")
+        return _numpy_buffer(name, value, "tensorflow")
+    paddle = sys.modules.get("paddle")
+    if paddle is not None and isinstance(value, paddle.Tensor):
+        return _paddle_buffer(name, value, paddle)
+    mx = sys.modules.get("mlx.core")
+    if mx is not None and isinstance(value, mx.array):
+        return _mlx_buffer(name, value, mx)
+    return None
+
+
+def _numpy_buffer(name: str, value: Any, framework: str) -> tuple[str, list[int], Any]:
+    """JAX and TensorFlow arrays: numpy views them (their own memory on the
+    CPU; a device array is copied to the host), bfloat16 and float8 as
+    ml_dtypes' types."""
+    import numpy as np
+
+    from . import _convert
+
+    try:
+        array = np.asarray(value)
+    except Exception as e:  # noqa: BLE001 -- the framework's own error, with the tensor's name
+        raise DeathTensorsError(f"tensor {name!r}: cannot read this {framework} array's values: {e}") from e
+    return _convert.to_buffer(name, array)
+
+
+# Paddle dtype name -> file dtype.
+_FROM_PADDLE = {v: k for k, v in _PADDLE.items()}
+
+
+def _paddle_buffer(name: str, t: Any, paddle: Any) -> tuple[str, list[int], Any]:
+    code = _FROM_PADDLE.get(str(t.dtype).rpartition(".")[2])
+    if code is None:
+        raise DeathTensorsError(f"tensor {name!r}: paddle dtype {t.dtype} cannot be stored")
+    shape = [int(d) for d in t.shape]
+    if not t.place.is_cpu_place():
+        t = t.cpu()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    nbytes = _dtypes.ITEMSIZE[code] * math.prod(shape)  # numel has no float8 kernel
+    if nbytes == 0:
+        return code, shape, b""
+    # The tensor's own memory, as safetensors.paddle reads it: a ctypes view
+    # of its bytes that keeps the tensor alive.
+    raw = (ctypes.c_ubyte * nbytes).from_address(t.data_ptr())
+    raw._owner = t  # type: ignore[attr-defined]
+    return code, shape, memoryview(raw).cast("B")
+
+
+# MLX dtype name -> file dtype.
+_FROM_MLX = {v.rstrip("_"): k for k, v in _MLX.items()}
+
+
+def _mlx_buffer(name: str, a: Any, mx: Any) -> tuple[str, list[int], Any]:
+    code = _FROM_MLX.get(str(a.dtype).rpartition(".")[2])
+    if code is None:
+        raise DeathTensorsError(f"tensor {name!r}: mlx dtype {a.dtype} cannot be stored")
+    shape = [int(d) for d in a.shape]
+    if a.size == 0:
+        return code, shape, b""
+    mv = memoryview(a)  # evaluates the array; its own memory
+    if not mv.c_contiguous:
+        mv = memoryview(mx.contiguous(a))
+    if mv.format != "B" or mv.ndim != 1:
+        mv = mv.cast("B") if mv.format in ("B", "b", "c") or len(mv.format) == 1 else _bytes_of(mv)
+    return code, shape, mv
+
+
+def _bytes_of(mv: memoryview) -> memoryview:
+    """A C-contiguous buffer of a non-native format (mlx's "bfloat16") as
+    bytes, without a copy: numpy reads it through the buffer's address."""
+    import numpy as np
+
+    raw = (ctypes.c_ubyte * mv.nbytes).from_buffer(mv) if not mv.readonly else None
+    if raw is not None:
+        raw._owner = mv  # type: ignore[attr-defined]
+        return memoryview(raw).cast("B")
+    return memoryview(np.frombuffer(mv.tobytes(), dtype=np.uint8))

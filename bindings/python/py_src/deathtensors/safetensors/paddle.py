@@ -1,0 +1,95 @@
+"""``safetensors.paddle`` over the deathtensors core: saving and loading
+dicts of Paddle tensors with safetensors 0.8.0's API.
+
+Loaded tensors are the file's bytes themselves where they lie at a multiple
+of 64 bytes (DLPack over a copy-on-write mapping; float8 through
+``Tensor.view``), else one copy into fresh aligned memory, then moved to
+`device`. Saving reads each tensor's own memory, as safetensors does, but
+also takes non-contiguous tensors (copied once). Paddle has no uint16,
+uint32, uint64, F8_E8M0 or FNUZ types: such tensors are an error naming
+the dtype.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Union
+
+import numpy as np
+import paddle
+
+from . import _other, _serialize
+from . import numpy as numpy  # noqa: F401 -- there in safetensors too
+from ._open import safe_open
+from ._serialize import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 -- there in safetensors too
+
+__all__ = ["save", "save_file", "load", "load_file"]
+
+# File dtype code -> paddle dtype, as safetensors.paddle has them.
+_TYPES: dict[str, Any] = {
+    "F64": paddle.float64,
+    "F32": paddle.float32,
+    "F16": paddle.float16,
+    "BF16": paddle.bfloat16,
+    "I64": paddle.int64,
+    "I32": paddle.int32,
+    "I16": paddle.int16,
+    "I8": paddle.int8,
+    "U8": paddle.uint8,
+    "BOOL": paddle.bool,
+    "F8_E4M3": paddle.float8_e4m3fn,
+    "F8_E5M2": paddle.float8_e5m2,
+}
+
+
+def _getdtype(dtype_str: str) -> Any:
+    return _TYPES[dtype_str]
+
+
+def save(tensors: dict[str, paddle.Tensor], metadata: Optional[dict[str, str]] = None) -> bytes:
+    """The bytes of a safetensors file holding the tensors and the text `metadata`."""
+    return _serialize.encode(_other.items(_checked(tensors), "paddle.Tensor"), metadata)
+
+
+def save_file(
+    tensors: dict[str, paddle.Tensor],
+    filename: Union[str, os.PathLike],
+    metadata: Optional[dict[str, str]] = None,
+) -> None:
+    """Writes the tensors and the text `metadata` to a safetensors file, atomically."""
+    _serialize.write(_other.items(_checked(tensors), "paddle.Tensor"), filename, metadata)
+
+
+def load(data: bytes, device: str = "cpu") -> dict[str, paddle.Tensor]:
+    """Every tensor of a safetensors file held in memory, on `device`."""
+    return _other.load(data, "paddle", device)
+
+
+def load_file(
+    filename: Union[str, os.PathLike], device: Any = "cpu", *, backend: str = "mmap"
+) -> dict[str, paddle.Tensor]:
+    """Every tensor of a safetensors file, on `device`."""
+    with safe_open(filename, framework="paddle", device=device, backend=backend) as f:
+        return f.get_tensors()
+
+
+def _checked(tensors: Any) -> Any:
+    """safetensors.paddle's checks: a dict of paddle tensors."""
+    if not isinstance(tensors, dict):
+        raise ValueError(f"Expected a dict of [str, paddle.Tensor] but received {type(tensors)}")
+    for k, v in tensors.items():
+        if not isinstance(v, paddle.Tensor):
+            raise ValueError(f"Key `{k}` is invalid, expected paddle.Tensor but received {type(v)}")
+    return tensors
+
+
+def _np2paddle(numpy_dict: dict[str, np.ndarray], device: str = "cpu") -> dict[str, paddle.Tensor]:
+    for k, v in numpy_dict.items():
+        numpy_dict[k] = paddle.to_tensor(v, place=device)
+    return numpy_dict
+
+
+def _paddle2np(paddle_dict: dict[str, paddle.Tensor]) -> dict[str, Any]:
+    for k, v in paddle_dict.items():
+        paddle_dict[k] = v.detach().cpu().numpy()
+    return paddle_dict
