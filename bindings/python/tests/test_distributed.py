@@ -364,3 +364,64 @@ def test_sigkill_during_saves_leaves_a_whole_checkpoint(tmp_path, victim):
     print(f"{CRASH_TRIALS} SIGKILLs of the {['coordinator', 'rank 1'][victim]}: loaded steps {steps}", file=sys.stderr)
     # The kills landed at different points of the loop (not all before or after one save).
     assert len(set(steps)) > 1
+
+
+# Consolidation, torch's HuggingFaceStorageWriter checkpoints, and the
+# one-way conversion of FileSystemWriter checkpoints.
+
+
+def test_consolidate_four_rank_checkpoint_to_one_file(saved4, tmp_path):
+    from deathtensors.distributed import consolidate
+
+    (out,) = consolidate(saved4 / "ckpt", tmp_path / "full.dt")
+    with dt.open(out) as f:
+        assert f.has_checksum()
+        for name in f.keys():
+            if name.startswith("model."):
+                t = f.get_tensor(name)
+                assert w.same(t, w.full(name[len("model."):], tuple(t.shape), t.dtype)), name
+        values = json.loads(f.metadata()["dcp.values"])
+        assert values["extras.step"] == 1000 and "model.model.w" in f.keys()
+
+
+def test_consolidate_to_hugging_face_shards(tmp_path):
+    from deathtensors.distributed import consolidate
+
+    sd = {f"layers.{i}.weight": torch.randn(64, 32) for i in range(5)}
+    sd["embed"] = torch.randn(100, 32).to(torch.bfloat16)
+    dcp.save(sd, storage_writer=StorageWriter(tmp_path / "ckpt", block_bytes=1000), no_dist=True)
+    written = consolidate(tmp_path / "ckpt", str(tmp_path / "hf") + "/", max_shard_bytes=20_000)
+    index = json.loads((tmp_path / "hf" / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) > 2 and shards[0] == f"model-00001-of-{len(shards):05d}.safetensors"
+    assert index["metadata"]["total_size"] == sum(t.numel() * t.element_size() for t in sd.values())
+    assert len(written) == len(shards) + 1
+    from safetensors.torch import load_file
+
+    loaded = {}
+    for s in shards:
+        loaded.update(load_file(tmp_path / "hf" / s))
+    assert loaded.keys() == sd.keys() and all(torch.equal(loaded[k], sd[k]) for k in sd)
+
+
+def test_hugging_face_storage_writer_checkpoints_load(tmp_path):
+    from torch.distributed.checkpoint import HuggingFaceStorageWriter
+
+    sd = {"a.weight": torch.randn(16, 8), "b.bias": torch.arange(6, dtype=torch.int32)}
+    dcp.save(sd, storage_writer=HuggingFaceStorageWriter(str(tmp_path / "hf")), no_dist=True)
+    out = {k: torch.zeros_like(v) for k, v in sd.items()}
+    dcp.load(out, storage_reader=StorageReader(tmp_path / "hf"), no_dist=True)
+    assert all(torch.equal(out[k], sd[k]) for k in sd)
+
+
+def test_filesystem_writer_checkpoint_converts_only_with_allow_pickle(tmp_path):
+    sd = {"a": torch.randn(8, 4), "opt": {"step": 12, "lr": 0.5}}
+    dcp.save(sd, storage_writer=dcp.FileSystemWriter(tmp_path / "fs"), no_dist=True)
+    out = {"a": torch.zeros(8, 4), "opt": {"step": 0, "lr": 0.0}}
+    with fails("pickle"):
+        dcp.load(out, storage_reader=StorageReader(tmp_path / "fs"), no_dist=True)
+    dcp.load(out, storage_reader=StorageReader(tmp_path / "fs", allow_pickle=True), no_dist=True)
+    dcp.save(out, storage_writer=StorageWriter(tmp_path / "ours"), no_dist=True)
+    again = {"a": torch.zeros(8, 4), "opt": {"step": 0, "lr": 0.0}}
+    dcp.load(again, storage_reader=StorageReader(tmp_path / "ours"), no_dist=True)
+    assert torch.equal(again["a"], sd["a"]) and again["opt"] == {"step": 12, "lr": 0.5}

@@ -14,6 +14,7 @@ unpickled unless a caller passes ``allow_pickle=True``. See
 ``docs/DISTRIBUTED.md``.
 """
 
+from ._consolidate import consolidate
 from ._storage import StorageReader, StorageWriter
 
-__all__ = ["StorageWriter", "StorageReader"]
+__all__ = ["StorageWriter", "StorageReader", "consolidate"]

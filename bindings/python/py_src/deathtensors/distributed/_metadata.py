@@ -101,11 +101,16 @@ class ChunkInfo:
     file: str
     rows: int
     sha256: Optional[Tuple[str, ...]] = None
+    #: The tensor's name in a file of one block per chunk that we did not
+    #: write (torch's HuggingFaceStorageWriter), which has no digests.
+    foreign_name: Optional[str] = None
 
     def blocks(self) -> List[Tuple[int, int]]:
         return blocks(list(self.offsets), list(self.sizes), self.rows)
 
     def block_name(self, r0: int) -> str:
+        if self.foreign_name is not None:
+            return self.foreign_name
         return block_name(self.fqn, block_offsets(list(self.offsets), r0))
 
 
@@ -127,6 +132,9 @@ class Document:
     save_id: str
     format: str
     files: Dict[str, Dict[str, int]]
+    #: A checkpoint torch's HuggingFaceStorageWriter wrote: no save id to
+    #: check, no digests.
+    foreign: bool = False
 
 
 def _no_duplicates(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:

@@ -287,8 +287,13 @@ class StorageReader(dcp_storage.StorageReader):
     values from JSON without unpickling.
 
     Also reads checkpoints torch's ``HuggingFaceStorageWriter`` wrote (a
-    directory of safetensors files). ``allow_pickle=True`` loads values a
-    writer stored pickled (it runs code the checkpoint chooses).
+    directory of safetensors files; they carry no digests, so those reads are
+    not checked). ``allow_pickle=True`` loads values a writer stored pickled,
+    and torch ``FileSystemWriter`` checkpoints (through torch's own reader):
+    both unpickle, which runs code the checkpoint chooses. Loading a
+    FileSystemWriter checkpoint that way and saving it with
+    :class:`StorageWriter` converts it, once, to a checkpoint that loads
+    without pickle.
     """
 
     def __init__(
@@ -304,6 +309,7 @@ class StorageReader(dcp_storage.StorageReader):
         self.allow_pickle = allow_pickle
         self.storage_data: Dict[MetadataIndex, Any] = {}
         self.doc: Optional[_metadata.Document] = None
+        self._torch: Any = None
 
     def reset(self, checkpoint_id: Optional[PathOrUrl] = None) -> None:
         if checkpoint_id:
@@ -313,10 +319,18 @@ class StorageReader(dcp_storage.StorageReader):
 
     def read_metadata(self) -> Metadata:
         self.store = _store.open_store(self.path, self.storage_options)
+        if self.allow_pickle and _store.is_torch_checkpoint(self.store):
+            # Opted in: torch's own reader, which unpickles.
+            from torch.distributed.checkpoint import FileSystemReader
+
+            self._torch = FileSystemReader(self.store.path)
+            return self._torch.read_metadata()
         self.doc = _store.read_document(self.store)
         return self.doc.metadata
 
     def set_up_storage_reader(self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
+        if self._torch is not None:
+            return self._torch.set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
         if not isinstance(metadata.storage_data, dict):
             raise FormatError("this checkpoint's metadata was not read by a deathtensors StorageReader")
         self.storage_data = metadata.storage_data
@@ -330,6 +344,8 @@ class StorageReader(dcp_storage.StorageReader):
         return plans
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future:
+        if self._torch is not None:
+            return self._torch.read_data(plan, planner)
         by_file: Dict[str, List[ReadItem]] = {}
         for item in plan.items:
             where = self.storage_data.get(item.storage_index)
@@ -379,7 +395,7 @@ class StorageReader(dcp_storage.StorageReader):
         if list(dest.shape) != ln:
             raise RuntimeError(f"{item.dest_index.fqn!r}: the planner's tensor has shape {list(dest.shape)}, the read {ln}")
         if not ln:
-            self._read_block(f, where, 0, dest)
+            read_block(f, where, 0, dest)
         elif ln[0] and all(ln):
             r_start, r_end = so[0], so[0] + ln[0]
             full_rows = so[1:] == [0] * (len(so) - 1) and ln[1:] == list(where.sizes[1:])
@@ -389,30 +405,33 @@ class StorageReader(dcp_storage.StorageReader):
                     continue
                 part = dest.narrow(0, lo - r_start, hi - lo)
                 if full_rows and lo == b0 and hi == b1:
-                    self._read_block(f, where, b0, part)
+                    read_block(f, where, b0, part)
                     continue
                 tmp = torch.empty([b1 - b0, *where.sizes[1:]], dtype=where.dtype)
-                self._read_block(f, where, b0, tmp)
+                read_block(f, where, b0, tmp)
                 src = tmp.narrow(0, lo - b0, hi - lo)
                 for d in range(1, len(so)):
                     src = src.narrow(d, so[d], ln[d])
                 part.copy_(src)
         planner.commit_tensor(item, dest)
 
-    def _read_block(self, f: "_store.RankFile", where: ChunkInfo, b0: int, out: torch.Tensor) -> None:
-        """Reads the block starting ``b0`` rows into the chunk, checked, into ``out``."""
-        name = where.block_name(b0)
-        direct = out.is_contiguous() and out.dtype == where.dtype and out.device.type == "cpu"
-        buf = out if direct else torch.empty(out.shape, dtype=where.dtype)
-        if buf.numel():
-            digest = None if where.sha256 is None else where.sha256[b0 // where.rows]
-            f.read_into(name, _bytes_of(buf), digest)
-        if not direct:
-            out.copy_(buf)
-
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: PathOrUrl) -> bool:
         return _store.valid_id(checkpoint_id)
+
+
+def read_block(f: "_store.RankFile", where: ChunkInfo, b0: int, out: torch.Tensor) -> None:
+    """Reads the block starting ``b0`` rows into the chunk ``where``,
+    checked against its digest, into ``out`` (directly when ``out`` is
+    contiguous and of the stored dtype, else through a block-sized buffer)."""
+    name = where.block_name(b0)
+    direct = out.is_contiguous() and out.dtype == where.dtype and out.device.type == "cpu"
+    buf = out if direct else torch.empty(out.shape, dtype=where.dtype)
+    if buf.numel():
+        digest = None if where.sha256 is None else where.sha256[b0 // where.rows]
+        f.read_into(name, _bytes_of(buf), digest, checked=where.foreign_name is None)
+    if not direct:
+        out.copy_(buf)
 
 
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner  # noqa: E402

@@ -40,9 +40,12 @@ class RankFile:
         self.reader = reader
         self.where = where
 
-    def read_into(self, name: str, out: Any, sha256: Optional[str]) -> None:
+    def read_into(self, name: str, out: Any, sha256: Optional[str], checked: bool = True) -> None:
         if name not in self.reader:
             raise FormatError(f"rank file {self.where} has no tensor {name!r}, which the checkpoint metadata names")
+        if not checked:
+            self.reader.read_into(name, out, verify=False)
+            return
         if sha256 is None:
             self.reader.read_into(name, out, verify=True)
             return
@@ -103,7 +106,7 @@ class Store:
                 f"rank file {where} is missing (the checkpoint metadata {self.describe(METADATA_NAME)} names it)"
             ) from None
         try:
-            if doc is not None:
+            if doc is not None and not doc.foreign:
                 expected = doc.files[name]
                 size = self.size(name)
                 if size != expected["size"]:
@@ -214,6 +217,12 @@ class RemoteStore(Store):
         raise NotImplementedError("reading a checkpoint's metadata from an object store is not supported yet")
 
 
+def is_torch_checkpoint(store: Store) -> bool:
+    """A local directory with torch's pickled metadata and none of ours."""
+    names = store.list() if isinstance(store, LocalStore) else set()
+    return TORCH_METADATA_NAME in names and METADATA_NAME not in names
+
+
 def read_document(store: Store) -> "_metadata.Document":
     """The checkpoint's metadata, checked; a directory without it is named
     incomplete, and torch's pickled metadata is refused."""
@@ -225,9 +234,12 @@ def read_document(store: Store) -> "_metadata.Document":
         if TORCH_METADATA_NAME in names:
             raise FormatError(
                 f"{store.describe('')} is a torch FileSystemWriter checkpoint: its metadata is a pickle, which "
-                "deathtensors does not load. Convert it once, trusting it, with "
-                "deathtensors.distributed.convert_torch_checkpoint(src, dst, allow_pickle=True)"
+                "deathtensors does not load. To convert it once, if you trust it: dcp.load it with "
+                "StorageReader(path, allow_pickle=True) (unsafe: unpickling runs its code), then dcp.save "
+                "with StorageWriter"
             )
+        if any(n.endswith(".safetensors") and _metadata.parse_rank_file_name(n) is None for n in names):
+            return read_hf_document(store, sorted(n for n in names if n.endswith(".safetensors")))
         if any(_metadata.parse_rank_file_name(n) for n in names):
             raise FormatError(
                 f"incomplete checkpoint at {store.describe('')}: rank files but no {METADATA_NAME} "
@@ -235,3 +247,78 @@ def read_document(store: Store) -> "_metadata.Document":
             )
         raise FileNotFoundError(f"no checkpoint at {store.describe('')}: {METADATA_NAME} is missing")
     return _metadata.parse(data, store.describe(METADATA_NAME))
+
+
+_SAFETENSORS_DTYPES = {
+    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
+    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
+    "C64": "complex64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+}
+
+
+def read_hf_document(store: Store, names: "list[str]") -> "_metadata.Document":
+    """The metadata of a checkpoint torch's ``HuggingFaceStorageWriter``
+    wrote: safetensors files whose ``DCP_SHARDING_INFO`` metadata (JSON)
+    gives each tensor's offsets, read from the headers by our reader. Such
+    files carry no digests, so their reads are not checked."""
+    import json
+
+    import torch
+    from torch.distributed.checkpoint.metadata import (
+        ChunkStorageMetadata,
+        Metadata,
+        MetadataIndex,
+        StorageMeta,
+        TensorProperties,
+        TensorStorageMetadata,
+    )
+
+    state: Dict[str, Any] = {}
+    storage: Dict[Any, Any] = {}
+    covers: Dict[str, Any] = {}
+    for name in names:
+        where = store.describe(name)
+        reader = store.open_reader(name)
+        try:
+            meta = reader.metadata() or {}
+            sharding = None
+            if "DCP_SHARDING_INFO" in meta:
+                try:
+                    sharding = json.loads(meta["DCP_SHARDING_INFO"])
+                except ValueError:
+                    raise FormatError(f"{where}: DCP_SHARDING_INFO is not JSON") from None
+                if not isinstance(sharding, dict):
+                    raise FormatError(f"{where}: DCP_SHARDING_INFO is not an object")
+            for key in reader.keys():
+                shape = list(reader.shape(key))
+                dtype_name = _SAFETENSORS_DTYPES.get(reader.dtype(key))
+                if dtype_name is None:
+                    raise FormatError(f"{where}: tensor {key!r} has dtype {reader.dtype(key)}, which DCP does not load")
+                offsets = [0] * len(shape)
+                if sharding is not None and key in sharding:
+                    info = sharding[key]
+                    offsets = info.get("saved_offsets") if isinstance(info, dict) else None
+                    if not _metadata._dims(offsets) or len(offsets) != len(shape):
+                        raise FormatError(f"{where}: tensor {key!r}: saved_offsets must be {len(shape)} non-negative integers")
+                dtype = getattr(torch, dtype_name)
+                chunk = ChunkStorageMetadata(offsets=torch.Size(offsets), sizes=torch.Size(shape))
+                md = state.get(key)
+                if md is None:
+                    md = state[key] = TensorStorageMetadata(TensorProperties(dtype=dtype), torch.Size([0] * len(shape)), [])
+                elif md.properties.dtype != dtype or len(md.size) != len(shape):
+                    raise FormatError(f"{where}: tensor {key!r} differs in dtype or rank from its other chunks")
+                md.chunks.append(chunk)
+                md.size = torch.Size([max(a, o + s) for a, o, s in zip(md.size, offsets, shape)])
+                covers.setdefault(key, []).append((offsets, shape))
+                storage[MetadataIndex(key, offsets)] = _metadata.ChunkInfo(
+                    key, tuple(offsets), tuple(shape), dtype, name, max(1, shape[0] if shape else 1), None, key
+                )
+        finally:
+            reader.close()
+    if not state:
+        raise FileNotFoundError(f"no checkpoint at {store.describe('')}: no {METADATA_NAME} and no tensors")
+    for key, chunks in covers.items():
+        _metadata._check_cover(list(state[key].size), chunks, lambda why: FormatError(f"{store.describe('')}: {why}"), f"tensor {key!r}")
+    metadata = Metadata(state_dict_metadata=state, storage_data=storage, storage_meta=StorageMeta())
+    return _metadata.Document(metadata, "", "safetensors", {n: {} for n in names}, foreign=True)
