@@ -354,6 +354,12 @@ impl PyReader {
         Ok(self.get()?.policy())
     }
 
+    /// What the file's signature covers: "header and data", "header", or
+    /// None for an unsigned file.
+    fn signature_covers(&self) -> PyResult<Option<&'static str>> {
+        Ok(self.get()?.signature_covers().map(|c| c.as_str()))
+    }
+
     /// The public keys (32 bytes each) of the signatures, all verified.
     fn signers<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, pyo3::types::PyBytes>>> {
         Ok(self.get()?.signers().iter().map(|k| pyo3::types::PyBytes::new(py, &k.0)).collect())

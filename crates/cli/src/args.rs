@@ -362,9 +362,10 @@ pub struct EncryptArgs {
     /// A passphrase recipient, read from this environment variable.
     #[arg(long, value_name = "VAR")]
     pub to_passphrase_env: Option<String>,
-    /// The cipher.
-    #[arg(long, value_enum, default_value = "aes-256-gcm")]
-    pub cipher: CipherArg,
+    /// The cipher [default: aes-256-gcm; for --format cryptotensors, the master key's `alg`, else
+    /// aes-256-gcm].
+    #[arg(long, value_enum)]
+    pub cipher: Option<CipherArg>,
     /// Plaintext bytes per chunk [default: 1 MiB; 2 MiB for cryptotensors]
     /// (deathtensors: a power of two, 4096 to 67108864).
     #[arg(long)]
@@ -485,6 +486,13 @@ pub struct ConvertArgs {
     /// (loading one tensor then decompresses the whole file).
     #[arg(long, requires = "compress")]
     pub blob: bool,
+    /// Require a valid signature by the Ed25519 key of this JWK file (repeatable: any of them);
+    /// nothing is written otherwise.
+    #[arg(long, value_name = "FILE")]
+    pub signer: Vec<PathBuf>,
+    /// Require a valid signature (by anyone, unless --signer).
+    #[arg(long)]
+    pub require_signature: bool,
 }
 
 /// Options of `diff`.

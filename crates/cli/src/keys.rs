@@ -77,3 +77,29 @@ pub fn read_options() -> ReadOptions {
 pub fn open(path: &Path) -> deathtensors_io::Result<Reader> {
     crate::remote::open_with_keys(path, read_options)
 }
+
+/// The Ed25519 public keys of `--signer` JWK files, for `trusted_signers`.
+///
+/// # Errors
+/// A file that cannot be read, or holds no Ed25519 key.
+pub fn signers(files: &[PathBuf]) -> anyhow::Result<Vec<deathtensors_io::VerifyingKey>> {
+    let mut trusted = Vec::new();
+    for f in files {
+        let mut ring = deathtensors_io::KeyRing::new();
+        ring.add_jwk_file(f)?;
+        if ring.verifying_keys().is_empty() {
+            anyhow::bail!("{} holds no Ed25519 key", f.display());
+        }
+        trusted.extend(ring.verifying_keys().iter().map(|(_, k)| *k));
+    }
+    Ok(trusted)
+}
+
+/// [`read_options`] with the signature requirements of `--signer` and
+/// `--require-signature`.
+///
+/// # Errors
+/// As [`signers`].
+pub fn read_options_requiring(signer: &[PathBuf], require_signature: bool) -> anyhow::Result<ReadOptions> {
+    Ok(ReadOptions { trusted_signers: signers(signer)?, require_signature, ..read_options() })
+}

@@ -204,8 +204,9 @@ pub fn convert(
     checksum: bool,
     alignment: Option<u64>,
     compress: deathtensors_io::Compress,
+    read_options: deathtensors_io::ReadOptions,
 ) -> anyhow::Result<()> {
-    let sharded = crate::remote::open_sharded(input, crate::keys::read_options())?;
+    let sharded = crate::remote::open_sharded(input, read_options)?;
     let options_for = |metadata| WriteOptions {
         format,
         alignment: alignment.unwrap_or(DEFAULT_ALIGNMENT),

@@ -116,6 +116,8 @@ fn account<T>(what: &str, data: u64, f: impl FnOnce() -> T) -> T {
 struct Files<'a> {
     m: &'a Model,
     aes: std::path::PathBuf,
+    /// The same model, encrypted with the same key, not signed.
+    aes_unsigned: std::path::PathBuf,
     chacha: std::path::PathBuf,
     plain: std::path::PathBuf,
     read: ReadOptions,
@@ -153,6 +155,7 @@ fn benches(c: &mut Criterion) {
     let f = Files {
         m: &m,
         aes: dir.join("model-aes.dt"),
+        aes_unsigned: dir.join("model-aes-unsigned.dt"),
         chacha: dir.join("model-chacha.dt"),
         plain: dir.join("model-plain-ck.dt"),
         read,
@@ -172,6 +175,7 @@ fn benches(c: &mut Criterion) {
     };
     let chacha = WriteOptions { encryption: Some(enc(Cipher::ChaCha20Poly1305)), ..f.encrypted.clone() };
     save(&f.aes, ours(&m), &f.encrypted).unwrap();
+    save(&f.aes_unsigned, ours(&m), &f.encrypted_unsigned).unwrap();
     save(&f.chacha, ours(&m), &chacha).unwrap();
     save(&f.plain, ours(&m), &f.checksum).unwrap();
     rustix::fs::sync();
@@ -231,7 +235,15 @@ fn benches(c: &mut Criterion) {
     g.bench_function("load all, aes-256-gcm, fresh buffer", |b| {
         b.iter_with_large_drop(|| load_all_fresh(&f.aes, &f.read))
     });
+    // A signed file: every tensor's ciphertext checked against its signed
+    // digest as it is decrypted (FORMAT 11.2), with or without requirements.
     g.bench_function("load all, aes-256-gcm, prefaulted buffer", |b| b.iter(|| load_all(&f.aes, &f.read, &mut buf)));
+    g.bench_function("load all, aes-256-gcm, unsigned, prefaulted buffer", |b| {
+        b.iter(|| load_all(&f.aes_unsigned, &f.read, &mut buf))
+    });
+    g.bench_function("load all, aes-256-gcm, unsigned, fresh buffer", |b| {
+        b.iter_with_large_drop(|| load_all_fresh(&f.aes_unsigned, &f.read))
+    });
     g.bench_function("load all, aes-256-gcm, trusted signer (checked reads), prefaulted", |b| {
         b.iter(|| load_all(&f.aes, &f.trusted, &mut buf))
     });

@@ -19,8 +19,11 @@ use crate::pread::{read_exact_at, ReadAt};
 /// An opened cryptotensors file: its tensors' keys, unwrapped.
 pub(crate) struct CtFile {
     chunked: Option<u64>,
-    tensors: HashMap<String, (LessSafeKey, CtData)>,
+    tensors: HashMap<String, TensorKey>,
 }
+
+/// An encrypted tensor's key and where its chunks' nonces and tags are.
+type TensorKey = (LessSafeKey, CtData);
 
 impl std::fmt::Debug for CtFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -39,8 +42,11 @@ fn key_of(alg: CtAlg, bytes: &[u8]) -> Option<LessSafeKey> {
 
 /// The key of `ring` that `kid` names, or the first of its kind when the
 /// file names none (cryptotensors' lookup).
-fn by_kid<'a, T>(mut keys: impl Iterator<Item = (Option<&'a str>, T)>, kid: Option<&str>) -> Option<T> {
-    keys.find(|(k, _)| kid.is_none() || *k == kid).map(|(_, t)| t)
+/// The keys of `keys` that a file naming `kid` may use, in order: those of
+/// that kid, or all when the file names none. Several may share a kid (a
+/// rotated key, say): each is tried, as for our own files.
+fn by_kid<'a, T>(keys: impl Iterator<Item = (Option<&'a str>, T)>, kid: Option<&str>) -> Vec<T> {
+    keys.filter(|(k, _)| kid.is_none() || *k == kid).map(|(_, t)| t).collect()
 }
 
 /// What opening a cryptotensors file gives the reader.
@@ -69,17 +75,21 @@ pub(crate) fn open(
 ) -> Result<Opened> {
     let verifying: Vec<(Option<&str>, VerifyingKey)> =
         keys.verifying_keys().iter().map(|(kid, k)| (kid.as_deref(), *k)).collect();
-    let master: Option<Arc<SymmetricKey>> =
+    let masters: Vec<Arc<SymmetricKey>> =
         by_kid(keys.symmetric_keys().map(|k| (k.has_kid().then(|| k.kid()), k.clone())), ct.enc.kid.as_deref());
     let sign_kid = ct.sign.kid.as_deref().unwrap_or("(any)");
     // The signature first: nothing else is trusted before it.
     let metadata = head.header.metadata().cloned().unwrap_or_default();
     let message = ct_signed_message(&head.header, &metadata);
     let verifies = |k: &VerifyingKey| crate::crypt::verify_ed25519(&k.0, &message, &ct.signature);
-    let signer = match by_kid(verifying.into_iter(), ct.sign.kid.as_deref()) {
-        Some(k) if verifies(&k) => Some(k),
-        // The key the file names does not verify it: changed since signed.
-        Some(k) => return Err(err(ErrorKind::BadSignature { signer: k.fingerprint() }, path)),
+    let named = by_kid(verifying.into_iter(), ct.sign.kid.as_deref());
+    let signer = match named.iter().find(|k| verifies(k)) {
+        Some(k) => Some(*k),
+        // No key the file names verifies it: changed since signed.
+        None if !named.is_empty() => {
+            let signer = named.iter().map(VerifyingKey::fingerprint).collect::<Vec<_>>().join(", ");
+            return Err(err(ErrorKind::BadSignature { signer }, path));
+        }
         None => match trusted.iter().find(|k| verifies(k)) {
             Some(k) => Some(*k),
             None if !trusted.is_empty() => {
@@ -92,26 +102,36 @@ pub(crate) fn open(
             None => None,
         },
     };
-    let master = match (master, signer) {
-        (Some(master), Some(_)) => master,
-        (master, _) => {
-            if keys.is_empty() && keys.verifying_keys().is_empty() {
-                return Ok(Opened { file: None, signer });
-            }
-            // Only the keys that are missing: a cryptotensors file needs both.
-            let mut wanted = Vec::new();
-            if master.is_none() {
-                wanted.push(format!("symmetric key {:?}", ct.enc.kid.as_deref().unwrap_or("(any)")));
-            }
-            if signer.is_none() {
-                wanted.push(format!(
-                    "Ed25519 key {sign_kid:?}, whose public half verifies the file's signature before any key is used"
-                ));
-            }
-            return Err(err(ErrorKind::NoKey { recipients: wanted }, path));
+    if masters.is_empty() || signer.is_none() {
+        if keys.is_empty() && keys.verifying_keys().is_empty() {
+            return Ok(Opened { file: None, signer });
         }
-    };
+        // Only the keys that are missing: a cryptotensors file needs both.
+        let mut wanted = Vec::new();
+        if masters.is_empty() {
+            wanted.push(format!("symmetric key {:?}", ct.enc.kid.as_deref().unwrap_or("(any)")));
+        }
+        if signer.is_none() {
+            wanted.push(format!(
+                "Ed25519 key {sign_kid:?}, whose public half verifies the file's signature before any key is used"
+            ));
+        }
+        return Err(err(ErrorKind::NoKey { recipients: wanted }, path));
+    }
     crate::policy::evaluate(&ct.policy.local, policy_input).map_err(|m| err(ErrorKind::PolicyDenied(m), path))?;
+    // The first of the keys the file may use that unwraps every tensor's key.
+    let mut failure = None;
+    for master in &masters {
+        match unwrap_tensor_keys(ct, master, path) {
+            Ok(tensors) => return Ok(Opened { file: Some(CtFile { chunked: ct.chunked(), tensors }), signer }),
+            Err(e) => failure = Some(e),
+        }
+    }
+    Err(failure.unwrap_or_else(|| err(ErrorKind::Decrypt { what: "the tensors' keys".into() }, path)))
+}
+
+/// Every encrypted tensor's key, unwrapped with `master`.
+fn unwrap_tensor_keys(ct: &Cryptotensors, master: &SymmetricKey, path: &Path) -> Result<HashMap<String, TensorKey>> {
     // The key's own alg wins over the header's, as in cryptotensors.
     let alg =
         master.alg().and_then(CtAlg::parse).or_else(|| ct.alg()).ok_or_else(|| {
@@ -141,7 +161,7 @@ pub(crate) fn open(
             .ok_or_else(|| err(ErrorKind::Decrypt { what: format!("the key of tensor {name:?}") }, path))?;
         tensors.insert(name.clone(), (key, t.data.clone()));
     }
-    Ok(Opened { file: Some(CtFile { chunked: ct.chunked(), tensors }), signer })
+    Ok(tensors)
 }
 
 impl CtFile {

@@ -72,7 +72,7 @@ pub use crate::{
     mmap::PrivateMap,
     pack::{save_from, Compress},
     pread::ReadAt,
-    protection::EncryptionInfo,
+    protection::{EncryptionInfo, SignatureCovers},
     reader::{ReadOptions, Reader, TensorRef},
     sha_lanes::sha256_many,
     sharded::{save_sharded, save_sharded_legacy, write_index, Opener, ShardedReader, INDEX_SUFFIX},

@@ -1,6 +1,7 @@
 //! What a file's header says of its protection, needing no key: how it is
-//! encrypted (ours, or cryptotensors'), who can decrypt it, and its policy.
-//! For `inspect` and the Python `encryption()` / `policy()`, described once.
+//! encrypted (ours, or cryptotensors'), who can decrypt it, its policy, and
+//! what its signature covers. For `inspect` and the Python `encryption()`,
+//! `policy()` and `signature_covers()`, described once.
 
 use deathtensors_format::{Cryptotensors, CtAlg};
 
@@ -76,5 +77,40 @@ impl Reader {
             return None;
         }
         self.header().metadata().and_then(|m| m.get(POLICY_KEY)).cloned()
+    }
+
+    /// What a signature of this file commits a reader to, or None for an
+    /// unsigned file: [`SignatureCovers::HeaderAndData`] for ours (every
+    /// tensor read is checked against the digests it signs, encrypted or
+    /// not: `docs/FORMAT.md` 11.2), [`SignatureCovers::Header`] for a
+    /// cryptotensors file (its signature covers the header and no digest of
+    /// the data: a holder of its master key can change tensor bytes). Says
+    /// what the format commits to; [`Reader::signers`] says which
+    /// signatures were verified.
+    pub fn signature_covers(&self) -> Option<SignatureCovers> {
+        if self.is_cryptotensors() {
+            return Some(SignatureCovers::Header);
+        }
+        (!self.signatures().is_empty()).then_some(SignatureCovers::HeaderAndData)
+    }
+}
+
+/// What a file's signature commits to ([`Reader::signature_covers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignatureCovers {
+    /// The header only (cryptotensors files).
+    Header,
+    /// The header and, through its digests, every tensor byte a reader
+    /// returns (ours).
+    HeaderAndData,
+}
+
+impl SignatureCovers {
+    /// `"header"` or `"header and data"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignatureCovers::Header => "header",
+            SignatureCovers::HeaderAndData => "header and data",
+        }
     }
 }

@@ -14,6 +14,7 @@ use subtle::ConstantTimeEq;
 
 use crate::crypt::{unwrap_data_key, ChunkCipher, VerifyingKey};
 use crate::error::{Error, ErrorKind, Result};
+use crate::hash::Hasher;
 use crate::pread::{read_exact_at, ReadAt};
 use crate::reader::ReadOptions;
 
@@ -33,9 +34,9 @@ pub(crate) struct Trust {
     pub(crate) signatures: Vec<SignatureRecord>,
     /// The signers whose signatures verified.
     pub(crate) signers: Vec<VerifyingKey>,
-    /// Whether every read must be checked before it is returned (the
-    /// caller asked for signatures or encryption, or the file is signed
-    /// and not encrypted).
+    /// Whether every read must be checked against the tensor's digest
+    /// before it is returned (the caller asked for signatures or
+    /// encryption, or the file is one of ours and signed).
     pub(crate) checked_reads: bool,
     /// A cryptotensors file: whether it is one, the names of the tensors
     /// it stores encrypted (from its header: no key needed), and its
@@ -143,10 +144,12 @@ pub(crate) fn check(
         let signers = trust.signers.iter().map(VerifyingKey::fingerprint).collect();
         return Err(err(ErrorKind::UntrustedSigner { signers }, path));
     }
-    // Every tensor returned from a signed file is checked against what the
-    // signature commits to: an encrypted tensor by its tags on every read;
-    // a plaintext one by its digest, which needs checked reads.
-    if !trust.signers.is_empty() && !encrypted {
+    // Every tensor returned from a signed file of ours is checked against
+    // the digest the signature commits to, encrypted or not (FORMAT 11.2):
+    // tags do not bind a holder of the data key, since AEADs are not
+    // key-committing. A cryptotensors signature commits to no digest of
+    // the data: there is nothing more to check (docs/SECURITY.md).
+    if !trust.signers.is_empty() && ct.is_none() {
         trust.checked_reads = true;
     }
     trust.signatures = signatures;
@@ -421,9 +424,10 @@ pub(crate) fn split_chunks(
 /// Decrypts every tensor of an encrypted deathtensors file into `buf` (the
 /// whole blob, tensors at their offsets, gaps zeroed) in one pass over all
 /// chunks, spread over all cores in runs balanced by bytes: no thread per
-/// tensor. With checked reads, the ciphertext is read first, every digest
-/// checked on all cores (two SHA-256 streams per core), then decrypted in
-/// place. `None` when the tensors are not listed in offset order (a file
+/// tensor. With checked reads, each tensor's ciphertext is hashed chunk by
+/// chunk as it is read, before it is decrypted in place, and checked
+/// against its digest at its last chunk (before the next is returned:
+/// nothing is returned on a mismatch). `None` when the tensors are not listed in offset order (a file
 /// from another writer): the caller then goes tensor by tensor.
 pub(crate) fn decrypt_all(
     file: &dyn ReadAt,
@@ -449,21 +453,7 @@ pub(crate) fn decrypt_all(
     }
     buf[at..].fill(0);
     let checked = trust.checked_reads && head.header.has_tensor_digests();
-    let result = (|| -> Result<()> {
-        if checked {
-            read_blob(file, path, head.data_start, tensors, buf)?;
-            let inputs: Vec<crate::sha_lanes::Input<'_>> = tensors
-                .iter()
-                .map(|t| crate::sha_lanes::Input::Bytes(&buf[t.data_offsets.0 as usize..t.data_offsets.1 as usize]))
-                .collect();
-            let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, path, doing))?;
-            for (t, actual) in tensors.iter().zip(digests) {
-                if let Some(expected) = t.sha256.as_deref().copied().filter(|e| *e != actual) {
-                    let kind = ErrorKind::TensorDigestMismatch { tensor: t.name.to_string(), expected, actual };
-                    return Err(Error::new(kind, Some(path), doing));
-                }
-            }
-        }
+    let result = {
         // Every chunk of every tensor, in file order.
         let units: Vec<(usize, u64)> = tensors
             .iter()
@@ -495,19 +485,32 @@ pub(crate) fn decrypt_all(
                 let (mine, tail) = std::mem::take(&mut rest).split_at_mut(to - from);
                 rest = tail;
                 handles.push(s.spawn(move || -> Result<()> {
-                    let mut current: Option<(usize, crate::crypt::TensorChunks<'_>)> = None;
+                    // A run holds whole tensors: each is hashed in order,
+                    // chunk by chunk, as its ciphertext is read and before
+                    // it is decrypted in place (still in cache).
+                    let mut current: Option<(usize, crate::crypt::TensorChunks<'_>, Option<Hasher>)> = None;
                     for &(i, j) in &units[u0..u1] {
                         let t = &tensors[i];
-                        if current.as_ref().is_none_or(|(c, _)| *c != i) {
-                            current = Some((i, cipher.tensor(i, t)));
+                        if current.as_ref().is_none_or(|(c, _, _)| *c != i) {
+                            let hasher = (checked && t.sha256.is_some()).then(Hasher::new);
+                            current = Some((i, cipher.tensor(i, t), hasher));
                         }
-                        let chunks = &mut current.as_mut().expect("set above").1;
+                        let (_, chunks, hasher) = current.as_mut().expect("set above");
                         let (cs, ce) = chunks.range(j);
                         let at = (t.data_offsets.0 + cs) as usize - from;
                         let target = &mut mine[at..at + (ce - cs) as usize];
-                        if !checked {
-                            read_exact_at(file, target, head.data_start + t.data_offsets.0 + cs)
-                                .map_err(|e| Error::io(e, path, doing))?;
+                        read_exact_at(file, target, head.data_start + t.data_offsets.0 + cs)
+                            .map_err(|e| Error::io(e, path, doing))?;
+                        if let Some(h) = hasher.as_mut() {
+                            h.update(target);
+                            if j + 1 == deathtensors_format::chunk_count(t.byte_len(), size) {
+                                let actual = std::mem::replace(h, Hasher::new()).finish();
+                                if let Some(expected) = t.sha256.as_deref().copied().filter(|e| *e != actual) {
+                                    let tensor = t.name.to_string();
+                                    let kind = ErrorKind::TensorDigestMismatch { tensor, expected, actual };
+                                    return Err(Error::new(kind, Some(path), doing));
+                                }
+                            }
                         }
                         let base = head.header.chunk_base(i).unwrap_or(0);
                         let k = ((base + j) as usize) * TAG_LEN;
@@ -521,35 +524,10 @@ pub(crate) fn decrypt_all(
             }
             handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
         })
-    })();
+    };
     if result.is_err() {
         // Nothing, not even what did verify, on an error.
         buf.fill(0);
     }
     Some(result)
-}
-
-/// Reads every tensor's stored bytes to its offset in `buf`, on all cores.
-fn read_blob(file: &dyn ReadAt, path: &Path, data_start: u64, tensors: &[TensorInfo], buf: &mut [u8]) -> Result<()> {
-    let threads = crate::hash::threads();
-    let part = buf.len().div_ceil(threads).max(1);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = buf
-            .chunks_mut(part)
-            .enumerate()
-            .map(|(n, piece)| {
-                s.spawn(move || -> std::io::Result<()> {
-                    let (lo, hi) = ((n * part) as u64, (n * part + piece.len()) as u64);
-                    // The tensor bytes of this piece (gaps stay zero).
-                    for t in tensors.iter().filter(|t| t.data_offsets.0 < hi && t.data_offsets.1 > lo) {
-                        let (a, b) = (t.data_offsets.0.max(lo), t.data_offsets.1.min(hi));
-                        read_exact_at(file, &mut piece[(a - lo) as usize..(b - lo) as usize], data_start + a)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-    })
-    .map_err(|e| Error::io(e, path, "cannot read"))
 }

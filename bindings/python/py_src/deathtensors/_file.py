@@ -297,8 +297,20 @@ class DtFile:
 
     def signers(self) -> List[str]:
         """The fingerprints of the keys whose signatures the file carries
-        (all verified when it was opened)."""
+        (all verified when it was opened). What a signature vouches for is
+        :meth:`signature_covers`."""
         return [_native.fingerprint(k) for k in self._reader.signers()]
+
+    def signature_covers(self) -> Optional[str]:
+        """What the file's signature commits to, or None if it has none:
+        ``"header and data"`` for deathtensors files (the header, and
+        through its digests every tensor byte: each tensor read is checked
+        against them, encrypted or not, so not even another recipient of an
+        encrypted file can change what this reader returns), ``"header"``
+        for cryptotensors files (their signature covers no digest of the
+        data: a holder of the master key can change tensor bytes;
+        ``docs/SECURITY.md``)."""
+        return self._reader.signature_covers()
 
     def is_compressed(self) -> bool:
         """Whether the file is compressed: tensors one by one in chunks

@@ -76,7 +76,8 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
         if format != Format::Deathtensors && (args.checksum || args.alignment.is_some()) {
             bail!("--checksum and --alignment apply to deathtensors output only");
         }
-        crate::sharded::convert(&args.input, &args.output, format, args.checksum, args.alignment, compress)?;
+        let options = crate::keys::read_options_requiring(&args.signer, args.require_signature)?;
+        crate::sharded::convert(&args.input, &args.output, format, args.checksum, args.alignment, compress, options)?;
         let mut out = Out::new();
         writeln!(
             out,
@@ -88,7 +89,13 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
         out.finish()?;
         return Ok(ExitCode::Success);
     }
-    let reader = crate::keys::open(&args.input)?;
+    let reader = if args.signer.is_empty() && !args.require_signature {
+        crate::keys::open(&args.input)?
+    } else {
+        // Signatures and requirements are checked at open; every tensor is
+        // then checked against what the signature commits to as it is read.
+        crate::remote::open(&args.input, crate::keys::read_options_requiring(&args.signer, args.require_signature)?)?
+    };
     if reader.is_encrypted() && !decrypt {
         bail!(
             "{} is encrypted: `convert` would write its plaintext; use `deathtensors decrypt` for that, or \

@@ -174,7 +174,7 @@ pub fn encrypt(args: EncryptArgs) -> anyhow::Result<ExitCode> {
         }
         _ => e.into(),
     })?;
-    let cipher = match args.cipher {
+    let cipher = match args.cipher.unwrap_or(CipherArg::Aes256Gcm) {
         CipherArg::Aes256Gcm => Cipher::Aes256Gcm,
         CipherArg::ChaCha20Poly1305 => Cipher::ChaCha20Poly1305,
     };
@@ -265,10 +265,29 @@ fn encrypt_cryptotensors(args: &EncryptArgs) -> anyhow::Result<ExitCode> {
     let Some((sign_kid, signer)) = signing.signing_keys().first().cloned() else {
         bail!("{} holds no Ed25519 signing key (a JWK with \"d\")", sign_file.display());
     };
-    let alg = match (master.alg().and_then(CtAlg::parse), args.cipher) {
-        (Some(alg), _) => alg,
-        (None, CipherArg::Aes256Gcm) => CtAlg::Aes256Gcm,
-        (None, CipherArg::ChaCha20Poly1305) => CtAlg::ChaCha20Poly1305,
+    let asked = args.cipher.map(|c| match c {
+        CipherArg::Aes256Gcm => CtAlg::Aes256Gcm,
+        CipherArg::ChaCha20Poly1305 => CtAlg::ChaCha20Poly1305,
+    });
+    let alg = match (master.alg(), asked) {
+        (Some(name), asked) => {
+            let Some(alg) = CtAlg::parse(name) else {
+                bail!("the master key's alg {name:?} is not a cipher cryptotensors has (aes128gcm, aes256gcm, chacha20poly1305)");
+            };
+            // cryptotensors encrypts with the key's alg whatever the header
+            // says: a --cipher that differs would be silently ignored.
+            if let Some(asked) = asked.filter(|a| *a != alg) {
+                bail!(
+                    "--cipher {} but the master key's alg is {name:?} ({}), which cryptotensors uses: drop \
+                     --cipher, or use a key made for {}",
+                    asked.name(),
+                    alg.name(),
+                    asked.name()
+                );
+            }
+            alg
+        }
+        (None, asked) => asked.unwrap_or(CtAlg::Aes256Gcm),
     };
     let options = deathtensors_io::CryptotensorsOptions {
         master: master.clone(),

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use deathtensors_io::format::{hex_digest, Metadata, TensorInfo};
-use deathtensors_io::{ErrorKind, ReadOptions, Reader};
+use deathtensors_io::{ErrorKind, ReadOptions, Reader, SignatureCovers};
 use serde_json::{json, Value};
 
 use crate::args::InspectArgs;
@@ -143,6 +143,7 @@ fn to_json(reader: &Reader) -> Value {
             "signer_kid": e.signer_kid,
         })),
         "signers": reader.signers().iter().map(|k| k.fingerprint()).collect::<Vec<_>>(),
+        "signature_covers": reader.signature_covers().map(|c| c.as_str()),
         "policy": reader.policy(),
         "tensors_hidden": hidden(reader),
         "created_by": header.created_by(),
@@ -214,12 +215,23 @@ fn to_text(reader: &Reader) -> String {
         }
         if reader.signers().is_empty() && e.scheme == "cryptotensors" {
             let kid = e.signer_kid.as_deref().map_or("no key id".to_string(), |k| format!("key id {k:?}"));
-            about.push(vec!["signed by".into(), format!("Ed25519 {kid} (not checked: give its key, --key)")]);
+            about.push(vec![
+                "signed by".into(),
+                format!("Ed25519 {kid} (not checked: give its key, --key; it would cover the header only)"),
+            ]);
         }
     }
+    // What a verified signature vouches for, said plainly.
+    let covers = match reader.signature_covers() {
+        Some(SignatureCovers::Header) => {
+            "verified: the header only; cryptotensors signs no digest of the data, so a holder of the master \
+             key can change tensor bytes"
+        }
+        _ => "verified: the header, and every tensor through its digests, checked on every read",
+    };
     for (i, k) in reader.signers().iter().enumerate() {
         let label = if i == 0 { "signed by" } else { "" };
-        about.push(vec![label.into(), format!("{} (verified)", k.fingerprint())]);
+        about.push(vec![label.into(), format!("{} ({covers})", k.fingerprint())]);
     }
     // Decoded once: for a cryptotensors file it parses every tensor's entry.
     let policy = reader.policy();

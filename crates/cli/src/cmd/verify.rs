@@ -99,20 +99,7 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     if crate::collection::is_collection(&args.file) {
         return crate::collection::verify(&args.file, args.allow_missing, args.json);
     }
-    let mut trusted = Vec::new();
-    for f in &args.signer {
-        let mut ring = deathtensors_io::KeyRing::new();
-        ring.add_jwk_file(f)?;
-        if ring.verifying_keys().is_empty() {
-            anyhow::bail!("{} holds no Ed25519 key", f.display());
-        }
-        trusted.extend(ring.verifying_keys().iter().map(|(_, k)| *k));
-    }
-    let options = deathtensors_io::ReadOptions {
-        trusted_signers: trusted,
-        require_signature: args.require_signature,
-        ..crate::keys::read_options()
-    };
+    let options = crate::keys::read_options_requiring(&args.signer, args.require_signature)?;
     if crate::sharded::is_index(&args.file) {
         return crate::sharded::verify(&args.file, options, args.allow_missing, args.json);
     }
@@ -279,13 +266,23 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     if failures.is_empty() {
         return Ok(ExitCode::Success);
     }
-    let what: Vec<String> = failures
-        .iter()
-        .map(|f| match &f.tensor {
-            Some(name) => format!("tensor {name:?}"),
-            None => "the SHA-256 footer".to_string(),
-        })
-        .collect();
-    let verb = if what.len() == 1 { "does" } else { "do" };
-    Err(CheckFailed(format!("verification failed for {path}: {} {verb} not match", what.join(", "))).into())
+    Err(CheckFailed(format!("verification failed for {path}: {}", mismatched(&failures))).into())
+}
+
+/// "tensor "a" does not match", "tensors "a", "b" and the SHA-256 footer
+/// do not match".
+fn mismatched(failures: &[Mismatch]) -> String {
+    let tensors: Vec<String> = failures.iter().filter_map(|f| f.tensor.as_ref()).map(|n| format!("{n:?}")).collect();
+    let footer = failures.iter().any(|f| f.tensor.is_none());
+    let mut parts = Vec::new();
+    match tensors.len() {
+        0 => {}
+        1 => parts.push(format!("tensor {}", tensors[0])),
+        _ => parts.push(format!("tensors {}", tensors.join(", "))),
+    }
+    if footer {
+        parts.push("the SHA-256 footer".to_string());
+    }
+    let one = tensors.len() + usize::from(footer) == 1;
+    format!("{} {} not match", parts.join(" and "), if one { "does" } else { "do" })
 }

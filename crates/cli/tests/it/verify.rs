@@ -53,7 +53,7 @@ fn a_corrupt_tensor_is_named_with_its_byte_range() {
     assert!(r.stdout.contains(&format!("FAILED: tensor \"b\" {range} is corrupt")), "{}", r.stdout);
     assert!(r.stdout.contains("FAILED: SHA-256 footer mismatch"), "{}", r.stdout);
     assert!(!r.stdout.contains("tensor \"a\""), "{}", r.stdout);
-    assert_one_error_line(&r, &["model.dt", "tensor \"b\", the SHA-256 footer do not match"]);
+    assert_one_error_line(&r, &["model.dt", "tensor \"b\" and the SHA-256 footer do not match"]);
 
     let doc = json(["verify".as_ref(), path.as_os_str()], 1);
     assert_eq!(doc["tensors_verified"], 2);

@@ -311,14 +311,16 @@ fn tamper_matrix_encrypted_and_signed() {
     // The header MAC (signatures do not cover it; the key holder checks it).
     let p = flipped(&path, &dir, "mac.dt", tables.mac.0 + 5);
     expect_err(Reader::open_with(&p, with_key(key())), "Decrypt");
-    // The ciphertext: the chunk fails to decrypt, and its digest fails without a key.
+    // The ciphertext: its signed digest fails before the chunk is decrypted
+    // (FORMAT 11.2: a signed file is checked on every read), with or
+    // without a key.
     let p = flipped(&path, &dir, "cipher.dt", t5 + CHUNK + 2);
     let r = Reader::open_with(&p, with_key(key())).unwrap();
     let e = r.read("t5").unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::Decrypt { what } if what.contains("\"t5\" chunk 1")), "{e}");
+    assert!(matches!(e.kind(), ErrorKind::TensorDigestMismatch { tensor, .. } if tensor == "t5"), "{e}");
     expect_err(Reader::open(&p).unwrap().verify(), "TensorDigestMismatch");
     let mut buf = vec![9u8; 10];
-    expect_err(r.read_range_into("t5", CHUNK, &mut buf), "Decrypt");
+    expect_err(r.read_range_into("t5", CHUNK, &mut buf), "TensorDigestMismatch");
     assert_eq!(buf, vec![0u8; 10], "nothing unverified is returned");
     // The signature.
     let p = flipped(&path, &dir, "sig.dt", file_len - 16 - 10);
@@ -531,7 +533,8 @@ fn a_policy_is_evaluated_against_the_input_before_keys_are_released() {
 /// the reference implementation): tensor `weight`'s first chunk changed
 /// so that its AES-GCM tag still verifies (GHASH is linear once the key is
 /// known). The publisher's signature covers the ciphertext's digest, which
-/// a reader that requires the signature checks on the bytes it decrypts.
+/// every reader of the signed file checks on the bytes it decrypts, with or
+/// without a requirement (FORMAT 11.2).
 #[test]
 fn a_co_recipient_cannot_forge_a_signed_file() {
     let dir = crate::testdata().join("crypto");
@@ -548,9 +551,19 @@ fn a_co_recipient_cannot_forge_a_signed_file() {
     let mut part = vec![7u8; 8];
     expect_err(r.read_range_into("weight", 4, &mut part), "TensorDigestMismatch");
     assert_eq!(part, vec![0u8; 8]);
-    // The tag alone does not see it: that is why the digest is required.
+    // The tag alone does not see it; the digest is checked without a
+    // requirement too, on every path: whole, in part, all at once.
     let lax = Reader::open_with(&path, ReadOptions { keys, ..ReadOptions::default() }).unwrap();
-    assert!(lax.read("weight").is_ok());
+    assert_eq!(lax.signers(), &[publisher]);
+    assert_eq!(lax.signature_covers(), Some(deathtensors_io::SignatureCovers::HeaderAndData));
+    let e = lax.read("weight").unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::TensorDigestMismatch { tensor, .. } if tensor == "weight"), "{e}");
+    expect_err(lax.read_range_into("weight", 4, &mut part), "TensorDigestMismatch");
+    let mut all = vec![7u8; lax.unpacked_len().unwrap() as usize];
+    let e = lax.read_data_into(&mut all).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::TensorDigestMismatch { tensor, .. } if tensor == "weight"), "{e}");
+    assert!(all.iter().all(|&b| b == 0), "nothing of a failed load is returned");
+    lax.read("scalar").unwrap();
     expect_err(lax.verify(), "TensorDigestMismatch");
 }
 

@@ -196,8 +196,12 @@ def _items(tensors: dict[str, torch.Tensor]) -> list[_serialize.Item]:
             )
         code = _serialize.dtype_code(str(tensor.dtype).removeprefix("torch."))
         shape = _serialize.logical_shape(code, tensor.shape)
-        # The values the caller sees (conjugate and negative bits resolved),
-        # on the CPU: deathtensors' one conversion.
+        tensor = tensor.detach()
+        if tensor.device.type != "cpu":
+            # torch's own error for a meta tensor, as safetensors raises it.
+            tensor = tensor.to("cpu")
+        # The values the caller sees (conjugate and negative bits resolved):
+        # deathtensors' one conversion.
         tensor = _convert.torch_resolved(name, tensor)
         data: Any = tensor.reshape(-1).view(torch.uint8).numpy() if tensor.nelement() else b""
         items.append((name, code, shape, data))
