@@ -164,13 +164,28 @@ def test_tampered_data_is_never_returned(tmp_path, sym):
     bad = tmp_path / "bad.dt"
     bad.write_bytes(bytes(raw))
     with dt.open(bad, keys=sym) as f:
-        with pytest.raises(dt.DecryptionError, match='"big" chunk 0'):
+        # Signed: the ciphertext's signed digest fails before it is decrypted.
+        with pytest.raises(dt.IntegrityError, match='"big"'):
             f.get_tensor("big", framework="numpy")
         np.testing.assert_array_equal(f.get_tensor("small", framework="numpy"), sample()["small"])
-        with pytest.raises(dt.DecryptionError):
+        # All at once: the chunk's tag or the digest, whichever is checked first.
+        with pytest.raises((dt.IntegrityError, dt.DecryptionError), match='"big"'):
             f.get_tensors(framework="numpy")
         with pytest.raises(dt.IntegrityError):
             f.verify()
+    # Unsigned: the chunk's tag fails.
+    plain = tmp_path / "unsigned.dt"
+    dt.save(plain, sample(), encrypt=sym)
+    raw = bytearray(plain.read_bytes())
+    with dt.open(plain, keys=sym) as f:
+        big = f.info("big")["data_offsets"][0]
+    raw[len(raw) - data_len + big + 70_000] ^= 1
+    plain.write_bytes(bytes(raw))
+    with dt.open(plain, keys=sym) as f:
+        with pytest.raises(dt.DecryptionError, match='"big" chunk 0'):
+            f.get_tensor("big", framework="numpy")
+        with pytest.raises(dt.DecryptionError):
+            f.get_tensors(framework="numpy")
     # Flipping a byte of the signature.
     raw = bytearray(path.read_bytes())
     raw[-20] ^= 1
