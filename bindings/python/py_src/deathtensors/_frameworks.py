@@ -125,7 +125,8 @@ def tensor(framework: str, code: str, shape: list, raw: Any, name: str = "") -> 
     mod = module(framework)
     if framework == "mlx":
         carrier = np.dtype("uint16") if code == "BF16" else _dtypes.numpy_dtype(code)
-        out = mod.array(raw.view(carrier).reshape(shape))  # the one copy
+        # The one copy; the dtype given, as mx.array makes float64 float32.
+        out = mod.array(raw.view(carrier).reshape(shape), dtype=getattr(mod, "uint16" if code == "BF16" else _MLX[code]))
         return out.view(mod.bfloat16) if code == "BF16" else out
     nbytes = raw.nbytes
     if nbytes and (raw.ctypes.data % ALIGN or not raw.flags.writeable):
