@@ -3,6 +3,7 @@
 use std::process::Command;
 
 use crate::setup::NO_STD_TARGET;
+use crate::steps::Steps;
 use crate::util::{cargo, cargo_bin, exec};
 
 pub fn run_ci(args: &[String]) -> Result<(), String> {
@@ -12,32 +13,51 @@ pub fn run_ci(args: &[String]) -> Result<(), String> {
         _ => return Err(format!("unexpected arguments {args:?}")),
     };
     disk_report("at the start");
-    crate::setup::run_setup()?;
+    // Each step's time is printed at the end, pass or fail.
+    let mut steps = Steps::new("cargo xtask test");
+    steps.run("setup (rustup targets, Debian packages, Azurite)", crate::setup::run_setup)?;
     // Before the Rust tests: they start moto's S3 server from `.venv`.
-    crate::python::setup()?;
-    cargo(&["fmt", "--all", "--", "--check"])?;
-    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
-    cargo(&["test", "--workspace"])?;
-    // The serde_json backend of the no_std build, with the same tests.
-    cargo(&["test", "-p", "deathtensors-format", "--no-default-features"])?;
-    // no_std proofs: the host without std, and a bare-metal target.
-    cargo(&["build", "-p", "deathtensors-format", "--no-default-features"])?;
-    cargo(&["build", "-p", "deathtensors-format", "--no-default-features", "--target", NO_STD_TARGET])?;
-    exec(Command::new(cargo_bin()).args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))?;
-    // The rust-version, with that toolchain.
-    crate::msrv::run()?;
-    // Its separate build is done with: give the disk back before the
-    // Python wheel, the compat suite and the release builds.
+    steps.run("python venv (.venv from PyPI)", crate::python::setup)?;
+    steps.run("cargo fmt --check", || cargo(&["fmt", "--all", "--", "--check"]))?;
+    steps.run("clippy -D warnings", || cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    steps.run("cargo test --workspace", || cargo(&["test", "--workspace"]))?;
+    steps.run("format crate: serde_json backend tests, no_std builds, example", || {
+        // The serde_json backend of the no_std build, with the same tests.
+        cargo(&["test", "-p", "deathtensors-format", "--no-default-features"])?;
+        // no_std proofs: the host without std, and a bare-metal target.
+        cargo(&["build", "-p", "deathtensors-format", "--no-default-features"])?;
+        cargo(&["build", "-p", "deathtensors-format", "--no-default-features", "--target", NO_STD_TARGET])?;
+        format_example()
+    })?;
+    steps.run("rustdoc -D warnings", || {
+        exec(Command::new(cargo_bin()).args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))
+    })?;
+    // The rust-version, with that toolchain; its separate build is then
+    // done with: give the disk back before the release builds.
+    steps.run("msrv (rust-version toolchain)", crate::msrv::run)?;
     let _ = std::fs::remove_dir_all(crate::util::root().join("target/msrv"));
-    crate::python::test()?;
-    // safetensors 0.8.0's own test suite against our drop-in.
-    crate::compat::run()?;
-    // The release artifacts CI has time for: the host's CLI and wheel (the
-    // wheel runs the pytest suite), the sdist and crates, signed sums.
-    crate::dist::run(&["--host".to_string()])?;
-    crate::fuzz::smoke(fuzz_seconds)?;
+    // The release artifacts CI has time for: the host's CLI and wheel, the
+    // sdist (which builds a wheel of its own) and crates, signed sums. The
+    // host's wheel runs the whole pytest suite: the one run of it, on the
+    // artifact users get.
+    steps.run("dist --host (CLI, wheel + pytest, sdist, crates)", || crate::dist::run(&["--host".to_string()]))?;
+    // safetensors 0.8.0's own test suite against our drop-in, on that wheel.
+    steps.run("compat (safetensors 0.8.0's suite)", crate::compat::run_on_dist_wheel)?;
+    steps.run("fuzz smoke", || crate::fuzz::smoke(fuzz_seconds))?;
     disk_report("at the end");
     eprintln!("xtask: all checks passed");
+    Ok(())
+}
+
+/// The format crate alone (no I/O crate), on files written by the
+/// reference implementations: its `inspect` example.
+pub fn format_example() -> Result<(), String> {
+    for file in [
+        "testdata/valid/deathtensors-0.3.0/all_dtypes_checksum.deathtensors",
+        "testdata/valid/safetensors-0.8.0/all_dtypes.safetensors",
+    ] {
+        cargo(&["run", "--quiet", "-p", "deathtensors-format", "--example", "inspect", "--", file])?;
+    }
     Ok(())
 }
 

@@ -81,6 +81,20 @@ def pytest_report_header(config):
 pub fn run() -> Result<(), String> {
     crate::python::setup()?;
     crate::python::install_wheel()?;
+    run_suite()
+}
+
+/// The suite on the host's wheel of `target/dist` (`cargo xtask test` runs
+/// it after `dist --host`, which built and tested that wheel): no wheel of
+/// its own to build.
+pub fn run_on_dist_wheel() -> Result<(), String> {
+    crate::python::setup()?;
+    crate::python::install_dist_wheel()?;
+    run_suite()
+}
+
+/// Runs the suite against the wheel installed in `.venv`.
+fn run_suite() -> Result<(), String> {
     let dir = root().join("target/compat");
     let sdist = dir.join(format!("safetensors-{VERSION}.tar.gz"));
     if !sdist.exists() {

@@ -1,24 +1,27 @@
-//! The main job of the README: build everything (the command line and the
-//! Python wheel), then write a model from Python, inspect, verify and convert
-//! it with the command line, and load it back.
+//! The main job of the README: build the package (the Python extension,
+//! which carries the command line too: one Rust build), then write a model
+//! from Python, inspect, verify and convert it with the command line, and
+//! load it back.
+//!
+//! It installs only what it uses (maturin and numpy), none of the test
+//! suite's servers and packages, and builds with cargo's `dev` profile,
+//! which compiles in half the time of a release build and is fast enough
+//! for a small model. `cargo xtask test` builds the release artifacts, and
+//! runs the format crate's own example (`crate::ci::format_example`), whose
+//! dev-dependencies (criterion, proptest, safetensors) the demo need not
+//! compile.
 
 use std::process::Command;
 
-use crate::util::{cargo, exec, root};
+use crate::steps::Steps;
+use crate::util::exec;
 
 pub fn run() -> Result<(), String> {
-    crate::setup::run_setup()?;
-    crate::python::setup()?;
-    cargo(&["build", "--workspace", "--release"])?;
-    crate::python::install_wheel()?;
-    let cli = root().join("target/release/deathtensors");
-    exec(Command::new(crate::python::python()).arg("bindings/python/examples/demo.py").arg(&cli))?;
-    // The format crate alone, on files written by the reference implementations.
-    for file in [
-        "testdata/valid/deathtensors-0.3.0/all_dtypes_checksum.deathtensors",
-        "testdata/valid/safetensors-0.8.0/all_dtypes.safetensors",
-    ] {
-        cargo(&["run", "--quiet", "--release", "-p", "deathtensors-format", "--example", "inspect", "--", file])?;
-    }
+    let mut steps = Steps::new("cargo xtask demo");
+    steps.run("python venv (maturin, numpy)", crate::python::setup_demo)?;
+    steps.run("build and install the package (maturin develop)", crate::python::install_develop)?;
+    steps.run("demo.py (Python and `python -m deathtensors`)", || {
+        exec(Command::new(crate::python::python()).arg("bindings/python/examples/demo.py"))
+    })?;
     Ok(())
 }

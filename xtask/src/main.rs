@@ -22,6 +22,7 @@ mod msrv;
 mod python;
 mod release;
 mod setup;
+mod steps;
 mod sums;
 mod tools;
 mod util;
@@ -64,9 +65,11 @@ fn main() -> ExitCode {
 const HELP: &str = "usage: cargo xtask <task>
 
 tasks:
-  test               everything CI checks: setup, fmt, clippy, tests, docs, no_std builds, fuzz smoke
+  test               everything CI checks: setup, fmt, clippy, tests, docs, no_std builds, msrv, the host's
+                     release artifacts (the wheel runs pytest), safetensors' suite, fuzz smoke; prints
+                     how long each step took
   ci                 the same as test
-  demo               the main job: build everything and show it at work on real files
+  demo               the main job: build the package (one dev build) and show it at work on a model
   python             build the wheel, install it into .venv and run pytest
   compat             run safetensors 0.8.0's Python test suite against the deathtensors.safetensors drop-in
   setup              install rustup targets and tools the build needs

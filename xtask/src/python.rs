@@ -93,6 +93,33 @@ pub fn setup() -> Result<(), String> {
     Ok(())
 }
 
+/// What the demo needs from PyPI: the build tool and numpy (its model is
+/// numpy arrays). Nothing of the test suite's (torch, servers, peers).
+const DEMO_REQUIREMENTS: &[&str] = &["maturin>=1.5,<2", "numpy"];
+
+/// Creates `.venv` with what the demo needs, if not there yet (a `.venv`
+/// made for the tests has it too).
+pub fn setup_demo() -> Result<(), String> {
+    if !python().exists() {
+        exec(Command::new(base_python()).args(["-m", "venv"]).arg(venv()))?;
+    }
+    let ready = succeeds(Command::new(python()).args(["-c", "import numpy"])) && venv().join("bin/maturin").exists();
+    if !ready {
+        exec(Command::new(python()).args(["-m", "pip", "install", "--quiet"]).args(DEMO_REQUIREMENTS))?;
+    }
+    Ok(())
+}
+
+/// Builds the extension with cargo's `dev` profile and installs the package
+/// into `.venv` (`maturin develop`): the quickest build that runs.
+pub fn install_develop() -> Result<(), String> {
+    exec(
+        Command::new(venv().join("bin/maturin"))
+            .args(["develop", "--quiet", "-m", "bindings/python/Cargo.toml"])
+            .env("VIRTUAL_ENV", venv()),
+    )
+}
+
 /// Builds the wheel (release), checks what it ships, and installs it into
 /// `.venv`: the tests run against the real wheel, not a development tree.
 pub fn install_wheel() -> Result<(), String> {
@@ -116,6 +143,23 @@ pub fn install_wheel() -> Result<(), String> {
                  assert not missing, f'wheel lacks {missing}'; \
                  assert any(n.startswith('deathtensors/_native') and n.endswith('.so') for n in names), 'no extension module'";
     exec(Command::new(python()).args(["-c", check]).arg(&wheel))?;
+    exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps"]).arg(&wheel))
+}
+
+/// Installs the host's wheel of `target/dist` (built by `dist --host`) into
+/// `.venv`, in place of any other build of the package.
+pub fn install_dist_wheel() -> Result<(), String> {
+    let dist = root().join("target/dist");
+    let arch = std::env::consts::ARCH;
+    let wheel = std::fs::read_dir(&dist)
+        .map_err(|e| format!("no dist in {}: {e} (run `cargo xtask dist --host` first)", dist.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension().is_some_and(|x| x == "whl")
+                && p.file_name().is_some_and(|n| n.to_string_lossy().contains(arch))
+        })
+        .ok_or_else(|| format!("no {arch} wheel in {}", dist.display()))?;
     exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps"]).arg(&wheel))
 }
 
