@@ -1,0 +1,146 @@
+"""torch.distributed.checkpoint storage benchmark: deathtensors'
+StorageWriter/StorageReader against torch's FileSystemWriter/Reader and
+HuggingFaceStorageWriter, and against writing the same bytes to the page
+cache with one file per rank.
+
+4 ranks (gloo on loopback, one process each) save a state dict of DTensors
+sharded Shard(0) (64 tensors, 2 GiB in all by default), then 2 ranks load it
+with resharding (Shard(1)). One run each, same data, warm cache. Each job is
+a fresh set of processes, so each peak RSS is that job's; RSS is reported
+above what the process held before it built its state dict.
+
+    python benches/dcp_bench.py [--gib 2] [--dir /tmp/dcp-bench]
+"""
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import resource
+import shutil
+import socket
+import sys
+import tempfile
+import time
+
+
+def _rss_now():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _job(rank, world, port, kind, path, gib, n_tensors, q):
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.tensor import DTensor, Shard, init_device_mesh
+
+    from deathtensors.distributed import StorageReader, StorageWriter
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=600))
+    mesh = init_device_mesh("cpu", (world,))
+    rows = 4096
+    cols = (gib << 30) // 4 // n_tensors // rows
+    base = _rss_now()
+    load = kind.startswith("load")
+    placement = Shard(1) if load else Shard(0)
+    sd = {}
+    for i in range(n_tensors):
+        shape = [rows // world, cols] if not load else [rows, cols // world]
+        local = torch.empty(shape) if load else torch.full(shape, float(i + rank))
+        sd[f"layers.{i}.weight"] = DTensor.from_local(local, mesh, [placement], run_check=False)
+    share = sum(t.to_local().numel() * 4 for t in sd.values())
+    dist.barrier()
+    t0 = time.perf_counter()
+    if kind == "raw":
+        # The floor: the same bytes into the page cache, one file per rank.
+        with open(os.path.join(path, f"rank{rank}.bin"), "wb") as f:
+            for t in sd.values():
+                f.write(t.to_local().numpy().data)
+    elif kind == "ours":
+        dcp.save(sd, storage_writer=StorageWriter(path))
+    elif kind == "ours_nosync":
+        dcp.save(sd, storage_writer=StorageWriter(path, durable=False))
+    elif kind == "fs":
+        dcp.save(sd, storage_writer=dcp.FileSystemWriter(path))
+    elif kind == "hf":
+        dcp.save(sd, storage_writer=dcp.HuggingFaceStorageWriter(path, save_distributed=True))
+    elif kind == "load_ours":
+        dcp.load(sd, storage_reader=StorageReader(path))
+    elif kind == "load_fs":
+        dcp.load(sd, storage_reader=dcp.FileSystemReader(path))
+    dist.barrier()
+    elapsed = time.perf_counter() - t0
+    if load:
+        first = sd["layers.3.weight"].to_local()
+        assert float(first[0, 0]) == 3.0 and float(first[-1, -1]) == 3.0 + world * 2 - 1, "wrong data loaded"
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    q.put((rank, elapsed, peak - base, share))
+    dist.destroy_process_group()
+
+
+def run(kind, world, path, gib, n_tensors):
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [ctx.Process(target=_job, args=(r, world, port, kind, path, gib, n_tensors, q)) for r in range(world)]
+    for p in procs:
+        p.start()
+    results = [q.get(timeout=900) for _ in procs]
+    for p in procs:
+        p.join()
+        if p.exitcode:
+            raise SystemExit(f"{kind}: a rank failed ({p.exitcode})")
+    return max(r[1] for r in results), max(r[2] for r in results), max(r[3] for r in results)
+
+
+def _drop(path):
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gib", type=int, default=2)
+    ap.add_argument("--tensors", type=int, default=64)
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    root = a.dir or tempfile.mkdtemp(prefix="dcp-bench-")
+    rows = []
+    dirs = {}
+    for kind in ("raw", "fs", "hf", "ours", "ours_nosync"):
+        d = dirs[kind] = os.path.join(root, kind)
+        _drop(d)
+        t, rss, share = run(kind, 4, d, a.gib, a.tensors)
+        rows.append((f"save, 4 ranks: {kind}", t, rss, share))
+        if kind in ("raw", "hf"):
+            shutil.rmtree(d)
+        print(rows[-1], file=sys.stderr, flush=True)
+    for kind, d in (("load_fs", dirs["fs"]), ("load_ours", dirs["ours"])):
+        # Warm cache: read once first.
+        for name in os.listdir(d):
+            with open(os.path.join(d, name), "rb") as f:
+                while f.read(64 << 20):
+                    pass
+        t, rss, share = run(kind, 2, d, a.gib, a.tensors)
+        rows.append((f"load 4 -> 2 ranks, Shard(0) -> Shard(1): {kind}", t, rss, share))
+        print(rows[-1], file=sys.stderr, flush=True)
+    shutil.rmtree(root, ignore_errors=True)
+    if a.json:
+        print(json.dumps(rows))
+        return
+    print(f"| {a.gib} GiB state dict, {a.tensors} tensors | seconds | peak RSS above start, largest rank (MiB) | rank's share (MiB) |")
+    print("|---|---:|---:|---:|")
+    for name, t, rss, share in rows:
+        print(f"| {name} | {t:.2f} | {rss / 2**20:.0f} | {share / 2**20:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
