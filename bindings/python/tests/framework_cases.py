@@ -179,7 +179,10 @@ def test_aligned_bytes_are_taken_as_they_are_others_copied_once():
     odd = _frameworks.aligned_empty(4096 + 8)[8:]
     odd.view(np.float32)[:] = 1
     t = _frameworks.tensor(FW, "F32", [32, 32], odd)
-    assert FW == "mlx" or address(t) % 64 == 0
+    if FW == "paddle":
+        assert address(t) == odd.ctypes.data  # Paddle takes any address, as safetensors hands it
+    else:
+        assert FW == "mlx" or address(t) % 64 == 0
     # Kernels work on it (TensorFlow aborts the process on unaligned tensors).
     assert float(values_of(t).sum()) == 1024.0
 

@@ -6,8 +6,9 @@ value to save is recognised only if its framework is already imported).
 
 Loading: JAX (``jax.device_put`` of a numpy array), TensorFlow and Paddle
 (DLPack) take memory they did not allocate, so a tensor is the loaded bytes
-themselves, no copy, when those lie at a multiple of 64 bytes (files
-``dt.save`` writes align every tensor so). Other bytes are copied once into
+themselves, no copy: always for Paddle, and for JAX and TensorFlow when
+those lie at a multiple of 64 bytes (files ``dt.save`` writes align every
+tensor so). Other bytes are copied once into
 fresh 64-byte-aligned memory: TensorFlow's kernels abort the process on a
 tensor that is not (Eigen's alignment check), and JAX would copy them
 itself. bfloat16 reaches TensorFlow as a uint16 DLPack tensor and
@@ -129,7 +130,10 @@ def tensor(framework: str, code: str, shape: list, raw: Any, name: str = "") -> 
         out = mod.array(raw.view(carrier).reshape(shape), dtype=getattr(mod, "uint16" if code == "BF16" else _MLX[code]))
         return out.view(mod.bfloat16) if code == "BF16" else out
     nbytes = raw.nbytes
-    if nbytes and (raw.ctypes.data % ALIGN or not raw.flags.writeable):
+    # Paddle takes any address (as safetensors hands it mapped bytes); JAX
+    # would copy, TensorFlow would abort.
+    unaligned = framework != "paddle" and raw.ctypes.data % ALIGN
+    if nbytes and (unaligned or not raw.flags.writeable):
         copy = aligned_empty(nbytes)
         np.copyto(copy, raw)
         raw = copy

@@ -52,8 +52,9 @@ _FRAMEWORKS = {
 # safe_open's frameworks that deathtensors._frameworks converts to.
 _OTHERS = {"flax": "jax", "tensorflow": "tensorflow", "paddle": "paddle", "mlx": "mlx"}
 
-# Those that take memory they did not allocate, 64-byte aligned.
-_ALIGNED = ("flax", "tensorflow", "paddle")
+# Those that take memory they did not allocate, 64-byte aligned only
+# (Paddle takes any).
+_ALIGNED = ("flax", "tensorflow")
 
 # Device kinds that take an index ("cuda" means "cuda:0").
 _INDEXED_DEVICES = ("cuda", "musa", "npu", "xpu", "xla", "mlu", "hpu")
