@@ -152,13 +152,17 @@ def numpy_resolved(name: str, a: Any) -> Any:
 
     if a.dtype.hasobject:
         raise DeathTensorsError(f"tensor {name!r}: arrays of Python objects (dtype {a.dtype}) cannot be saved")
+    # The plain array (a masked array's data, a subclass's base), not a copy.
+    a = np.asarray(a)
     if a.dtype.byteorder == ">":
-        # C order and little-endian in one copy.
-        return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
-    # C order with the right values whatever the layout: Fortran order,
-    # transposes, slices, broadcasts and negative strides are copied, not
-    # scrambled.
-    return np.ascontiguousarray(a)
+        # C order and little-endian in one copy (0-d arrays stay 0-d).
+        return a.astype(a.dtype.newbyteorder("<"), order="C")
+    if not a.flags.c_contiguous:
+        # The values in C order whatever the layout: Fortran order,
+        # transposes, slices, broadcasts and negative strides are copied,
+        # not scrambled.
+        return a.copy(order="C")
+    return a
 
 
 def _numpy_buffer(name: str, a: Any) -> tuple[str, list[int], Any]:
