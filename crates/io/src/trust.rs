@@ -14,7 +14,6 @@ use subtle::ConstantTimeEq;
 
 use crate::crypt::{unwrap_data_key, ChunkCipher, VerifyingKey};
 use crate::error::{Error, ErrorKind, Result};
-use crate::hash::Hasher;
 use crate::pread::{read_exact_at, ReadAt};
 use crate::reader::ReadOptions;
 
@@ -485,33 +484,25 @@ pub(crate) fn decrypt_all(
                 let (mine, tail) = std::mem::take(&mut rest).split_at_mut(to - from);
                 rest = tail;
                 handles.push(s.spawn(move || -> Result<()> {
-                    // A run holds whole tensors: each is hashed in order,
-                    // chunk by chunk, as its ciphertext is read and before
-                    // it is decrypted in place (still in cache).
-                    let mut current: Option<(usize, crate::crypt::TensorChunks<'_>, Option<Hasher>)> = None;
+                    let run = Run { file, path, head, trust, cipher, from };
+                    if checked {
+                        // A run holds whole tensors: in the order they come.
+                        let mut order: Vec<usize> = units[u0..u1].iter().map(|&(i, _)| i).collect();
+                        order.dedup();
+                        return run.open_checked(&order, mine);
+                    }
+                    let mut current: Option<(usize, crate::crypt::TensorChunks<'_>)> = None;
                     for &(i, j) in &units[u0..u1] {
                         let t = &tensors[i];
-                        if current.as_ref().is_none_or(|(c, _, _)| *c != i) {
-                            let hasher = (checked && t.sha256.is_some()).then(Hasher::new);
-                            current = Some((i, cipher.tensor(i, t), hasher));
+                        if current.as_ref().is_none_or(|(c, _)| *c != i) {
+                            current = Some((i, cipher.tensor(i, t)));
                         }
-                        let (_, chunks, hasher) = current.as_mut().expect("set above");
+                        let (_, chunks) = current.as_mut().expect("set above");
                         let (cs, ce) = chunks.range(j);
                         let at = (t.data_offsets.0 + cs) as usize - from;
                         let target = &mut mine[at..at + (ce - cs) as usize];
                         read_exact_at(file, target, head.data_start + t.data_offsets.0 + cs)
                             .map_err(|e| Error::io(e, path, doing))?;
-                        if let Some(h) = hasher.as_mut() {
-                            h.update(target);
-                            if j + 1 == deathtensors_format::chunk_count(t.byte_len(), size) {
-                                let actual = std::mem::replace(h, Hasher::new()).finish();
-                                if let Some(expected) = t.sha256.as_deref().copied().filter(|e| *e != actual) {
-                                    let tensor = t.name.to_string();
-                                    let kind = ErrorKind::TensorDigestMismatch { tensor, expected, actual };
-                                    return Err(Error::new(kind, Some(path), doing));
-                                }
-                            }
-                        }
                         let base = head.header.chunk_base(i).unwrap_or(0);
                         let k = ((base + j) as usize) * TAG_LEN;
                         if !chunks.open(j, target, &trust.tags[k..k + TAG_LEN]) {
@@ -530,4 +521,97 @@ pub(crate) fn decrypt_all(
         buf.fill(0);
     }
     Some(result)
+}
+
+/// One thread's share of [`decrypt_all`]: whole tensors, the blob's bytes
+/// from `from` in its slice of the buffer.
+struct Run<'a> {
+    file: &'a dyn ReadAt,
+    path: &'a Path,
+    head: &'a Head,
+    trust: &'a Trust,
+    cipher: &'a ChunkCipher,
+    from: usize,
+}
+
+/// A tensor being read, hashed and decrypted by one of the two lanes of
+/// [`Run::open_checked`].
+struct Lane<'a> {
+    i: usize,
+    j: u64,
+    chunks: crate::crypt::TensorChunks<'a>,
+}
+
+impl Run<'_> {
+    /// Reads, checks and decrypts the tensors `order` (indices, whole, in
+    /// this run's slice `mine`), two at a time: each tensor's chunks are
+    /// read in order, hashed (two SHA-256 streams on this core, one a
+    /// tensor) while they are in cache, then decrypted in place. A tensor
+    /// whose ciphertext does not match its digest fails at its last chunk,
+    /// before anything is returned.
+    fn open_checked(&self, order: &[usize], mine: &mut [u8]) -> Result<()> {
+        let doing = "cannot read";
+        let tensors = self.head.header.tensors();
+        let size = self.cipher.chunk_size();
+        let mut queue = order.iter().copied();
+        let mut lanes: [Option<Lane<'_>>; 2] = [None, None];
+        let mut hash = crate::sha_lanes::TwoStreams::new();
+        loop {
+            for lane in &mut lanes {
+                if lane.is_none() {
+                    *lane = queue.next().map(|i| Lane { i, j: 0, chunks: self.cipher.tensor(i, &tensors[i]) });
+                }
+            }
+            if lanes.iter().all(Option::is_none) {
+                return Ok(());
+            }
+            // Each lane's chunk: where it is in `mine`, whether it ends its tensor.
+            let spans: [Option<(usize, usize, bool)>; 2] = [0, 1].map(|k| {
+                let lane = lanes[k].as_ref()?;
+                let t = &tensors[lane.i];
+                let (cs, ce) = lane.chunks.range(lane.j);
+                let at = (t.data_offsets.0 + cs) as usize - self.from;
+                let last = lane.j + 1 == deathtensors_format::chunk_count(t.byte_len(), size);
+                Some((at, at + (ce - cs) as usize, last))
+            });
+            for (lane, span) in lanes.iter().zip(spans) {
+                if let (Some(lane), Some((a, b, _))) = (lane, span) {
+                    let t = &tensors[lane.i];
+                    let offset = self.head.data_start + (self.from + a) as u64;
+                    debug_assert!((self.from + a) as u64 >= t.data_offsets.0);
+                    read_exact_at(self.file, &mut mine[a..b], offset).map_err(|e| Error::io(e, self.path, doing))?;
+                }
+            }
+            // Whole chunks are whole blocks (chunk sizes are powers of two
+            // from 4 KiB): fed together; a tensor's last chunk ends its stream.
+            let whole = |k: usize| match spans[k] {
+                Some((a, b, false)) => &mine[a..b],
+                _ => &mine[..0],
+            };
+            hash.update(whole(0), whole(1));
+            for k in 0..2 {
+                let (Some(lane), Some((a, b, true))) = (&lanes[k], spans[k]) else { continue };
+                let t = &tensors[lane.i];
+                let actual = hash.finish(k, &mine[a..b]);
+                if let Some(expected) = t.sha256.as_deref().copied().filter(|e| *e != actual) {
+                    let kind = ErrorKind::TensorDigestMismatch { tensor: t.name.to_string(), expected, actual };
+                    return Err(Error::new(kind, Some(self.path), doing));
+                }
+            }
+            for k in 0..2 {
+                let (Some(lane), Some((a, b, last))) = (&mut lanes[k], spans[k]) else { continue };
+                let t = &tensors[lane.i];
+                let base = self.head.header.chunk_base(lane.i).unwrap_or(0);
+                let at = ((base + lane.j) as usize) * TAG_LEN;
+                if !lane.chunks.open(lane.j, &mut mine[a..b], &self.trust.tags[at..at + TAG_LEN]) {
+                    let what = format!("tensor {:?} chunk {}", t.name, lane.j);
+                    return Err(Error::new(ErrorKind::Decrypt { what }, Some(self.path), doing));
+                }
+                lane.j += 1;
+                if last {
+                    lanes[k] = None;
+                }
+            }
+        }
+    }
 }
