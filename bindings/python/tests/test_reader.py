@@ -248,7 +248,7 @@ def test_errors_have_the_right_types(tmp_path):
         f.get_tensor("b")
     assert isinstance(e.value, dt.TensorNotFoundError) and '"b"' in str(e.value)
     with pytest.raises(dt.DeathTensorsError, match="framework"):
-        dt.open(path).get_tensor("a", framework="jax")
+        dt.open(path).get_tensor("a", framework="caffe")
 
 
 def test_invalid_corpus_is_rejected_with_format_errors():
