@@ -48,6 +48,7 @@ where
             return e.exit_code();
         }
     };
+    remote::forget();
     let result = remote::set(&cli.storage_options)
         .and_then(|()| keys::set_policy_input(cli.policy_input.as_deref()))
         .and_then(|()| keys::load(&cli.keys, cli.passphrase_env.as_deref()))

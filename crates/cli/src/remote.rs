@@ -55,6 +55,12 @@ pub fn keep(path: &Path, opened: deathtensors_io::Result<Reader>) {
     }
 }
 
+/// Drops what [`keep`] kept: a run starts with nothing of an earlier run
+/// of `main_with_args` in this thread (whose keys and options differ).
+pub fn forget() {
+    KEPT.with(|k| k.borrow_mut().take());
+}
+
 /// Takes what [`keep`] kept for `path`, if `usable` accepts it.
 fn take_if(
     path: &Path,

@@ -31,6 +31,36 @@ pub fn is_index(path: &Path) -> bool {
     index
 }
 
+/// [`is_index`] for a command that opens files with `options` (signature
+/// requirements): the file is opened with them, and the command takes
+/// that open ([`crate::remote::open_with_keys`]), so a URL is opened once.
+/// Only a file that fails a requirement is opened again without them, to
+/// tell a deathtensors 0.3.0 index (never signed; its shards are what the
+/// requirements apply to) from a file that is refused.
+pub fn is_index_requiring(path: &Path, options: &ReadOptions) -> bool {
+    if path.extension().is_some_and(|e| e == "json") {
+        return true;
+    }
+    let opened = crate::remote::open(path, options.clone());
+    if opened.as_ref().is_err_and(|e| matches!(e.kind(), ErrorKind::Unsigned | ErrorKind::UntrustedSigner { .. })) {
+        if is_index(path) {
+            return true;
+        }
+        // Not an index: the command must meet the refusal, never the open
+        // without requirements that `is_index` kept.
+        crate::remote::keep(path, opened);
+        return false;
+    }
+    let index = opened.as_ref().is_ok_and(|r| {
+        r.header().is_empty()
+            && r.header().metadata().and_then(|m| m.get("deathtensors.sharded")).is_some_and(|v| v == "true")
+    });
+    if !index {
+        crate::remote::keep(path, opened);
+    }
+    index
+}
+
 struct ShardRow {
     path: PathBuf,
     format: &'static str,

@@ -72,11 +72,14 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
         (Some(level), false) => deathtensors_io::Compress::Chunked { level },
         (Some(level), true) => deathtensors_io::Compress::Blob { level },
     };
-    if crate::sharded::is_index(&args.input) {
+    // Signatures and requirements (--signer, --require-signature) are
+    // checked at open; every tensor is then checked against what the
+    // signature commits to as it is read. The input is opened once.
+    let options = crate::keys::read_options_requiring(&args.signer, args.require_signature)?;
+    if crate::sharded::is_index_requiring(&args.input, &options) {
         if format != Format::Deathtensors && (args.checksum || args.alignment.is_some()) {
             bail!("--checksum and --alignment apply to deathtensors output only");
         }
-        let options = crate::keys::read_options_requiring(&args.signer, args.require_signature)?;
         crate::sharded::convert(&args.input, &args.output, format, args.checksum, args.alignment, compress, options)?;
         let mut out = Out::new();
         writeln!(
@@ -89,13 +92,7 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
         out.finish()?;
         return Ok(ExitCode::Success);
     }
-    let reader = if args.signer.is_empty() && !args.require_signature {
-        crate::keys::open(&args.input)?
-    } else {
-        // Signatures and requirements are checked at open; every tensor is
-        // then checked against what the signature commits to as it is read.
-        crate::remote::open(&args.input, crate::keys::read_options_requiring(&args.signer, args.require_signature)?)?
-    };
+    let reader = crate::remote::open_with_keys(&args.input, || options)?;
     if reader.is_encrypted() && !decrypt {
         bail!(
             "{} is encrypted: `convert` would write its plaintext; use `deathtensors decrypt` for that, or \

@@ -100,11 +100,12 @@ pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         return crate::collection::verify(&args.file, args.allow_missing, args.json);
     }
     let options = crate::keys::read_options_requiring(&args.signer, args.require_signature)?;
-    if crate::sharded::is_index(&args.file) {
+    if crate::sharded::is_index_requiring(&args.file, &options) {
         return crate::sharded::verify(&args.file, options, args.allow_missing, args.json);
     }
-    // Signatures and requirements are checked here, at open.
-    let reader = crate::remote::open(&args.file, options).map_err(|e| report(&args, e.into()))?;
+    // Signatures and requirements are checked at open (the one that
+    // `is_index_requiring` made, for a URL).
+    let reader = crate::remote::open_with_keys(&args.file, || options).map_err(|e| report(&args, e.into()))?;
     let path = args.file.display();
     let signers: Vec<String> = reader.signers().iter().map(|k| k.fingerprint()).collect();
     // A key holder checks every tag of an encrypted file: every chunk decrypts.

@@ -55,10 +55,21 @@ impl Drop for Silent {
 fn a_url_of_a_silent_server_is_opened_once_and_times_out() {
     let server = Silent::start();
     let url = format!("http://127.0.0.1:{}/m.dt", server.port);
-    for command in ["inspect", "verify", "ls"] {
+    let out = std::env::temp_dir().join(format!("dt-cli-{}-dead-out.dt", std::process::id()));
+    let out = out.to_str().unwrap();
+    // Commands with signature requirements open the URL once too.
+    let commands: [&[&str]; 5] = [
+        &["inspect", &url],
+        &["verify", &url],
+        &["ls", &url],
+        &["verify", &url, "--require-signature"],
+        &["convert", &url, out, "--require-signature"],
+    ];
+    for args in commands {
+        let command = args.join(" ");
         let before = server.connections.load(Ordering::Relaxed);
         let start = Instant::now();
-        let r = check([command, &url, "--storage-option", "timeout=1s", "--storage-option", "max_retries=0"], 2);
+        let r = check([args, &["--storage-option", "timeout=1s", "--storage-option", "max_retries=0"]].concat(), 2);
         let took = start.elapsed();
         assert_one_error_line(&r, &["timed out", &url]);
         // One attempt of 1 s: two opens would take 2 s.

@@ -124,7 +124,20 @@ fn a_flipped_tensor_byte_served_over_http_fails_every_reading_command() {
     let good = dir.path("good.dt");
     good_file(&good);
     flipped(&good, &dir.path("www/bad.dt"), "big", 9 << 20);
+    std::fs::copy(&good, dir.path("www/good.dt")).unwrap();
     let Some(server) = nginx(&dir.0) else { return };
     let url = format!("http://127.0.0.1:{}/bad.dt", server.1);
     every_command_refuses(&dir, &url, &good, "big");
+    // A requirement applies to the one open of a URL: an unsigned file is
+    // refused, never read through an open made without it.
+    let good_url = format!("http://127.0.0.1:{}/good.dt", server.1);
+    let out = dir.path("req.dt");
+    for args in
+        [vec!["verify", &good_url, "--require-signature"], vec!["convert", &good_url, p(&out), "--require-signature"]]
+    {
+        let r = check(&args, 1);
+        assert_one_error_line(&r, &["not signed"]);
+        assert!(!out.exists());
+    }
+    check(["verify", good_url.as_str()], 0);
 }
