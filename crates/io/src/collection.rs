@@ -657,6 +657,21 @@ impl Collection {
         commit::verify(self)
     }
 
+    /// [`Collection::verify`] for the blocks that hold rows `rows` only:
+    /// what a read of those rows that passes them on checks first.
+    ///
+    /// # Errors
+    /// As [`Collection::verify`].
+    pub fn verify_rows(&self, rows: std::ops::Range<u64>) -> Result<u64> {
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let cap = self.layout.block_rows;
+        let first = (rows.start / cap) as usize;
+        let end = ((rows.end - 1) / cap + 1) as usize;
+        commit::verify_blocks(self, first..end.min(self.slots.len()))
+    }
+
     /// The open block file of block `b`.
     fn block(&self, b: usize) -> Result<Arc<BlockFile>> {
         let slot = &self.slots[b];

@@ -100,4 +100,19 @@ fn a_corrupt_block_fails_verify_naming_it() {
     std::fs::write(&block, bytes).unwrap();
     let r = check(["verify", d], 1);
     assert_one_error_line(&r, &["FAILED", "block 1", block.file_name().unwrap().to_str().unwrap()]);
+    // Reading commands that pass rows on check the blocks they read first:
+    // nothing is written from a damaged block.
+    let out = s.path("rows.safetensors");
+    let o = out.to_str().unwrap();
+    for args in [vec!["blob", "export", d, o], vec!["blob", "export", d, o, "--rows", "4:6"]] {
+        let r = check(&args, 1);
+        assert_one_error_line(&r, &["block 1"]);
+        assert!(!out.exists(), "{args:?} wrote {o}");
+    }
+    // Rows of the intact block 0 export.
+    check(["blob", "export", d, o, "--rows", "0:4"], 0);
+    let copy = s.path("copy");
+    let r = check(["blob", "convert", d, copy.to_str().unwrap()], 1);
+    assert_one_error_line(&r, &["block 1"]);
+    assert!(!copy.exists());
 }

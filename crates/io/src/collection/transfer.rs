@@ -22,7 +22,9 @@ impl Collection {
     /// `options`), streaming and atomically.
     ///
     /// # Errors
-    /// `InvalidInput` for a range past the end; as [`Writer`] otherwise.
+    /// `InvalidInput` for a range past the end; `BlockDigestMismatch` if a
+    /// block the rows come from does not match its digest (nothing is
+    /// written); as [`Writer`] otherwise.
     pub fn export(
         &self,
         range: Range<u64>,
@@ -37,6 +39,9 @@ impl Collection {
                 "cannot export",
             ));
         }
+        // The blocks the rows come from, against their digests: a damaged
+        // block is not passed on into a file with fresh digests.
+        self.verify_rows(range.clone())?;
         let mut shape = vec![range.end - range.start];
         shape.extend_from_slice(&self.layout.shape);
         let mut writer = Writer::create(path, vec![TensorSpec::new(name, self.layout.dtype, shape)], options)?;
@@ -115,14 +120,17 @@ impl Collection {
 /// empty directory; if the copy fails, nothing is left there.
 ///
 /// # Errors
-/// `InvalidInput` if `output` exists and is not empty; as the reads and
-/// writes otherwise.
+/// `InvalidInput` if `output` exists and is not empty;
+/// `BlockDigestMismatch` if a block of `src` does not match its digest
+/// (nothing is written); as the reads and writes otherwise.
 pub fn convert_collection(src: &Collection, output: &Path, block_rows: Option<u64>) -> Result<u64> {
     let doing = "cannot convert into";
     let existed = output.exists();
     if existed && std::fs::read_dir(output).map(|mut d| d.next().is_some()).unwrap_or(true) {
         return Err(Error::input("exists and is not empty: a conversion writes a new collection", output, doing));
     }
+    // Every block against its digest first: the copy gets fresh ones.
+    src.verify()?;
     let mut layout = src.layout().clone();
     if let Some(b) = block_rows {
         layout = deathtensors_format::RowLayout::new(layout.dtype, layout.shape, b)
