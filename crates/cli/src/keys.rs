@@ -5,15 +5,18 @@
 //! files through [`open`], so encrypted files read wherever plain ones do.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, RwLock};
 
 use anyhow::Context;
 use deathtensors_io::{KeyRing, Passphrase, ReadOptions, Reader};
 
-static KEYS: OnceLock<KeyRing> = OnceLock::new();
+/// The keys of this run. Every run of `main_with_args` sets them anew: the
+/// same `main` runs in-process from Python (`deathtensors.main`), and a
+/// second run must not keep the first one's keys.
+static KEYS: RwLock<Option<KeyRing>> = RwLock::new(None);
 
-/// The `--policy-input` of this run.
-static POLICY_INPUT: OnceLock<serde_json::Value> = OnceLock::new();
+/// The `--policy-input` of this run (set anew by every run, as [`KEYS`]).
+static POLICY_INPUT: RwLock<Option<serde_json::Value>> = RwLock::new(None);
 
 /// The variables read for keys besides `--key`, as JWK JSON: ours, and
 /// cryptotensors' (as the Python package reads them).
@@ -45,31 +48,34 @@ pub fn passphrase(var: &str) -> anyhow::Result<Passphrase> {
     Ok(Passphrase::new(value)?)
 }
 
-/// Makes `ring` the keys of this run (the first call wins).
+/// Makes `ring` the keys of this run, in place of any earlier run's.
 pub fn set(ring: KeyRing) {
-    let _ = KEYS.set(ring);
+    *KEYS.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ring);
 }
 
 /// The keys of this run.
 pub fn ring() -> KeyRing {
-    KEYS.get().cloned().unwrap_or_default()
+    KEYS.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone().unwrap_or_default()
 }
 
 /// Reads `--policy-input`: JSON text, or `@FILE` for a file holding it.
 pub fn set_policy_input(arg: Option<&str>) -> anyhow::Result<()> {
+    let mut slot = POLICY_INPUT.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    *slot = None;
     let Some(arg) = arg else { return Ok(()) };
     let text = match arg.strip_prefix('@') {
         Some(file) => std::fs::read_to_string(file).with_context(|| format!("cannot read --policy-input {file}"))?,
         None => arg.to_string(),
     };
     let value = serde_json::from_str(&text).context("--policy-input is not JSON")?;
-    let _ = POLICY_INPUT.set(value);
+    *slot = Some(value);
     Ok(())
 }
 
 /// How files are opened in this run: its keys, and its policy input.
 pub fn read_options() -> ReadOptions {
-    ReadOptions { keys: ring(), policy_input: POLICY_INPUT.get().cloned(), ..ReadOptions::default() }
+    let policy_input = POLICY_INPUT.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    ReadOptions { keys: ring(), policy_input, ..ReadOptions::default() }
 }
 
 /// Opens a file with the keys (and policy input) of this run; a URL that a

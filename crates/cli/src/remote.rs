@@ -4,12 +4,14 @@
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::RwLock;
 
 use deathtensors_io::{ErrorKind, ReadOptions, Reader, ShardedReader};
 use deathtensors_remote::RemoteOptions;
 
-static OPTIONS: OnceLock<Vec<(String, String)>> = OnceLock::new();
+/// The `--storage-option` entries of this run, set anew by every run of
+/// `main_with_args` (which also runs in-process from Python).
+static OPTIONS: RwLock<Vec<(String, String)>> = RwLock::new(Vec::new());
 
 thread_local! {
     /// A URL opened by a check before the command opens it (`sharded::is_index`),
@@ -20,7 +22,7 @@ thread_local! {
 }
 
 /// Parses `KEY=VALUE` entries and makes them the storage options of this
-/// run (the first call wins).
+/// run, in place of any earlier run's.
 ///
 /// # Errors
 /// An entry without `=`.
@@ -32,7 +34,7 @@ pub fn set(entries: &[String]) -> anyhow::Result<()> {
             None => anyhow::bail!("--storage-option {e:?} is not KEY=VALUE"),
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let _ = OPTIONS.set(parsed);
+    *OPTIONS.write().unwrap_or_else(std::sync::PoisonError::into_inner) = parsed;
     Ok(())
 }
 
@@ -43,7 +45,8 @@ pub fn url(path: &Path) -> Option<&str> {
 
 fn options() -> RemoteOptions {
     // A cache when DEATHTENSORS_REMOTE_CACHE names a directory.
-    RemoteOptions { storage_options: OPTIONS.get().cloned().unwrap_or_default(), ..RemoteOptions::from_env() }
+    let storage_options = OPTIONS.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    RemoteOptions { storage_options, ..RemoteOptions::from_env() }
 }
 
 /// Keeps what opening the URL `path` with the keys of this run
