@@ -181,7 +181,8 @@ fn test_wheel(wheel: &Path, name: &str, version: &str, work: &Path) -> Result<()
         exec(Command::new(&py).args(["-c", ours]))?;
         exec(
             Command::new(&py)
-                .args(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider"])
+                // The slowest tests are listed, so that the next slow one is seen.
+                .args(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--durations=15"])
                 .arg(root().join("bindings/python/tests")),
         )?;
     } else {
