@@ -20,10 +20,7 @@ pub fn is_index(path: &Path) -> bool {
     }
     // A deathtensors 0.3.0 index: no tensors, and the flag in its metadata.
     let opened = crate::keys::open(path);
-    let index = opened.as_ref().is_ok_and(|r| {
-        r.header().is_empty()
-            && r.header().metadata().and_then(|m| m.get("deathtensors.sharded")).is_some_and(|v| v == "true")
-    });
+    let index = opened.as_ref().is_ok_and(is_legacy_index);
     // Any other URL is opened next by the command: it takes this open.
     if !index {
         crate::remote::keep(path, opened);
@@ -51,14 +48,17 @@ pub fn is_index_requiring(path: &Path, options: &ReadOptions) -> bool {
         crate::remote::keep(path, opened);
         return false;
     }
-    let index = opened.as_ref().is_ok_and(|r| {
-        r.header().is_empty()
-            && r.header().metadata().and_then(|m| m.get("deathtensors.sharded")).is_some_and(|v| v == "true")
-    });
+    let index = opened.as_ref().is_ok_and(is_legacy_index);
     if !index {
         crate::remote::keep(path, opened);
     }
     index
+}
+
+/// A deathtensors 0.3.0 index: no tensors, and the flag in its metadata.
+fn is_legacy_index(r: &deathtensors_io::Reader) -> bool {
+    r.header().is_empty()
+        && r.header().metadata().and_then(|m| m.get("deathtensors.sharded")).is_some_and(|v| v == "true")
 }
 
 struct ShardRow {
