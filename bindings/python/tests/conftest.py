@@ -3,6 +3,7 @@
 import hashlib
 import json
 import pathlib
+import sys
 
 import pytest
 
@@ -45,3 +46,18 @@ def peer_runner(venv, requirement, what):
         return r.stdout
 
     return run
+
+
+@pytest.fixture(scope="module")
+def ref():
+    """testdata/crypto/reference.py: the independent implementation of
+    FORMAT.md sections 10 and 11 (needs cryptography and argon2-cffi)."""
+    pytest.importorskip("cryptography")
+    pytest.importorskip("argon2")
+    crypto = TESTDATA / "crypto"
+    sys.path.insert(0, str(crypto))
+    try:
+        import reference
+    finally:
+        sys.path.remove(str(crypto))
+    return reference

@@ -21,25 +21,12 @@ import numpy as np
 import pytest
 
 import deathtensors as dt
-from conftest import TESTDATA
 
 pytest.importorskip("cryptography")
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes  # noqa: E402
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: E402
 
-CRYPTO = TESTDATA / "crypto"
 CHUNK = 4096
-
-
-@pytest.fixture(scope="module")
-def ref():
-    pytest.importorskip("argon2")
-    sys.path.insert(0, str(CRYPTO))
-    try:
-        import reference
-    finally:
-        sys.path.remove(str(CRYPTO))
-    return reference
 
 
 def _b64(s):
@@ -212,6 +199,12 @@ def test_the_drop_ins_refuse_the_forgery(signed, tmp_path):
         dt.register_keys()
 
 
+def _cli(*args):
+    env = {k: v for k, v in os.environ.items() if k not in ("DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS")}
+    return subprocess.run([sys.executable, "-m", "deathtensors", *map(str, args)], capture_output=True, text=True,
+                          env=env)
+
+
 def test_the_command_line_refuses_the_forgery(signed, tmp_path):
     forged = signed.keep_tag(tmp_path / "forged.dt")
     key, pub = tmp_path / "alice.jwk", tmp_path / "publisher.pub.jwk"
@@ -226,15 +219,13 @@ def test_the_command_line_refuses_the_forgery(signed, tmp_path):
         "verify --signer --key": ["verify", str(forged), "--key", str(key), "--signer", str(pub)],
         "cat": ["cat", str(forged), "w", "--key", str(key)],
     }
-    env = {k: v for k, v in os.environ.items() if k not in ("DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS")}
     for name, args in runs.items():
-        r = subprocess.run([sys.executable, "-m", "deathtensors", *args], capture_output=True, text=True, env=env)
+        r = _cli(*args)
         assert r.returncode == 1, (name, r.returncode, r.stderr)
         assert '"w"' in r.stderr, (name, r.stderr)
         assert not out.exists(), f"{name} wrote {out}"
     # The intact file decrypts, with the signer required.
-    r = subprocess.run([sys.executable, "-m", "deathtensors", "decrypt", str(signed.path), str(out), "--key", str(key),
-                        "--signer", str(pub)], capture_output=True, text=True)
+    r = _cli("decrypt", signed.path, out, "--key", key, "--signer", pub)
     assert r.returncode == 0, r.stderr
     with dt.open(out) as f:
         assert np.array_equal(f.get_tensor("w", framework="numpy"), signed.w)
@@ -255,12 +246,6 @@ def test_cryptotensors_signatures_say_they_cover_the_header_only(tmp_path):
     dt.save(plain, {"w": np.arange(4, dtype=np.float32)})
     with dt.open(plain) as f:
         assert f.signature_covers() is None
-
-
-def _cli(*args):
-    env = {k: v for k, v in os.environ.items() if k not in ("DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS")}
-    return subprocess.run([sys.executable, "-m", "deathtensors", *map(str, args)], capture_output=True, text=True,
-                          env=env)
 
 
 def test_decrypt_takes_signature_requirements(tmp_path):

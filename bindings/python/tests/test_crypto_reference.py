@@ -8,7 +8,6 @@ oracle's known-answer files. The oracle needs `cryptography` and
 import base64
 import hashlib
 import json
-import sys
 
 import pytest
 
@@ -27,18 +26,6 @@ TENSORS = {
     "über \"q\"": ("U8", [4097], hashlib.sha256(b"a").digest() * 128 + b"\x01"),
     "big": ("F4", [2, 12293], (hashlib.sha256(b"b").digest() * 385)[:12293]),
 }
-
-
-@pytest.fixture(scope="module")
-def ref():
-    pytest.importorskip("cryptography")
-    pytest.importorskip("argon2")
-    sys.path.insert(0, str(CRYPTO))
-    try:
-        import reference
-    finally:
-        sys.path.remove(str(CRYPTO))
-    return reference
 
 
 def raw(jwk, field):

@@ -1410,20 +1410,6 @@ impl Reader {
         Ok(())
     }
 
-    /// Reads the tensor's bytes into a fresh buffer, checked against its
-    /// digest when it has one (a tensor of an encrypted file: against its
-    /// chunks' tags, as every decryption is).
-    ///
-    /// # Errors
-    /// As [`Reader::read`]; `TensorDigestMismatch`.
-    pub fn read_checked(&self, name: &str) -> Result<Vec<u8>> {
-        let bytes = self.read(name)?;
-        if !self.is_encrypted() && self.tensor(name)?.info.sha256.is_some() {
-            self.check_bytes(name, &bytes)?;
-        }
-        Ok(bytes)
-    }
-
     /// Checks everything the file carries: the footer and the per-tensor
     /// digests, the digests on all cores while the footer is hashed, and,
     /// for a key holder of an encrypted file, every chunk's tag
