@@ -484,33 +484,11 @@ pub(crate) fn decrypt_all(
                 let (mine, tail) = std::mem::take(&mut rest).split_at_mut(to - from);
                 rest = tail;
                 handles.push(s.spawn(move || -> Result<()> {
-                    let run = Run { file, path, head, trust, cipher, from };
-                    if checked {
-                        // A run holds whole tensors: in the order they come.
-                        let mut order: Vec<usize> = units[u0..u1].iter().map(|&(i, _)| i).collect();
-                        order.dedup();
-                        return run.open_checked(&order, mine);
-                    }
-                    let mut current: Option<(usize, crate::crypt::TensorChunks<'_>)> = None;
-                    for &(i, j) in &units[u0..u1] {
-                        let t = &tensors[i];
-                        if current.as_ref().is_none_or(|(c, _)| *c != i) {
-                            current = Some((i, cipher.tensor(i, t)));
-                        }
-                        let (_, chunks) = current.as_mut().expect("set above");
-                        let (cs, ce) = chunks.range(j);
-                        let at = (t.data_offsets.0 + cs) as usize - from;
-                        let target = &mut mine[at..at + (ce - cs) as usize];
-                        read_exact_at(file, target, head.data_start + t.data_offsets.0 + cs)
-                            .map_err(|e| Error::io(e, path, doing))?;
-                        let base = head.header.chunk_base(i).unwrap_or(0);
-                        let k = ((base + j) as usize) * TAG_LEN;
-                        if !chunks.open(j, target, &trust.tags[k..k + TAG_LEN]) {
-                            let what = format!("tensor {:?} chunk {j}", t.name);
-                            return Err(Error::new(ErrorKind::Decrypt { what }, Some(path), doing));
-                        }
-                    }
-                    Ok(())
+                    let run = Run { file, path, head, trust, cipher, from, checked };
+                    // A run holds whole tensors: in the order they come.
+                    let mut order: Vec<usize> = units[u0..u1].iter().map(|&(i, _)| i).collect();
+                    order.dedup();
+                    run.open(&order, mine)
                 }));
             }
             handles.into_iter().try_for_each(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
@@ -532,10 +510,12 @@ struct Run<'a> {
     trust: &'a Trust,
     cipher: &'a ChunkCipher,
     from: usize,
+    /// Whether each tensor is checked against its digest.
+    checked: bool,
 }
 
-/// A tensor being read, hashed and decrypted by one of the two lanes of
-/// [`Run::open_checked`].
+/// A tensor being read (hashed) and decrypted by one of the two lanes of
+/// [`Run::open`].
 struct Lane<'a> {
     i: usize,
     j: u64,
@@ -543,13 +523,13 @@ struct Lane<'a> {
 }
 
 impl Run<'_> {
-    /// Reads, checks and decrypts the tensors `order` (indices, whole, in
-    /// this run's slice `mine`), two at a time: each tensor's chunks are
-    /// read in order, hashed (two SHA-256 streams on this core, one a
-    /// tensor) while they are in cache, then decrypted in place. A tensor
-    /// whose ciphertext does not match its digest fails at its last chunk,
-    /// before anything is returned.
-    fn open_checked(&self, order: &[usize], mine: &mut [u8]) -> Result<()> {
+    /// Reads and decrypts the tensors `order` (indices, whole, in this
+    /// run's slice `mine`), two at a time: each tensor's chunks are read in
+    /// order and decrypted in place; when `checked`, hashed first while they
+    /// are in cache (two SHA-256 streams on this core, one a tensor), and a
+    /// tensor whose ciphertext does not match its digest fails at its last
+    /// chunk, before anything is returned.
+    fn open(&self, order: &[usize], mine: &mut [u8]) -> Result<()> {
         let doing = "cannot read";
         let tensors = self.head.header.tensors();
         let size = self.cipher.chunk_size();
@@ -588,9 +568,11 @@ impl Run<'_> {
                 Some((a, b, false)) => &mine[a..b],
                 _ => &mine[..0],
             };
-            hash.update(whole(0), whole(1));
+            if self.checked {
+                hash.update(whole(0), whole(1));
+            }
             for k in 0..2 {
-                let (Some(lane), Some((a, b, true))) = (&lanes[k], spans[k]) else { continue };
+                let (true, Some(lane), Some((a, b, true))) = (self.checked, &lanes[k], spans[k]) else { continue };
                 let t = &tensors[lane.i];
                 let actual = hash.finish(k, &mine[a..b]);
                 if let Some(expected) = t.sha256.as_deref().copied().filter(|e| *e != actual) {
