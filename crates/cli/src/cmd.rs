@@ -1,4 +1,5 @@
-//! One module per subcommand, each with `run(args) -> anyhow::Result<ExitCode>`.
+//! One module per subcommand, each with `run(args, ctx) -> anyhow::Result<ExitCode>`
+//! (`ctx`: the run's keys, policy input and storage options).
 
 mod blob;
 mod cat;
@@ -13,24 +14,25 @@ mod stats;
 pub(crate) mod verify;
 
 use crate::args::Command;
+use crate::context::RunContext;
 use crate::exit::ExitCode;
 
 /// Runs one subcommand.
-pub fn run(command: Command) -> anyhow::Result<ExitCode> {
+pub fn run(command: Command, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Inspect(args) => inspect::run(args),
-        Command::Ls(args) => ls::run(args),
-        Command::Manifest(args) => manifest::run(args),
-        Command::Verify(args) => verify::run(args),
-        Command::Convert(args) => convert::run(args),
-        Command::Diff(args) => diff::run(args),
-        Command::Stats(args) => stats::run(args),
-        Command::Cat(args) => cat::run(args),
-        Command::Meta(args) => meta::run(args),
+        Command::Inspect(args) => inspect::run(args, ctx),
+        Command::Ls(args) => ls::run(args, ctx),
+        Command::Manifest(args) => manifest::run(args, ctx),
+        Command::Verify(args) => verify::run(args, ctx),
+        Command::Convert(args) => convert::run(args, ctx),
+        Command::Diff(args) => diff::run(args, ctx),
+        Command::Stats(args) => stats::run(args, ctx),
+        Command::Cat(args) => cat::run(args, ctx),
+        Command::Meta(args) => meta::run(args, ctx),
         Command::Keygen(args) => crypt::keygen(args),
-        Command::Encrypt(args) => crypt::encrypt(args),
-        Command::Decrypt(args) => convert::run_with(args, true),
+        Command::Encrypt(args) => crypt::encrypt(args, ctx),
+        Command::Decrypt(args) => convert::run_with(args, true, ctx),
         Command::Sign(args) => crypt::sign(args),
-        Command::Blob(args) => blob::run(args),
+        Command::Blob(args) => blob::run(args, ctx),
     }
 }

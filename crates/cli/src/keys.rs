@@ -1,22 +1,15 @@
 //! Keys given on the command line: `--key FILE` (JWK files, repeatable) and
 //! `--passphrase-env VAR` for every command that reads, plus the
 //! `DEATHTENSORS_KEYS` and `CRYPTOTENSOR_KEYS` environment variables (JWK
-//! JSON). Every command opens
-//! files through [`open`], so encrypted files read wherever plain ones do.
+//! JSON), loaded once per run into its
+//! [`crate::context::RunContext`]; every command opens files through it, so
+//! encrypted files read wherever plain ones do.
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
-use deathtensors_io::{KeyRing, Passphrase, ReadOptions, Reader};
-
-/// The keys of this run. Every run of `main_with_args` sets them anew: the
-/// same `main` runs in-process from Python (`deathtensors.main`), and a
-/// second run must not keep the first one's keys.
-static KEYS: RwLock<Option<KeyRing>> = RwLock::new(None);
-
-/// The `--policy-input` of this run (set anew by every run, as [`KEYS`]).
-static POLICY_INPUT: RwLock<Option<serde_json::Value>> = RwLock::new(None);
+use deathtensors_io::{KeyRing, Passphrase};
 
 /// The variables read for keys besides `--key`, as JWK JSON: ours, and
 /// cryptotensors' (as the Python package reads them).
@@ -48,40 +41,17 @@ pub fn passphrase(var: &str) -> anyhow::Result<Passphrase> {
     Ok(Passphrase::new(value)?)
 }
 
-/// Makes `ring` the keys of this run, in place of any earlier run's.
-pub fn set(ring: KeyRing) {
-    *KEYS.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ring);
-}
-
-/// The keys of this run.
-pub fn ring() -> KeyRing {
-    KEYS.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone().unwrap_or_default()
-}
-
 /// Reads `--policy-input`: JSON text, or `@FILE` for a file holding it.
-pub fn set_policy_input(arg: Option<&str>) -> anyhow::Result<()> {
-    let mut slot = POLICY_INPUT.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-    *slot = None;
-    let Some(arg) = arg else { return Ok(()) };
+///
+/// # Errors
+/// A file that cannot be read; text that is not JSON.
+pub fn policy_input(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Value>> {
+    let Some(arg) = arg else { return Ok(None) };
     let text = match arg.strip_prefix('@') {
         Some(file) => std::fs::read_to_string(file).with_context(|| format!("cannot read --policy-input {file}"))?,
         None => arg.to_string(),
     };
-    let value = serde_json::from_str(&text).context("--policy-input is not JSON")?;
-    *slot = Some(value);
-    Ok(())
-}
-
-/// How files are opened in this run: its keys, and its policy input.
-pub fn read_options() -> ReadOptions {
-    let policy_input = POLICY_INPUT.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-    ReadOptions { keys: ring(), policy_input, ..ReadOptions::default() }
-}
-
-/// Opens a file with the keys (and policy input) of this run; a URL that a
-/// check opened already is not opened again.
-pub fn open(path: &Path) -> deathtensors_io::Result<Reader> {
-    crate::remote::open_with_keys(path, read_options)
+    Ok(Some(serde_json::from_str(&text).context("--policy-input is not JSON")?))
 }
 
 /// The Ed25519 public keys of `--signer` JWK files, for `trusted_signers`.
@@ -99,13 +69,4 @@ pub fn signers(files: &[PathBuf]) -> anyhow::Result<Vec<deathtensors_io::Verifyi
         trusted.extend(ring.verifying_keys().iter().map(|(_, k)| *k));
     }
     Ok(trusted)
-}
-
-/// [`read_options`] with the signature requirements of `--signer` and
-/// `--require-signature`.
-///
-/// # Errors
-/// As [`signers`].
-pub fn read_options_requiring(signer: &[PathBuf], require_signature: bool) -> anyhow::Result<ReadOptions> {
-    Ok(ReadOptions { trusted_signers: signers(signer)?, require_signature, ..read_options() })
 }

@@ -2,8 +2,9 @@
 //! and safetensors files from a shell or a script.
 //!
 //! A thin layer over `deathtensors-io`: clap parses the arguments, one
-//! module per subcommand runs it, and [`main_with_args`]
-//! maps the outcome to an exit code (0 ok, 1 invalid file or failed check,
+//! module per subcommand runs it with the run's settings (keys, policy
+//! input, storage options: one `RunContext`, no process-wide state), and
+//! [`main_with_args`] maps the outcome to an exit code (0 ok, 1 invalid file or failed check,
 //! 2 anything else). The `deathtensors` binary and the Python package's
 //! `python -m deathtensors` both call [`main_with_args`].
 //!
@@ -17,6 +18,7 @@
 mod args;
 mod cmd;
 mod collection;
+mod context;
 mod copy;
 mod exit;
 mod integrity;
@@ -29,6 +31,8 @@ mod sharded;
 use std::ffi::OsString;
 
 use clap::Parser;
+
+use crate::context::RunContext;
 
 /// Parses `args` (the first is the program name), runs the subcommand and
 /// returns the process's exit code: 0 ok, 1 a file is invalid or a check
@@ -48,14 +52,7 @@ where
             return e.exit_code();
         }
     };
-    remote::forget();
-    let result = remote::set(&cli.storage_options)
-        .and_then(|()| keys::set_policy_input(cli.policy_input.as_deref()))
-        .and_then(|()| keys::load(&cli.keys, cli.passphrase_env.as_deref()))
-        .and_then(|ring| {
-            keys::set(ring);
-            cmd::run(cli.command)
-        });
+    let result = RunContext::new(&cli).and_then(|ctx| cmd::run(cli.command, &ctx));
     match result {
         Ok(code) => code as i32,
         Err(err) => {

@@ -5,26 +5,28 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use deathtensors_io::format::{Format, TensorSpec, DEFAULT_ALIGNMENT};
-use deathtensors_io::{write_index, ErrorKind, ReadOptions, ShardedReader, WriteOptions, INDEX_SUFFIX};
+use deathtensors_io::format::{Format, TensorSpec};
+use deathtensors_io::{
+    is_legacy_index, write_index, ErrorKind, ReadOptions, ShardedReader, WriteOptions, INDEX_SUFFIX,
+};
 use serde_json::{json, Value};
 
+use crate::context::RunContext;
 use crate::exit::{CheckFailed, ExitCode};
 use crate::out::{self, Out};
 use crate::{copy, exit, progress};
 
 /// Whether `path` names a sharded checkpoint rather than a single file.
-pub fn is_index(path: &Path) -> bool {
+pub fn is_index(ctx: &RunContext, path: &Path) -> bool {
     if path.extension().is_some_and(|e| e == "json") {
         return true;
     }
     // A deathtensors 0.3.0 index: no tensors, and the flag in its metadata.
-    let opened = crate::keys::open(path);
+    let opened = ctx.open(path);
     let index = opened.as_ref().is_ok_and(is_legacy_index);
-    // Any other URL is opened next by the command: it takes this open.
-    if !index {
-        crate::remote::keep(path, opened);
-    }
+    // The command opens the URL next, as a file or as this index: it
+    // takes this open.
+    ctx.keep(path, opened);
     index
 }
 
@@ -34,31 +36,23 @@ pub fn is_index(path: &Path) -> bool {
 /// Only a file that fails a requirement is opened again without them, to
 /// tell a deathtensors 0.3.0 index (never signed; its shards are what the
 /// requirements apply to) from a file that is refused.
-pub fn is_index_requiring(path: &Path, options: &ReadOptions) -> bool {
+pub fn is_index_requiring(ctx: &RunContext, path: &Path, options: &ReadOptions) -> bool {
     if path.extension().is_some_and(|e| e == "json") {
         return true;
     }
-    let opened = crate::remote::open(path, options.clone());
+    let opened = ctx.open_with(path, options.clone());
     if opened.as_ref().is_err_and(|e| matches!(e.kind(), ErrorKind::Unsigned | ErrorKind::UntrustedSigner { .. })) {
-        if is_index(path) {
+        if is_index(ctx, path) {
             return true;
         }
         // Not an index: the command must meet the refusal, never the open
         // without requirements that `is_index` kept.
-        crate::remote::keep(path, opened);
+        ctx.keep(path, opened);
         return false;
     }
     let index = opened.as_ref().is_ok_and(is_legacy_index);
-    if !index {
-        crate::remote::keep(path, opened);
-    }
+    ctx.keep(path, opened);
     index
-}
-
-/// A deathtensors 0.3.0 index: no tensors, and the flag in its metadata.
-fn is_legacy_index(r: &deathtensors_io::Reader) -> bool {
-    r.header().is_empty()
-        && r.header().metadata().and_then(|m| m.get("deathtensors.sharded")).is_some_and(|v| v == "true")
 }
 
 struct ShardRow {
@@ -91,8 +85,8 @@ fn file_name(p: &Path) -> String {
 
 /// `inspect` of a sharded checkpoint: the index, its shards, and every
 /// tensor with the shard that holds it (reads only headers).
-pub fn inspect(path: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
-    let sharded = crate::remote::open_sharded(path, crate::keys::read_options())?;
+pub fn inspect(ctx: &RunContext, path: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
+    let sharded = ctx.open_sharded(path, ctx.read_options())?;
     let rows = shard_rows(&sharded)?;
     let mut tensors = Vec::new();
     for name in sharded.keys() {
@@ -174,13 +168,26 @@ pub fn inspect(path: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
 /// checksum the shards carry; every shard is opened with `options` (keys,
 /// trusted signers, requirements), so a shard that fails them fails. With
 /// `--json`, a failure is one JSON document too.
-pub fn verify(path: &Path, options: ReadOptions, allow_missing: bool, as_json: bool) -> anyhow::Result<ExitCode> {
-    verify_checked(path, options, allow_missing, as_json).map_err(|e| crate::cmd::verify::report_json(path, as_json, e))
+pub fn verify(
+    ctx: &RunContext,
+    path: &Path,
+    options: ReadOptions,
+    allow_missing: bool,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
+    verify_checked(ctx, path, options, allow_missing, as_json)
+        .map_err(|e| crate::cmd::verify::report_json(path, as_json, e))
 }
 
-fn verify_checked(path: &Path, options: ReadOptions, allow_missing: bool, as_json: bool) -> anyhow::Result<ExitCode> {
+fn verify_checked(
+    ctx: &RunContext,
+    path: &Path,
+    options: ReadOptions,
+    allow_missing: bool,
+    as_json: bool,
+) -> anyhow::Result<ExitCode> {
     let signature_required = options.require_signature || !options.trusted_signers.is_empty();
-    let sharded = crate::remote::open_sharded(path, options)?;
+    let sharded = ctx.open_sharded(path, options)?;
     let rows = shard_rows(&sharded)?;
     let bar = progress::bar(rows.iter().map(|r| r.bytes).sum(), "verifying");
     let result = sharded.verify();
@@ -226,25 +233,18 @@ fn verify_checked(path: &Path, options: ReadOptions, allow_missing: bool, as_jso
 
 /// `convert` of a sharded checkpoint: into one file, or (when OUT is an
 /// `*.index.json`) shard by shard into a sharded checkpoint of the other
-/// format with a new index. Streaming and atomic per file; the index last.
+/// format with a new index, each file written with `write` and the
+/// metadata of its source. Streaming and atomic per file; the index last.
 pub fn convert(
+    ctx: &RunContext,
     input: &Path,
     output: &Path,
-    format: Format,
-    checksum: bool,
-    alignment: Option<u64>,
-    compress: deathtensors_io::Compress,
-    read_options: deathtensors_io::ReadOptions,
+    write: &WriteOptions,
+    read_options: ReadOptions,
 ) -> anyhow::Result<()> {
-    let sharded = crate::remote::open_sharded(input, read_options)?;
-    let options_for = |metadata| WriteOptions {
-        format,
-        alignment: alignment.unwrap_or(DEFAULT_ALIGNMENT),
-        checksum: checksum && format == Format::Deathtensors,
-        metadata,
-        compress,
-        ..WriteOptions::default()
-    };
+    let sharded = ctx.open_sharded(input, read_options)?;
+    let format = write.format;
+    let options_for = |metadata| WriteOptions { metadata, ..write.clone() };
     let spec_of = |name: &str| -> anyhow::Result<TensorSpec> {
         let t = sharded.reader_of(name)?.tensor(name)?.info;
         Ok(t.to_spec())

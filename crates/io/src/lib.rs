@@ -75,7 +75,10 @@ pub use crate::{
     protection::{EncryptionInfo, SignatureCovers},
     reader::{ReadOptions, Reader, TensorRef},
     sha_lanes::sha256_many,
-    sharded::{save_sharded, save_sharded_legacy, write_index, Opener, ShardedReader, INDEX_SUFFIX},
+    sharded::{
+        is_legacy_index, save_sharded, save_sharded_legacy, write_index, LocalOpener, Opener, ShardedReader,
+        INDEX_SUFFIX, LEGACY_INDEX_MARKER,
+    },
     sidecar::{manifest, write_manifest},
     signing::sign_file,
     stats::{tensor_stats, Stats},

@@ -61,13 +61,21 @@ pub trait Opener: Send + Sync + std::fmt::Debug {
     fn open_plain(&self, path: &Path) -> Result<Reader>;
 }
 
-/// Files on the local file system.
+/// Files on the local file system, opened with the same options (keys,
+/// requirements): what [`ShardedReader::open_with`] opens with.
 #[derive(Debug)]
-struct Local {
+pub struct LocalOpener {
     options: ReadOptions,
 }
 
-impl Opener for Local {
+impl LocalOpener {
+    /// Opens local files with `options`.
+    pub fn new(options: ReadOptions) -> LocalOpener {
+        LocalOpener { options }
+    }
+}
+
+impl Opener for LocalOpener {
     fn read_small(&self, path: &Path, max: u64) -> Result<Vec<u8>> {
         let len = std::fs::metadata(path).map_err(|e| Error::io(e, path, "cannot open"))?.len();
         if len > max {
@@ -120,6 +128,17 @@ fn check_shard_name(index: &Path, name: &str) -> Result<()> {
     }
 }
 
+/// The metadata key that marks a deathtensors 0.3.0 sharded index (value
+/// `"true"`); its shard list is JSON under `deathtensors.shards`.
+pub const LEGACY_INDEX_MARKER: &str = "deathtensors.sharded";
+
+/// Whether `reader` is a deathtensors 0.3.0 sharded index: a file without
+/// tensors whose metadata has [`LEGACY_INDEX_MARKER`] = `"true"`.
+pub fn is_legacy_index(reader: &Reader) -> bool {
+    reader.header().is_empty()
+        && reader.header().metadata().and_then(|m| m.get(LEGACY_INDEX_MARKER)).is_some_and(|v| v == "true")
+}
+
 impl ShardedReader {
     /// Opens a sharded checkpoint from its index (either form) or a single file.
     ///
@@ -138,7 +157,7 @@ impl ShardedReader {
     /// # Errors
     /// As [`ShardedReader::open`]; for a single file, as [`Reader::open_with`].
     pub fn open_with(path: impl AsRef<Path>, options: ReadOptions) -> Result<ShardedReader> {
-        ShardedReader::open_in(Box::new(Local { options }), path)
+        ShardedReader::open_in(Box::new(LocalOpener::new(options)), path)
     }
 
     /// [`ShardedReader::open`], with the index and shards opened through
@@ -154,31 +173,41 @@ impl ShardedReader {
         if name.ends_with(".json") {
             return ShardedReader::open_json_index(opener, path, dir);
         }
-        let legacy = |r: &Reader| {
-            let meta = r.header().metadata().cloned().unwrap_or_default();
-            let yes = r.header().is_empty() && meta.get("deathtensors.sharded").map(String::as_str) == Some("true");
-            yes.then_some(meta)
-        };
         let reader = match opener.open(path) {
             Ok(reader) => reader,
             Err(e) => {
                 // A deathtensors 0.3.0 index is a plain, unsigned file: the
                 // requirements, meant for the shards, refuse it.
-                if let Some(meta) = opener.open_plain(path).ok().as_ref().and_then(legacy) {
-                    return ShardedReader::open_legacy_index(opener, path, dir, meta);
+                if let Some(plain) = opener.open_plain(path).ok().filter(is_legacy_index) {
+                    return ShardedReader::from_reader(opener, path, plain);
                 }
                 return Err(e);
             }
         };
-        if let Some(meta) = legacy(&reader) {
+        ShardedReader::from_reader(opener, path, reader)
+    }
+
+    /// [`ShardedReader::open_in`] of a file at `path` already opened as
+    /// `reader` (a caller that looked at it first, to tell an index from a
+    /// file, need not open it twice): a deathtensors 0.3.0 index
+    /// ([`is_legacy_index`]) lists the shards `opener` opens; any other
+    /// file is a checkpoint of one shard, `reader` itself.
+    ///
+    /// # Errors
+    /// `InvalidInput` if the index's shard list is malformed or names shards
+    /// outside its directory.
+    pub fn from_reader(opener: Box<dyn Opener>, path: impl AsRef<Path>, reader: Reader) -> Result<ShardedReader> {
+        let path = path.as_ref();
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let meta = reader.header().metadata().cloned().unwrap_or_default();
+        if is_legacy_index(&reader) {
             return ShardedReader::open_legacy_index(opener, path, dir, meta);
         }
         // A single file: one shard.
-        let meta = reader.header().metadata().cloned().unwrap_or_default();
         let tensors: Vec<(String, usize)> =
             reader.header().tensors().iter().map(|t| (String::from(&t.name), 0)).collect();
         let total = reader.header().data_len();
-        let shard_name = name.to_string();
+        let shard_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
         let cell = OnceLock::new();
         let _ = cell.set(Ok(reader));
         Ok(ShardedReader::build(opener, path, dir, vec![shard_name], vec![cell], tensors, meta, Some(total)))
@@ -275,7 +304,7 @@ impl ShardedReader {
         }
         let metadata = meta
             .into_iter()
-            .filter(|(k, _)| !k.starts_with("deathtensors.shard") && k != "deathtensors.sharded")
+            .filter(|(k, _)| !k.starts_with("deathtensors.shard") && k != LEGACY_INDEX_MARKER)
             .collect();
         let cells = shard_names.iter().map(|_| OnceLock::new()).collect();
         Ok(ShardedReader::build(opener, path, dir, shard_names, cells, tensors, metadata, None))

@@ -56,7 +56,7 @@ mod store;
 
 pub use crate::{
     cache::Cache,
-    open::{is_url, open, open_sharded, prefetch, RemoteOpener},
+    open::{is_url, open, open_any, open_sharded, open_sharded_any, open_sharded_from, prefetch, RemoteOpener},
     options::RemoteOptions,
     stats::Stats,
 };

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use deathtensors_io::{Error, Opener, ReadOptions, Reader, Result, ShardedReader};
+use deathtensors_io::{Error, LocalOpener, Opener, ReadOptions, Reader, Result, ShardedReader};
 
 use crate::object::Object;
 use crate::options::RemoteOptions;
@@ -57,6 +57,58 @@ pub fn open(url: &str, options: &RemoteOptions, read_options: ReadOptions) -> Re
 /// As [`open`] and `ShardedReader::open`.
 pub fn open_sharded(url: &str, options: &RemoteOptions, read_options: ReadOptions) -> Result<ShardedReader> {
     ShardedReader::open_in(Box::new(RemoteOpener::new(options.clone(), read_options)), url)
+}
+
+/// Opens `location`, a URL ([`is_url`]) through [`open`] or a local path
+/// through `Reader::open_with`: the one place where a front end (the CLI,
+/// the Python bindings) chooses between the two.
+///
+/// # Errors
+/// As [`open`] for a URL, as `Reader::open_with` for a path.
+pub fn open_any(location: impl AsRef<Path>, options: &RemoteOptions, read_options: ReadOptions) -> Result<Reader> {
+    let location = location.as_ref();
+    match location.to_str().filter(|l| is_url(l)) {
+        Some(url) => open(url, options, read_options),
+        None => Reader::open_with(location, read_options),
+    }
+}
+
+/// Opens a sharded checkpoint (or a single file) at `location`, a URL
+/// through [`open_sharded`] or a local path through
+/// `ShardedReader::open_with`.
+///
+/// # Errors
+/// As [`open_sharded`] and `ShardedReader::open_with`.
+pub fn open_sharded_any(
+    location: impl AsRef<Path>,
+    options: &RemoteOptions,
+    read_options: ReadOptions,
+) -> Result<ShardedReader> {
+    let location = location.as_ref();
+    match location.to_str().filter(|l| is_url(l)) {
+        Some(url) => open_sharded(url, options, read_options),
+        None => ShardedReader::open_with(location, read_options),
+    }
+}
+
+/// [`open_sharded_any`] of a file at `location` already opened as `reader`
+/// (by [`open_any`] with `read_options`, for example to tell an index from
+/// a file): it is not opened again, so a URL is fetched once.
+///
+/// # Errors
+/// As `ShardedReader::from_reader`.
+pub fn open_sharded_from(
+    location: impl AsRef<Path>,
+    options: &RemoteOptions,
+    read_options: ReadOptions,
+    reader: Reader,
+) -> Result<ShardedReader> {
+    let location = location.as_ref();
+    let opener: Box<dyn Opener> = match location.to_str().filter(|l| is_url(l)) {
+        Some(_) => Box::new(RemoteOpener::new(options.clone(), read_options)),
+        None => Box::new(LocalOpener::new(read_options)),
+    };
+    ShardedReader::from_reader(opener, location, reader)
 }
 
 /// Fetches the bytes of the named tensors of a remote `reader` ahead, ranges

@@ -9,16 +9,17 @@ use deathtensors_io::format::{Dtype, Format, RowLayout};
 use deathtensors_io::{dtype_from_name, Collection, CollectionOptions, Reader, WriteOptions};
 
 use crate::args::{BlobArgs, BlobCommand, FormatArg};
+use crate::context::RunContext;
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
 
-pub fn run(args: BlobArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: BlobArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     let mut out = Out::new();
     match args.command {
         BlobCommand::Create { dir, dtype, shape, block_rows, from, tensor } => {
             let (dtype, shape) = match (&from, dtype, shape) {
                 (Some(file), None, None) => {
-                    let reader = crate::keys::open(file)?;
+                    let reader = ctx.open(file)?;
                     let name = tensor_name(&reader, tensor.as_deref())?;
                     let info = reader.tensor(&name)?.info;
                     let Some((_, row)) = info.shape.split_first() else {
@@ -38,7 +39,7 @@ pub fn run(args: BlobArgs) -> anyhow::Result<ExitCode> {
             let filled = (|| -> anyhow::Result<u64> {
                 let mut appended = 0;
                 if let Some(file) = &from {
-                    let reader = crate::keys::open(file)?;
+                    let reader = ctx.open(file)?;
                     let name = tensor_name(&reader, tensor.as_deref())?;
                     crate::integrity::footer_for(&reader, &[name.as_str()])?;
                     appended = c.append_tensor(&reader, &name)?;
@@ -64,7 +65,7 @@ pub fn run(args: BlobArgs) -> anyhow::Result<ExitCode> {
             )?;
         }
         BlobCommand::Append { dir, file, tensor } => {
-            let reader = crate::keys::open(&file)?;
+            let reader = ctx.open(&file)?;
             let mut c = Collection::open_writable(&dir, CollectionOptions::default())?;
             let names: Vec<String> = match tensor {
                 Some(t) => vec![t],

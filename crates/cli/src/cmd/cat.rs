@@ -9,6 +9,7 @@ use deathtensors_io::Reader;
 use serde_json::{json, Value as Json};
 
 use crate::args::CatArgs;
+use crate::context::RunContext;
 use crate::copy;
 use crate::exit::ExitCode;
 use crate::out::Out;
@@ -24,8 +25,8 @@ const LINE_WIDTH: usize = 75;
 /// `--full` reads sequentially.
 const WINDOW: usize = 64 << 10;
 
-pub fn run(args: CatArgs) -> anyhow::Result<ExitCode> {
-    let reader = crate::keys::open(&args.file)?;
+pub fn run(args: CatArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
+    let reader = ctx.open(&args.file)?;
     let t = reader.tensor(&args.name)?.info.clone();
     // Checked whole before a value is printed (the values are read in
     // windows, here and there).

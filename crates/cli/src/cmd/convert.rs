@@ -9,6 +9,7 @@ use deathtensors_io::format::{Dtype, Format, Header, Limits, TensorInfo, TensorS
 use deathtensors_io::WriteOptions;
 
 use crate::args::{ConvertArgs, FormatArg};
+use crate::context::RunContext;
 use crate::copy;
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
@@ -26,14 +27,14 @@ fn format_of(path: &Path) -> Option<Format> {
     }
 }
 
-pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
-    run_with(args, false)
+pub fn run(args: ConvertArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
+    run_with(args, false, ctx)
 }
 
 /// `convert`, or `decrypt` when `decrypt`: only `decrypt` writes the
 /// plaintext of an encrypted file, so that no conversion drops encryption
 /// by accident.
-pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
+pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     if !decrypt && crate::collection::is_collection(&args.input) {
         // A collection becomes a collection (OUT without an extension) or
         // one tensor of a file.
@@ -75,12 +76,19 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
     // Signatures and requirements (--signer, --require-signature) are
     // checked at open; every tensor is then checked against what the
     // signature commits to as it is read. The input is opened once.
-    let options = crate::keys::read_options_requiring(&args.signer, args.require_signature)?;
-    if crate::sharded::is_index_requiring(&args.input, &options) {
+    let options = ctx.read_options_requiring(&args.signer, args.require_signature)?;
+    if crate::sharded::is_index_requiring(ctx, &args.input, &options) {
         if format != Format::Deathtensors && (args.checksum || args.alignment.is_some()) {
             bail!("--checksum and --alignment apply to deathtensors output only");
         }
-        crate::sharded::convert(&args.input, &args.output, format, args.checksum, args.alignment, compress, options)?;
+        let write = WriteOptions {
+            format,
+            alignment: args.alignment.unwrap_or(DEFAULT_ALIGNMENT),
+            checksum: args.checksum && format == Format::Deathtensors,
+            compress,
+            ..WriteOptions::default()
+        };
+        crate::sharded::convert(ctx, &args.input, &args.output, &write, options)?;
         let mut out = Out::new();
         writeln!(
             out,
@@ -92,7 +100,7 @@ pub fn run_with(args: ConvertArgs, decrypt: bool) -> anyhow::Result<ExitCode> {
         out.finish()?;
         return Ok(ExitCode::Success);
     }
-    let reader = crate::remote::open_with_keys(&args.input, || options)?;
+    let reader = ctx.open_kept_or(&args.input, || options)?;
     if reader.is_encrypted() && !decrypt {
         bail!(
             "{} is encrypted: `convert` would write its plaintext; use `deathtensors decrypt` for that, or \

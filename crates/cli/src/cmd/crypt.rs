@@ -11,6 +11,7 @@ use deathtensors_io::format::{Argon2Params, Cipher, TensorInfo, TensorSpec, DEFA
 use deathtensors_io::{EncryptOptions, KeyRing, RecipientKey, SigningKey, SymmetricKey, WriteOptions, X25519SecretKey};
 
 use crate::args::{CipherArg, EncryptArgs, EncryptFormat, KeyFormat, KeyKind, KeygenArgs, SignArgs};
+use crate::context::RunContext;
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
 
@@ -157,9 +158,9 @@ fn signers(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<Arc<SigningKey>>>
     Ok(out)
 }
 
-pub fn encrypt(args: EncryptArgs) -> anyhow::Result<ExitCode> {
+pub fn encrypt(args: EncryptArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     if args.format == EncryptFormat::Cryptotensors {
-        return encrypt_cryptotensors(&args);
+        return encrypt_cryptotensors(&args, ctx);
     }
     let mut recipients = KeyRing::new();
     for f in &args.to {
@@ -178,7 +179,7 @@ pub fn encrypt(args: EncryptArgs) -> anyhow::Result<ExitCode> {
         CipherArg::Aes256Gcm => Cipher::Aes256Gcm,
         CipherArg::ChaCha20Poly1305 => Cipher::ChaCha20Poly1305,
     };
-    let reader = crate::keys::open(&args.input)?;
+    let reader = ctx.open(&args.input)?;
     let header = reader.header();
     let specs: Vec<TensorSpec> = header.tensors().iter().map(TensorInfo::to_spec).collect();
     let options = WriteOptions {
@@ -241,7 +242,7 @@ fn with_data<T>(
 }
 
 /// `encrypt --format cryptotensors`.
-fn encrypt_cryptotensors(args: &EncryptArgs) -> anyhow::Result<ExitCode> {
+fn encrypt_cryptotensors(args: &EncryptArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     use deathtensors_io::format::CtAlg;
     let mut ring = KeyRing::new();
     for f in &args.to {
@@ -300,7 +301,7 @@ fn encrypt_cryptotensors(args: &EncryptArgs) -> anyhow::Result<ExitCode> {
         tensors: None,
         durable: true,
     };
-    let reader = crate::keys::open(&args.input)?;
+    let reader = ctx.open(&args.input)?;
     let header = reader.header();
     let specs: Vec<TensorSpec> = header.tensors().iter().map(TensorInfo::to_spec).collect();
     let metadata = reader.model_metadata();

@@ -8,6 +8,7 @@ use deathtensors_io::{diff, values, Compare, MetadataChange};
 use serde_json::{json, Value};
 
 use crate::args::DiffArgs;
+use crate::context::RunContext;
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
 use crate::progress;
@@ -26,7 +27,7 @@ fn describe_change(c: &MetadataChange) -> String {
     }
 }
 
-pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: DiffArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     let compare = match (args.atol, args.rtol) {
         (None, None) => Compare::Exact,
         (atol, rtol) => {
@@ -37,8 +38,8 @@ pub fn run(args: DiffArgs) -> anyhow::Result<ExitCode> {
             Compare::Close { atol, rtol }
         }
     };
-    let a = crate::keys::open(&args.a)?;
-    let b = crate::keys::open(&args.b)?;
+    let a = ctx.open(&args.a)?;
+    let b = ctx.open(&args.b)?;
     let (ha, hb) = (a.header(), b.header());
     // The tensors both files have are compared: each side checked first.
     let both: Vec<&str> = ha.tensors().iter().map(|t| t.name.as_str()).filter(|n| hb.get(n).is_some()).collect();

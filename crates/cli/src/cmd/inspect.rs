@@ -7,23 +7,24 @@ use deathtensors_io::{ErrorKind, ReadOptions, Reader, SignatureCovers};
 use serde_json::{json, Value};
 
 use crate::args::InspectArgs;
+use crate::context::RunContext;
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
 
-pub fn run(args: InspectArgs) -> anyhow::Result<ExitCode> {
-    if crate::sharded::is_index(&args.file) {
-        return crate::sharded::inspect(&args.file, args.json);
+pub fn run(args: InspectArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
+    if crate::sharded::is_index(ctx, &args.file) {
+        return crate::sharded::inspect(ctx, &args.file, args.json);
     }
     if crate::collection::is_collection(&args.file) {
         return crate::collection::inspect(&args.file, args.json);
     }
-    let reader = match crate::keys::open(&args.file) {
+    let reader = match ctx.open(&args.file) {
         Ok(reader) => reader,
         // inspect needs no key: one that does not open the file (or a
         // policy that refuses it) does not keep its header from being shown.
         Err(e) if key_trouble(&e) => {
             out::note(&format!("{}; shown without keys", crate::exit::one_line(&anyhow::Error::new(e))));
-            crate::remote::open(&args.file, ReadOptions::default())?
+            ctx.open_with(&args.file, ReadOptions::default())?
         }
         Err(e) => return Err(e.into()),
     };

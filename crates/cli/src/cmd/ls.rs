@@ -3,11 +3,12 @@
 use std::io::Write;
 
 use crate::args::LsArgs;
+use crate::context::RunContext;
 use crate::exit::ExitCode;
 use crate::out::Out;
 
-pub fn run(args: LsArgs) -> anyhow::Result<ExitCode> {
-    let reader = crate::keys::open(&args.file)?;
+pub fn run(args: LsArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
+    let reader = ctx.open(&args.file)?;
     reader.check_not_hidden()?;
     let mut out = Out::new();
     let names = reader.header().tensors().iter().map(|t| t.name.as_str());

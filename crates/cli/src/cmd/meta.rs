@@ -9,12 +9,13 @@ use deathtensors_io::WriteOptions;
 use serde_json::Value;
 
 use crate::args::MetaArgs;
+use crate::context::RunContext;
 use crate::copy;
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
 
-pub fn run(args: MetaArgs) -> anyhow::Result<ExitCode> {
-    let reader = crate::keys::open(&args.file)?;
+pub fn run(args: MetaArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
+    let reader = ctx.open(&args.file)?;
     let changing = !args.set.is_empty() || !args.delete.is_empty();
     if changing && (reader.is_encrypted() || !reader.signatures().is_empty()) {
         anyhow::bail!(

@@ -7,14 +7,15 @@ use deathtensors_io::{tensor_stats, values, Stats};
 use serde_json::{json, Value};
 
 use crate::args::StatsArgs;
+use crate::context::RunContext;
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
 use crate::progress;
 
 const COMPLEX_NOTE: &str = "complex: statistics over real and imaginary parts";
 
-pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
-    let reader = crate::keys::open(&args.file)?;
+pub fn run(args: StatsArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
+    let reader = ctx.open(&args.file)?;
     reader.check_not_hidden()?;
     let tensors: Vec<&TensorInfo> = if args.names.is_empty() {
         reader.header().tensors().iter().collect()

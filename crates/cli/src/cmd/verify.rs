@@ -8,6 +8,7 @@ use deathtensors_io::ErrorKind;
 use serde_json::{json, Value};
 
 use crate::args::VerifyArgs;
+use crate::context::RunContext;
 use crate::exit::{CheckFailed, ExitCode};
 use crate::out::{self, Out};
 use crate::progress;
@@ -95,17 +96,17 @@ pub(crate) fn unsigned_tensors(reader: &deathtensors_io::Reader) -> anyhow::Resu
     .into())
 }
 
-pub fn run(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     if crate::collection::is_collection(&args.file) {
         return crate::collection::verify(&args.file, args.allow_missing, args.json);
     }
-    let options = crate::keys::read_options_requiring(&args.signer, args.require_signature)?;
-    if crate::sharded::is_index_requiring(&args.file, &options) {
-        return crate::sharded::verify(&args.file, options, args.allow_missing, args.json);
+    let options = ctx.read_options_requiring(&args.signer, args.require_signature)?;
+    if crate::sharded::is_index_requiring(ctx, &args.file, &options) {
+        return crate::sharded::verify(ctx, &args.file, options, args.allow_missing, args.json);
     }
     // Signatures and requirements are checked at open (the one that
     // `is_index_requiring` made, for a URL).
-    let reader = crate::remote::open_with_keys(&args.file, || options).map_err(|e| report(&args, e.into()))?;
+    let reader = ctx.open_kept_or(&args.file, || options).map_err(|e| report(&args, e.into()))?;
     let path = args.file.display();
     let signers: Vec<String> = reader.signers().iter().map(|k| k.fingerprint()).collect();
     // A key holder checks every tag of an encrypted file: every chunk decrypts.

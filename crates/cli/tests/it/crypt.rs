@@ -428,3 +428,23 @@ fn signed_inputs_encrypt_and_tampered_headers_fail_inspect() {
     keygen(&dir, "symmetric", "other", false);
     check(["inspect", p(&enc), "--key", p(&dir.path("other.jwk"))], 0);
 }
+
+#[test]
+fn runs_in_one_process_each_see_only_their_own_keys() {
+    // `deathtensors.main([...])` from Python runs `main_with_args` again
+    // in the same process: a run's keys must not leak into the next one
+    // (they were first-run-wins process-wide state; issue #33).
+    let dir = Scratch::new("crypt-in-process");
+    keygen(&dir, "symmetric", "team", false);
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let enc = dir.path("enc.dt");
+    let team = dir.path("team.jwk");
+    check(["encrypt", p(&src), p(&enc), "--to", p(&team)], 0);
+    let main = |args: &[&str]| deathtensors_cli::main_with_args([&["deathtensors"], args].concat());
+    assert_eq!(main(&["decrypt", p(&enc), p(&dir.path("1.dt")), "--key", p(&team)]), 0);
+    // No key given: the first run's must not be used.
+    assert_eq!(main(&["decrypt", p(&enc), p(&dir.path("2.dt"))]), 2);
+    assert!(!dir.path("2.dt").exists());
+    assert_eq!(main(&["decrypt", p(&enc), p(&dir.path("3.dt")), "--key", p(&team)]), 0);
+    assert_eq!(std::fs::read(dir.path("1.dt")).unwrap(), std::fs::read(dir.path("3.dt")).unwrap());
+}

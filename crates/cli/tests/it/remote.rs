@@ -1,6 +1,7 @@
 //! URLs in place of paths: each reading command on a file served by nginx
 //! on loopback (started and stopped here; skipped with a message when nginx
-//! is not installed), its output the same as for the local file.
+//! is not installed), its output the same as for the local file; a URL
+//! is fetched once by each command (requests counted in nginx's access log).
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -30,7 +31,7 @@ pub(crate) fn nginx(dir: &Path) -> Option<Nginx> {
     let conf = format!(
         "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
          events {{ worker_connections 64; }}\n\
-         http {{ access_log off; client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp; \
+         http {{ access_log {d}/access.log; client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp; \
          uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;\n\
          server {{ listen 127.0.0.1:{port}; root {d}/www; location / {{ }} }} }}\n"
     );
@@ -86,4 +87,56 @@ fn reading_commands_take_urls() {
     check(["verify", "--allow-missing", index.as_str()], 0);
     let r = check(["ls", &format!("http://127.0.0.1:{}/none.dt", server.1)], 2);
     assert_one_error_line(&r, &["none.dt", "no such object"]);
+}
+
+/// The requests nginx logged for paths ending in `name` since `from` lines.
+fn requests(dir: &Scratch, name: &str, from: usize) -> usize {
+    let log = std::fs::read_to_string(dir.path("access.log")).unwrap_or_default();
+    log.lines().skip(from).filter(|l| l.contains(&format!("/{name} "))).count()
+}
+
+fn log_lines(dir: &Scratch) -> usize {
+    std::fs::read_to_string(dir.path("access.log")).unwrap_or_default().lines().count()
+}
+
+#[test]
+fn a_deathtensors_0_3_0_index_url_is_fetched_once() {
+    // https://github.com/death-legion/deathtensors/issues/30: the check
+    // "is it a sharded index?" and the command's own open of the index
+    // were two opens of the URL.
+    let dir = Scratch::new("remote-legacy-index");
+    std::fs::create_dir_all(dir.path("www")).unwrap();
+    let samples = valid("deathtensors-0.3.0/sdist-samples");
+    for e in std::fs::read_dir(&samples).unwrap() {
+        let e = e.unwrap();
+        if e.file_name().to_string_lossy().starts_with("sharded_model") {
+            std::fs::copy(e.path(), dir.path("www").join(e.file_name())).unwrap();
+        }
+    }
+    let index = "sharded_model.deathtensors";
+    // Its head fits the first ranged GET (64 KiB): one open, one request.
+    assert!(std::fs::metadata(samples.join(index)).unwrap().len() < 64 << 10);
+    let Some(server) = nginx(&dir.0) else { return };
+    let url = format!("http://127.0.0.1:{}/{index}", server.1);
+    let out = dir.path("merged.dt");
+    let local = json(["inspect", samples.join(index).to_str().unwrap()], 0);
+    let commands: [&[&str]; 4] = [
+        &["inspect", &url],
+        &["verify", "--allow-missing", &url],
+        &["convert", &url, out.to_str().unwrap()],
+        // With requirements the index (never signed) is refused, then read plain.
+        &["verify", "--require-signature", &url],
+    ];
+    for args in commands {
+        let from = log_lines(&dir);
+        let code = if args.contains(&"--require-signature") { 1 } else { 0 };
+        check(args, code);
+        assert_eq!(requests(&dir, index, from), 1 + usize::from(code == 1), "{}", args.join(" "));
+        // Every shard is read (verify, convert) or listed (inspect) through the index.
+        assert!(requests(&dir, "sharded_model-00001-of-0020.deathtensors", from) >= 1, "{}", args.join(" "));
+    }
+    let remote = json(["inspect", &url], 0);
+    assert_eq!(remote["tensors"], local["tensors"]);
+    assert_eq!(remote["shards"].as_array().unwrap().len(), 20);
+    check(["verify", out.to_str().unwrap(), "--allow-missing"], 0);
 }

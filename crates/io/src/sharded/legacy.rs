@@ -75,7 +75,7 @@ pub fn save_sharded_legacy(
         paths.push(shard_path);
     }
     let mut metadata = base;
-    metadata.insert("deathtensors.sharded".into(), "true".into());
+    metadata.insert(super::LEGACY_INDEX_MARKER.into(), "true".into());
     metadata.insert("deathtensors.shard.count".into(), count.to_string());
     metadata.insert("deathtensors.shards".into(), format!("[{}]", listing.join(", ")));
     save(path, Vec::new(), &WriteOptions { metadata: Some(metadata), ..options.clone() })?;
