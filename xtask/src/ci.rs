@@ -1,4 +1,6 @@
-//! Everything CI checks, in the order that fails fastest.
+//! Everything CI checks, in the order that fails fastest: the tests
+//! (`cargo xtask test`), then the slower checks (`cargo xtask checks`);
+//! `cargo xtask ci` runs both, as `.ci/run` does.
 
 use std::process::Command;
 
@@ -6,21 +8,69 @@ use crate::setup::NO_STD_TARGET;
 use crate::steps::Steps;
 use crate::util::{cargo, cargo_bin, exec};
 
+/// The seconds each fuzz target runs in `checks`: `--fuzz-seconds N`.
+fn fuzz_seconds(args: &[String]) -> Result<u64, String> {
+    match args {
+        [] => Ok(10),
+        [flag, n] if flag == "--fuzz-seconds" => n.parse().map_err(|_| format!("bad number {n:?}")),
+        _ => Err(format!("unexpected arguments {args:?}")),
+    }
+}
+
+/// `cargo xtask test`: every test, Rust and Python, on a dev build.
+pub fn run_test(args: &[String]) -> Result<(), String> {
+    if !args.is_empty() {
+        return Err(format!("test: unexpected arguments {args:?}"));
+    }
+    let mut steps = Steps::new("cargo xtask test");
+    test_steps(&mut steps)?;
+    eprintln!("xtask: all tests passed");
+    Ok(())
+}
+
+/// `cargo xtask checks`: lints, docs, the no_std and MSRV builds, the
+/// host's release artifacts, safetensors' own suite on that wheel, fuzz.
+pub fn run_checks(args: &[String]) -> Result<(), String> {
+    let fuzz = fuzz_seconds(args)?;
+    let mut steps = Steps::new("cargo xtask checks");
+    // Alone, it needs what `test` installs first (both are no-ops when done).
+    steps.run("setup (rustup targets, Debian packages, Azurite)", crate::setup::run_setup)?;
+    steps.run("python venv (.venv from PyPI)", crate::python::setup)?;
+    check_steps(&mut steps, fuzz)?;
+    eprintln!("xtask: all checks passed");
+    Ok(())
+}
+
+/// `cargo xtask ci` (what `.ci/run` runs): `test`, then `checks`, with one
+/// table of steps.
 pub fn run_ci(args: &[String]) -> Result<(), String> {
-    let fuzz_seconds = match args {
-        [] => 10,
-        [flag, n] if flag == "--fuzz-seconds" => n.parse().map_err(|_| format!("bad number {n:?}"))?,
-        _ => return Err(format!("unexpected arguments {args:?}")),
-    };
+    let fuzz = fuzz_seconds(args)?;
     disk_report("at the start");
     // Each step's time is printed at the end, pass or fail.
-    let mut steps = Steps::new("cargo xtask test");
+    let mut steps = Steps::new("cargo xtask ci (test, then checks)");
+    test_steps(&mut steps)?;
+    check_steps(&mut steps, fuzz)?;
+    disk_report("at the end");
+    eprintln!("xtask: all checks passed");
+    Ok(())
+}
+
+/// The tests: what a change is waited for.
+fn test_steps(steps: &mut Steps) -> Result<(), String> {
     steps.run("setup (rustup targets, Debian packages, Azurite)", crate::setup::run_setup)?;
     // Before the Rust tests: they start moto's S3 server from `.venv`.
     steps.run("python venv (.venv from PyPI)", crate::python::setup)?;
     steps.run("cargo fmt --check", || cargo(&["fmt", "--all", "--", "--check"]))?;
-    steps.run("clippy -D warnings", || cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     steps.run("cargo test --workspace", || cargo(&["test", "--workspace"]))?;
+    // The dev build of the tests above, plus pyo3 and the bindings.
+    steps.run("python: dev wheel into .venv", || crate::python::install_wheel_of("dev"))?;
+    steps.run("pytest", crate::python::pytest)
+}
+
+/// The checks that rarely fail and take long: lints, docs, other builds,
+/// the release artifacts.
+fn check_steps(steps: &mut Steps, fuzz_seconds: u64) -> Result<(), String> {
+    steps.run("clippy -D warnings", || cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     steps.run("format crate: serde_json backend tests, no_std builds, example", || {
         // The serde_json backend of the no_std build, with the same tests.
         cargo(&["test", "-p", "deathtensors-format", "--no-default-features"])?;
@@ -37,16 +87,14 @@ pub fn run_ci(args: &[String]) -> Result<(), String> {
     steps.run("msrv (rust-version toolchain)", crate::msrv::run)?;
     let _ = std::fs::remove_dir_all(crate::util::root().join("target/msrv"));
     // The release artifacts CI has time for: the host's CLI and wheel, the
-    // sdist (which builds a wheel of its own) and crates, signed sums. The
-    // host's wheel runs the whole pytest suite: the one run of it, on the
-    // artifact users get.
-    steps.run("dist --host (CLI, wheel + pytest, sdist, crates)", || crate::dist::run(&["--host".to_string()]))?;
+    // sdist (which builds a wheel of its own) and crates, signed sums; each
+    // tested, but pytest ran in the test steps already.
+    steps.run("dist --host (CLI, wheel, sdist, crates)", || {
+        crate::dist::run(&["--host".to_string(), "--no-pytest".to_string()])
+    })?;
     // safetensors 0.8.0's own test suite against our drop-in, on that wheel.
     steps.run("compat (safetensors 0.8.0's suite)", crate::compat::run_on_dist_wheel)?;
-    steps.run("fuzz smoke", || crate::fuzz::smoke(fuzz_seconds))?;
-    disk_report("at the end");
-    eprintln!("xtask: all checks passed");
-    Ok(())
+    steps.run("fuzz smoke", || crate::fuzz::smoke(fuzz_seconds))
 }
 
 /// The format crate alone (no I/O crate), on files written by the
@@ -79,8 +127,4 @@ fn disk_report(when: &str) {
     if free_kib.is_some_and(|k| k < 10 << 20) {
         eprintln!("xtask: warning: less than 10 GiB free; a full CI run builds about that much");
     }
-}
-
-pub fn run(args: &[String]) -> Result<(), String> {
-    run_ci(args)
 }

@@ -84,8 +84,8 @@ pub fn run() -> Result<(), String> {
     run_suite()
 }
 
-/// The suite on the host's wheel of `target/dist` (`cargo xtask test` runs
-/// it after `dist --host`, which built and tested that wheel): no wheel of
+/// The suite on the host's wheel of `target/dist` (`cargo xtask checks`
+/// runs it after `dist --host`, which built and tested that wheel): no wheel of
 /// its own to build.
 pub fn run_on_dist_wheel() -> Result<(), String> {
     crate::python::setup()?;

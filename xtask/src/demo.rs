@@ -6,7 +6,7 @@
 //! It installs only what it uses (maturin and numpy), none of the test
 //! suite's servers and packages, and builds with cargo's `dev` profile,
 //! which compiles in half the time of a release build and is fast enough
-//! for a small model. `cargo xtask test` builds the release artifacts, and
+//! for a small model. `cargo xtask checks` builds the release artifacts, and
 //! runs the format crate's own example (`crate::ci::format_example`), whose
 //! dev-dependencies (criterion, proptest, safetensors) the demo need not
 //! compile.

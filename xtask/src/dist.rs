@@ -43,6 +43,8 @@ struct Options {
     targets: Vec<String>,
     signing_key: Option<PathBuf>,
     test: bool,
+    /// Whether the host's wheel runs the whole pytest suite as well.
+    pytest: bool,
     allow_dirty: bool,
     compare: Option<PathBuf>,
     /// Test (and verify) a dist that is there already, without building.
@@ -55,6 +57,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         targets: Vec::new(),
         signing_key: None,
         test: true,
+        pytest: true,
         allow_dirty: false,
         compare: None,
         test_only: false,
@@ -67,6 +70,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--host" => o.targets.push(host()),
             "--target" => o.targets.push(value(a)?),
             "--no-test" => o.test = false,
+            "--no-pytest" => o.pytest = false,
             "--test-only" => o.test_only = true,
             "--allow-dirty" => o.allow_dirty = true,
             "--signing-key" => o.signing_key = Some(PathBuf::from(value(a)?)),
@@ -79,7 +83,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
 }
 
 pub const HELP: &str = "usage: cargo xtask dist [--host | --target TRIPLE ...] [--signing-key KEY.jwk] [--no-test]
-                         [--allow-dirty] [--compare OTHER_DIST_DIR] [--out DIR]
+                         [--no-pytest] [--allow-dirty] [--compare OTHER_DIST_DIR] [--out DIR]
 
   --host          only the host's CLI and wheel (and the sdist and crates)
   --target T      only target T's CLI and wheel (repeatable): x86_64-unknown-linux-gnu,
@@ -87,6 +91,8 @@ pub const HELP: &str = "usage: cargo xtask dist [--host | --target TRIPLE ...] [
   --signing-key   an Ed25519 JWK (`deathtensors keygen --type ed25519`) that signs
                   SHA256SUMS [default: a development key in target/dist-tools/]
   --no-test       build, sum and sign without testing the artifacts
+  --no-pytest     test the artifacts, but not the whole pytest suite on the host's wheel
+                  (`cargo xtask ci` runs it once, in its test half)
   --test-only     test and verify the dist in --out as it is, building nothing
   --allow-dirty   build from uncommitted changes (the artifacts are then not a commit's)
   --compare DIR   after building, report every artifact that differs from DIR's
@@ -99,7 +105,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     if o.test {
         // A full dist also builds a wheel from its sdist.
-        dist_test::run(&o.out, o.targets.is_empty())?;
+        dist_test::run(&o.out, o.targets.is_empty(), o.pytest)?;
     }
     sums::verify(&o.out, None)?;
     if let Some(other) = &o.compare {

@@ -13,8 +13,10 @@ use crate::util::{exec, output, root};
 use crate::{python, tools};
 
 /// Tests every artifact in `dist`; with `from_sdist`, also builds a wheel
-/// from the sdist (a release build: minutes) and smoke-tests it.
-pub fn run(dist: &Path, from_sdist: bool) -> Result<(), String> {
+/// from the sdist (a release build: minutes) and smoke-tests it; with
+/// `pytest`, the host's wheel also runs the whole pytest suite (CI runs it
+/// once, in `cargo xtask test`, and leaves it out here).
+pub fn run(dist: &Path, from_sdist: bool, pytest: bool) -> Result<(), String> {
     let version = workspace_version()?;
     let work = root().join("target/dist-test");
     let _ = std::fs::remove_dir_all(&work);
@@ -33,7 +35,7 @@ pub fn run(dist: &Path, from_sdist: bool) -> Result<(), String> {
         {
             test_cli(&path, target, &version, &work)?;
         } else if name.ends_with(".whl") {
-            test_wheel(&path, name, &version, &work)?;
+            test_wheel(&path, name, &version, &work, pytest)?;
         } else if name == &format!("deathtensors-{version}.tar.gz") {
             test_sdist(&path, &version)?;
             if from_sdist {
@@ -143,7 +145,7 @@ fn elf_facts(elf: &[u8]) -> Option<(u16, bool)> {
     Some((machine, interp))
 }
 
-fn test_wheel(wheel: &Path, name: &str, version: &str, work: &Path) -> Result<(), String> {
+fn test_wheel(wheel: &Path, name: &str, version: &str, work: &Path, pytest: bool) -> Result<(), String> {
     let arch = if name.contains("aarch64") { "aarch64" } else { "x86_64" };
     // `<name>-<version>-cp311-abi3-<platform tags>.whl`, the platform tags
     // being glibc 2.17's two names, in either order.
@@ -169,22 +171,25 @@ fn test_wheel(wheel: &Path, name: &str, version: &str, work: &Path) -> Result<()
         let py = venv.join("bin/python");
         exec(Command::new(&py).args(["-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]).arg(wheel))?;
         exec(Command::new(&py).arg(&smoke).arg(&valid).arg(&smoke_work).arg(version))?;
-        // The pytest suite, against this wheel: the test dependencies come
-        // from the project's .venv, after the wheel on sys.path.
-        python::setup()?;
-        let deps = output(
-            Command::new(python::python()).args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]),
-        )?;
-        std::fs::write(site.join("zz_test_deps.pth"), deps.trim()).map_err(|e| e.to_string())?;
-        let ours = "import deathtensors, os, sys; p = os.path.realpath(deathtensors.__file__); \
-                    assert p.startswith(os.path.realpath(sys.prefix)), p";
-        exec(Command::new(&py).args(["-c", ours]))?;
-        exec(
-            Command::new(&py)
-                // The slowest tests are listed, so that the next slow one is seen.
-                .args(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--durations=15"])
-                .arg(root().join("bindings/python/tests")),
-        )?;
+        if pytest {
+            // The pytest suite, against this wheel: the test dependencies
+            // come from the project's .venv, after the wheel on sys.path.
+            python::setup()?;
+            let deps = output(
+                Command::new(python::python())
+                    .args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]),
+            )?;
+            std::fs::write(site.join("zz_test_deps.pth"), deps.trim()).map_err(|e| e.to_string())?;
+            let ours = "import deathtensors, os, sys; p = os.path.realpath(deathtensors.__file__); \
+                        assert p.startswith(os.path.realpath(sys.prefix)), p";
+            exec(Command::new(&py).args(["-c", ours]))?;
+            exec(
+                Command::new(&py)
+                    // The slowest tests are listed, so that the next slow one is seen.
+                    .args(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--durations=15"])
+                    .arg(root().join("bindings/python/tests")),
+            )?;
+        }
     } else {
         // An arm64 CPython under qemu-user: a venv of its own, the wheel put
         // in it by the host's pip for the wheel's platform.

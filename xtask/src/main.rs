@@ -1,7 +1,9 @@
 //! `cargo xtask`: the project's automation. One file per task.
 //!
-//! - `cargo xtask test`: everything CI checks (what `.ci/run` runs).
-//! - `cargo xtask ci`: the same, under the name the workflows use.
+//! - `cargo xtask test`: every test, Rust and Python (a dev build).
+//! - `cargo xtask checks`: lints, docs, no_std and MSRV builds, release
+//!   artifacts, safetensors' suite, fuzz smoke.
+//! - `cargo xtask ci`: `test` then `checks` (what `.ci/run` runs).
 //! - `cargo xtask demo`: the README's main job.
 //! - `cargo xtask setup`: install what the build needs (rustup targets, ...).
 //! - `cargo xtask fuzz [--seconds N] [TARGET]`: run the fuzz targets.
@@ -36,7 +38,9 @@ fn main() -> ExitCode {
         None => ("help", &[][..]),
     };
     let result = match task {
-        "test" | "ci" => ci::run(rest),
+        "test" => ci::run_test(rest),
+        "checks" => ci::run_checks(rest),
+        "ci" => ci::run_ci(rest),
         "setup" => setup::run(),
         "demo" => demo::run(),
         "python" => python::test(),
@@ -65,10 +69,13 @@ fn main() -> ExitCode {
 const HELP: &str = "usage: cargo xtask <task>
 
 tasks:
-  test               everything CI checks: setup, fmt, clippy, tests, docs, no_std builds, msrv, the host's
-                     release artifacts (the wheel runs pytest), safetensors' suite, fuzz smoke; prints
-                     how long each step took
-  ci                 the same as test
+  test               every test: setup, fmt, cargo test, a dev wheel and pytest; prints how long each
+                     step took
+  checks [--fuzz-seconds N]
+                     the slower checks: clippy, no_std builds, rustdoc, msrv, the host's release
+                     artifacts (each tested), safetensors' suite on that wheel, fuzz smoke
+  ci [--fuzz-seconds N]
+                     test, then checks: everything CI runs (.ci/run)
   demo               the main job: build the package (one dev build) and show it at work on a model
   python             build the wheel, install it into .venv and run pytest
   compat             run safetensors 0.8.0's Python test suite against the deathtensors.safetensors drop-in

@@ -123,11 +123,18 @@ pub fn install_develop() -> Result<(), String> {
 /// Builds the wheel (release), checks what it ships, and installs it into
 /// `.venv`: the tests run against the real wheel, not a development tree.
 pub fn install_wheel() -> Result<(), String> {
+    install_wheel_of("release")
+}
+
+/// [`install_wheel`] built with the cargo profile `profile`: `dev` after
+/// `cargo test --workspace` recompiles only pyo3 and the bindings (a
+/// minute), where `release` builds every crate again.
+pub fn install_wheel_of(profile: &str) -> Result<(), String> {
     let out = root().join("target/wheels");
     let _ = std::fs::remove_dir_all(&out);
     exec(
         Command::new(venv().join("bin/maturin"))
-            .args(["build", "--release", "--quiet", "-m", "bindings/python/Cargo.toml", "-o"])
+            .args(["build", "--profile", profile, "--quiet", "-m", "bindings/python/Cargo.toml", "-o"])
             .arg(&out)
             .env("VIRTUAL_ENV", venv()),
     )?;
@@ -167,5 +174,15 @@ pub fn install_dist_wheel() -> Result<(), String> {
 pub fn test() -> Result<(), String> {
     setup()?;
     install_wheel()?;
-    exec(Command::new(python()).args(["-m", "pytest", "bindings/python/tests", "-q", "-p", "no:cacheprovider"]))
+    pytest()
+}
+
+/// The pytest suite against the package installed in `.venv`; the slowest
+/// tests are listed, so that the next slow one is seen.
+pub fn pytest() -> Result<(), String> {
+    exec(
+        Command::new(python())
+            .args(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--durations=15"])
+            .arg(root().join("bindings/python/tests")),
+    )
 }
