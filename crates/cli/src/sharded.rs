@@ -11,6 +11,7 @@ use deathtensors_io::{
 };
 use serde_json::{json, Value};
 
+use crate::args::VerifyArgs;
 use crate::context::RunContext;
 use crate::exit::{CheckFailed, ExitCode};
 use crate::out::{self, Out};
@@ -168,24 +169,12 @@ pub fn inspect(ctx: &RunContext, path: &Path, as_json: bool) -> anyhow::Result<E
 /// checksum the shards carry; every shard is opened with `options` (keys,
 /// trusted signers, requirements), so a shard that fails them fails. With
 /// `--json`, a failure is one JSON document too.
-pub fn verify(
-    ctx: &RunContext,
-    path: &Path,
-    options: ReadOptions,
-    allow_missing: bool,
-    as_json: bool,
-) -> anyhow::Result<ExitCode> {
-    verify_checked(ctx, path, options, allow_missing, as_json)
-        .map_err(|e| crate::cmd::verify::report_json(path, as_json, e))
+pub fn verify(ctx: &RunContext, args: &VerifyArgs, options: ReadOptions) -> anyhow::Result<ExitCode> {
+    verify_checked(ctx, args, options).map_err(|e| crate::cmd::verify::report_json(&args.file, args.json, e))
 }
 
-fn verify_checked(
-    ctx: &RunContext,
-    path: &Path,
-    options: ReadOptions,
-    allow_missing: bool,
-    as_json: bool,
-) -> anyhow::Result<ExitCode> {
+fn verify_checked(ctx: &RunContext, args: &VerifyArgs, options: ReadOptions) -> anyhow::Result<ExitCode> {
+    let (path, allow_missing, as_json) = (args.file.as_path(), args.allow_missing, args.json);
     let signature_required = options.require_signature || !options.trusted_signers.is_empty();
     let sharded = ctx.open_sharded(path, options)?;
     let rows = shard_rows(&sharded)?;

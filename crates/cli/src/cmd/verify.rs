@@ -102,7 +102,7 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     }
     let options = ctx.read_options_requiring(&args.signer, args.require_signature)?;
     if crate::sharded::is_index_requiring(ctx, &args.file, &options) {
-        return crate::sharded::verify(ctx, &args.file, options, args.allow_missing, args.json);
+        return crate::sharded::verify(ctx, &args, options);
     }
     // Signatures and requirements are checked at open (the one that
     // `is_index_requiring` made, for a URL).
