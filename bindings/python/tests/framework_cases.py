@@ -195,3 +195,165 @@ def test_a_dtype_the_framework_lacks_is_named(tmp_path):
     with dt.open(tmp_path / "l.dt") as f, pytest.raises(DeathTensorsError, match=f"'w'.*{LACKING}.*{FW}"):
         f.get_tensor("w", framework=FW)
 
+
+
+def _paddle_only():
+    if FW != "paddle":
+        pytest.skip("Paddle's bulk load (deathtensors._frameworks.paddle_tensors)")
+
+
+def paddle_sample():
+    """Every dtype Paddle has, several shapes (a scalar, an empty tensor, a
+    1-D and a 3-D one), with values that tell the tensors apart."""
+    out = {code: make(VALUES + i, name) for i, (code, name) in enumerate(DTYPES.items()) if code != "BOOL"}
+    out["BOOL"] = make(VALUES > 1, "bool")
+    out["scalar"] = make(np.float32(3.5), "float32")
+    out["empty"] = make(np.zeros((3, 0, 2), np.float32), "bfloat16")
+    out["flat"] = make(np.arange(1000, dtype=np.float32), "float16")
+    out["cube"] = make(np.arange(24, dtype=np.float32).reshape(2, 3, 4), "bfloat16")
+    return out
+
+
+def loads(path):
+    """Paddle's loads of `path`: the drop-in's load_file, safe_open's
+    get_tensors, and our API's (mapped and copied)."""
+    from deathtensors.safetensors import safe_open
+
+    def api(copy):
+        with dt.open(path) as f:
+            return f.get_tensors(framework="paddle", copy=copy)
+
+    def opened():
+        with safe_open(path, framework="paddle") as f:
+            return f.get_tensors()
+
+    return {"load_file": lambda: ours.load_file(path), "safe_open": opened, "api": lambda: api(False), "copy": lambda: api(True)}
+
+
+@pytest.mark.parametrize("kind", ["safetensors", "deathtensors"])
+def test_paddle_loads_every_dtype_over_one_mapping(tmp_path, kind):
+    _paddle_only()
+    src = paddle_sample()
+    path = tmp_path / f"m.{kind}"
+    if kind == "safetensors":
+        src.pop("C128")  # not a safetensors dtype
+        real.save_file(dict(src), path)  # tensors at 8-byte, not 64-byte, offsets
+    else:
+        dt.save(path, src)
+    for how, load in loads(path).items():
+        got = load()
+        assert list(got) == list(ours.load_file(path)), how
+        for k, v in src.items():
+            same(got[k], v)
+            assert got[k].dtype == v.dtype and got[k].place.is_cpu_place(), (how, k)
+        if how != "copy":
+            # The file's bytes themselves: each tensor where its bytes lie in
+            # one mapping of the data.
+            with dt.open(path) as f:
+                base = got["F32"].data_ptr() - f.info("F32")["data_offsets"][0]
+                for k in src:
+                    if k != "empty":
+                        assert got[k].data_ptr() == base + f.info(k)["data_offsets"][0], (how, k)
+        # Usable as any tensor: arithmetic, and written in place.
+        assert float((got["F32"] * 2).sum()) == 2 * float(got["F32"].sum())
+        got["cube"][0, 0, 0] = 100
+        assert float(got["cube"].astype("float32")[0, 0, 0]) == 100.0
+
+
+def test_paddle_tensors_outlive_the_file_and_never_write_to_it(tmp_path):
+    _paddle_only()
+    import gc
+
+    src = paddle_sample()
+    path = tmp_path / "m.dt"
+    dt.save(path, src)
+    before = path.read_bytes()
+    for how, load in loads(path).items():
+        got = load()
+        gc.collect()  # the file object, the reader and the mapping's other owners are gone
+        got["F32"][0, 0] = -7
+        got["BF16"] += 1
+        assert path.read_bytes() == before, how  # copy-on-write: writes stay in the process
+        dt.save(path, {"F32": make(np.zeros((3, 4), np.float32), "float32")})  # replaced by a rename
+        os.remove(path)
+        gc.collect()
+        assert float(got["F32"][0, 0]) == -7.0
+        same(got["BF16"], src["BF16"] + 1)
+        for k in ("F16", "I64", "F8_E4M3", "cube", "scalar"):
+            same(got[k], src[k])
+        dt.save(path, src)
+        before = path.read_bytes()
+
+
+def test_paddle_loads_twice_share_no_memory(tmp_path):
+    # Each load maps the file anew: two loads' tensors never share bytes
+    # (nor, what Paddle's frombuffer cannot survive, a start address).
+    _paddle_only()
+    path = tmp_path / "m.dt"
+    src = paddle_sample()
+    dt.save(path, src)
+    for load in loads(path).values():
+        a, b = load(), load()
+        assert all(a[k].data_ptr() != b[k].data_ptr() for k in a if k != "empty")
+        a["F32"][0, 0] = -9
+        same(b["F32"], src["F32"])
+        with dt.open(path) as f:
+            views = [f.get_tensor_view("F32", framework="paddle") for _ in range(2)]  # copies of the shared mapping
+        assert views[0].data_ptr() != views[1].data_ptr()
+        del a, b, views
+
+
+def test_paddle_loads_of_a_signed_file_check_every_byte(tmp_path):
+    # A signed file's tensors are read and checked against their signed
+    # digests, never mapped: a flipped byte raises instead of loading.
+    _paddle_only()
+    from deathtensors.safetensors import SafetensorError, safe_open
+
+    src = {"small": make(VALUES, "float32"), "big": make(np.arange(1 << 18, dtype=np.float32), "bfloat16")}
+    path = tmp_path / "m.dt"
+    dt.save(path, src, sign=dt.generate_key("ed25519"))
+    for load in loads(path).values():
+        for k, v in load().items():
+            same(v, src[k])
+    raw = bytearray(path.read_bytes())
+    with dt.open(path) as f:
+        data_len = max(f.info(k)["data_offsets"][1] for k in f.keys())
+        big_start = f.info("big")["data_offsets"][0]
+    raw[len(raw) - 32 - (96 + 16) - data_len + big_start + 1000] ^= 1  # before the footer and one signature
+    path.write_bytes(bytes(raw))
+    with dt.open(path) as f:
+        same(f.get_tensor("small", framework="paddle"), src["small"])
+        with pytest.raises(dt.IntegrityError, match="big"):
+            f.get_tensor("big", framework="paddle")
+        for copy in (False, True):
+            with pytest.raises(dt.IntegrityError, match="big"):
+                f.get_tensors(framework="paddle", copy=copy)
+    with pytest.raises(SafetensorError, match="big"):
+        ours.load_file(path)
+    with safe_open(path, framework="paddle") as f, pytest.raises(SafetensorError, match="big"):
+        f.get_tensors()
+    # Unsigned, with digests: a load asked to verify checks them.
+    plain = tmp_path / "plain.dt"
+    dt.save(plain, src, checksum=True)
+    raw = bytearray(plain.read_bytes())
+    with dt.open(plain) as f:
+        off = f.info("big")["file_offset"]
+    raw[off + 1000] ^= 1
+    plain.write_bytes(bytes(raw))
+    with dt.open(plain) as f:
+        with pytest.raises(dt.IntegrityError, match="big"):
+            f.get_tensor("big", framework="paddle", verify=True)
+    with pytest.raises(dt.IntegrityError, match="big"):
+        dt.open(plain, verify=True)
+
+
+def test_paddle_bulk_load_names_a_dtype_paddle_lacks(tmp_path):
+    _paddle_only()
+    from deathtensors.safetensors import SafetensorError, safe_open
+
+    path = tmp_path / "l.safetensors"
+    dt.save(path, {"ok": np.ones(4, np.float32), "w": np.ones(4, np.uint16)}, format="safetensors")
+    with dt.open(path) as f, pytest.raises(DeathTensorsError, match="'w'.*U16.*paddle"):
+        f.get_tensors(framework="paddle")
+    with safe_open(path, framework="paddle") as f, pytest.raises(SafetensorError, match="U16"):
+        f.get_tensors()

@@ -301,10 +301,14 @@ def from_blob(framework: str, layout: list, arena: Any) -> Dict[str, Any]:
 def _from_blob(framework: str, layout: list, arena: Any, out: Dict[str, Any]) -> Dict[str, Any]:
     names = {row[1] for row in layout}
     other = _frameworks.canonical(framework)
+    if other == "paddle":
+        # Over the arena's bytes, no numpy in between (a few microseconds a
+        # tensor).
+        return _frameworks.paddle_tensors(layout, arena, out)
     if other is not None:
-        # JAX, TensorFlow and Paddle tensors over the arena's bytes where
-        # they are 64-byte aligned (those dt.save writes are), one copy
-        # otherwise; MLX copies.
+        # JAX and TensorFlow tensors over the arena's bytes where they are
+        # 64-byte aligned (those dt.save writes are), one copy otherwise;
+        # MLX copies.
         import numpy as np
 
         for d in names:

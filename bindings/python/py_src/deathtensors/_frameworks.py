@@ -4,17 +4,17 @@ the bytes of their tensors to save.
 None of them is required, and none is imported until a call names it (a
 value to save is recognised only if its framework is already imported).
 
-Loading: JAX (``jax.device_put`` of a numpy array), TensorFlow and Paddle
-(DLPack) take memory they did not allocate, so a tensor is the loaded bytes
-themselves, no copy: always for Paddle, and for JAX and TensorFlow when
-those lie at a multiple of 64 bytes (files ``dt.save`` writes align every
-tensor so). Other bytes are copied once into
-fresh 64-byte-aligned memory: TensorFlow's kernels abort the process on a
-tensor that is not (Eigen's alignment check), and JAX would copy them
-itself. bfloat16 reaches TensorFlow as a uint16 DLPack tensor and
-``tf.bitcast``, which shares the buffer; float8 reaches Paddle as uint8 and
-``Tensor.view``, bfloat16 through ``frombuffer``. MLX allocates all its arrays itself: ``mx.array`` copies
-once.
+Loading: JAX (``jax.device_put`` of a numpy array), TensorFlow (DLPack)
+and Paddle (``frombuffer``, as safetensors.paddle) take memory they did not
+allocate, so a tensor is the loaded bytes themselves, no copy: always for
+Paddle, and for JAX and TensorFlow when those lie at a multiple of 64 bytes
+(files ``dt.save`` writes align every tensor so). Other bytes are copied
+once into fresh 64-byte-aligned memory: TensorFlow's kernels abort the
+process on a tensor that is not (Eigen's alignment check), and JAX would
+copy them itself. bfloat16 reaches TensorFlow as a uint16 DLPack tensor and
+``tf.bitcast``, which shares the buffer. A whole file's Paddle tensors are
+made over one buffer by :func:`paddle_tensors`, with no numpy in between.
+MLX allocates all its arrays itself: ``mx.array`` copies once.
 """
 
 from __future__ import annotations
@@ -142,23 +142,68 @@ def tensor(framework: str, code: str, shape: list, raw: Any, name: str = "") -> 
         # On the CPU, device_put aliases an aligned numpy array (it holds a
         # reference to it); on an accelerator it copies there.
         return mod.device_put(array)
-    carrier = np.dtype(_CARRIER.get(code) or _dtypes.numpy_dtype(code))
     if framework == "tensorflow":
         dtype = getattr(mod, _TF[code])
         if not nbytes:
             return mod.zeros(shape, dtype=dtype)
+        carrier = np.dtype(_CARRIER.get(code) or _dtypes.numpy_dtype(code))
         t = mod.experimental.dlpack.from_dlpack(raw.view(carrier).reshape(shape).__dlpack__())
         return mod.bitcast(t, dtype) if t.dtype != dtype else t  # bitcast shares the buffer
     # paddle
     dtype = getattr(mod, _PADDLE[code])
     if not nbytes:
         return mod.zeros(shape, dtype=dtype)
-    if code == "BF16":
-        # DLPack's uint16 has no view_dtype kernel in Paddle; frombuffer
-        # (what safetensors.paddle uses) takes the buffer as it is.
-        return mod.base.core.frombuffer(memoryview(raw), dtype).reshape(shape)
-    t = mod.utils.dlpack.from_dlpack(raw.view(carrier).reshape(shape))
-    return t.view(dtype) if t.dtype != dtype else t  # float8: uint8 viewed, shared
+    frombuffer, view_shape = _paddle_makers(mod)
+    return view_shape(frombuffer(raw, dtype), shape)
+
+
+def _paddle_makers(paddle: Any) -> tuple[Any, Any]:
+    """Paddle's two cheapest calls that make a tensor over memory it did
+    not allocate (3 us a tensor, where ``paddle.utils.dlpack.from_dlpack``
+    takes 17 and ``Tensor.reshape`` 5): ``core.frombuffer`` (what
+    safetensors.paddle's ``load`` uses: a 1-D tensor of any dtype over a
+    writable buffer, holding a reference to it) and ``_C_ops.view_shape``
+    (the same memory in another shape; ``Tensor.reshape`` where a Paddle
+    lacks it).
+
+    Paddle keys the deleters of ``frombuffer``'s tensors by address: two
+    live ones starting at the same address abort the process when the
+    second is freed. Every caller here hands it memory no other tensor
+    starts at (a tensor's own bytes in a fresh mapping or fresh memory;
+    zero-byte tensors are made by ``zeros``)."""
+    view_shape = getattr(paddle._C_ops, "view_shape", None)
+    if view_shape is None:  # pragma: no cover -- Paddle before 2.6
+        def view_shape(t: Any, shape: list) -> Any:
+            return t.reshape(shape)
+    return paddle.base.core.frombuffer, view_shape
+
+
+def paddle_tensors(rows: Any, arena: Any, out: dict) -> dict:
+    """Paddle tensors over `arena`, a buffer holding their bytes (a fresh
+    copy-on-write mapping of a file's data blob, or fresh memory read from
+    it), one per row ``(name, code, shape, start, end, aligned)`` (as
+    ``Reader.layout()`` gives), put in `out` (returned): each over its own
+    bytes in `arena`, no copy, so that a load costs a few microseconds a
+    tensor. A tensor not aligned for its dtype, or any tensor of a
+    read-only `arena`, is copied once. Raises a DeathTensorsError naming a
+    dtype Paddle lacks before making any tensor."""
+    rows = list(rows)
+    for code in {row[1] for row in rows}:
+        check_dtype("paddle", code, next(r[0] for r in rows if r[1] == code))
+    paddle = module("paddle")
+    frombuffer, view_shape = _paddle_makers(paddle)
+    dtypes = {code: getattr(paddle, _PADDLE[code]) for code in {row[1] for row in rows}}
+    whole = memoryview(arena).cast("B") if len(arena) else None
+    writable = whole is not None and not whole.readonly
+    for name, code, shape, start, end, aligned in rows:
+        dtype = dtypes[code]
+        if end == start or whole is None:
+            out[name] = paddle.zeros(shape, dtype=dtype)
+            continue
+        raw = whole[start:end] if aligned and writable else bytearray(whole[start:end])  # the one copy
+        t = frombuffer(raw, dtype)
+        out[name] = view_shape(t, shape) if len(shape) != 1 else t
+    return out
 
 
 def to_buffer(name: str, value: Any) -> Optional[tuple[str, list[int], Any]]:
