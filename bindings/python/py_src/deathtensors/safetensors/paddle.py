@@ -1,9 +1,13 @@
 """``safetensors.paddle`` over the deathtensors core: saving and loading
 dicts of Paddle tensors with safetensors 0.8.0's API.
 
-Loaded tensors are the file's bytes themselves where they lie at a multiple
-of 64 bytes (DLPack over a copy-on-write mapping; float8 through
-``Tensor.view``), else one copy into fresh aligned memory, then moved to
+Loaded tensors are the file's bytes themselves, at any address, as
+safetensors.paddle's are: ``load_file`` maps the data once, copy-on-write,
+and makes every tensor over its bytes with ``core.frombuffer`` and
+``view_shape`` (``deathtensors._frameworks.paddle_tensors``); writes stay in
+the process, and the tensors outlive the file. Tensors not aligned for
+their dtype, and files whose tensors are checked as they are read (signed,
+compressed, encrypted), are read into fresh memory. Then they are moved to
 `device`. Saving reads each tensor's own memory, as safetensors does, but
 also takes non-contiguous tensors (copied once). Paddle has no uint16,
 uint32, uint64, F8_E8M0 or FNUZ types: such tensors are an error naming
