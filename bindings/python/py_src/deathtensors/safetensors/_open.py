@@ -334,9 +334,10 @@ class safe_open:
     Args:
         filename: the file to open (a deathtensors file works too).
         framework: ``"pt"`` (torch), ``"np"`` (numpy), ``"flax"``/``"jax"``,
-            ``"tf"``/``"tensorflow"``, ``"paddle"`` or ``"mlx"``: JAX,
-            TensorFlow and Paddle tensors are the loaded bytes themselves
-            where 64-byte aligned, else one copy; MLX copies once.
+            ``"tf"``/``"tensorflow"``, ``"paddle"`` or ``"mlx"``: JAX and
+            TensorFlow tensors are the loaded bytes themselves where 64-byte
+            aligned, else one copy; Paddle tensors are, at any address; MLX
+            copies once.
         device: where tensors go (``"cpu"``, ``"cuda:0"``, ``0``, ...);
             only ``"cpu"`` for frameworks other than torch and paddle.
         backend: ``"mmap"`` (the default) maps the file; ``"pread"`` reads
