@@ -3,6 +3,10 @@ Paddle and MLX: safetensors 0.8.0's ``safetensors.<framework>.load_file``
 against the drop-in's, and one memcpy of the data (fresh memory, as a
 copying load needs) for scale. One run each, warm page cache, each
 framework in a process of its own (TensorFlow and Paddle cannot share one).
+A load under a second is repeated (five times in all, the same for both
+sides) and its fastest run kept: on a shared machine a 30 ms load's wall
+time is mostly time spent waiting for a core. Each figure is given as wall
+time and as the process's CPU time during it.
 
     .venv/bin/python bindings/python/benches/frameworks_bench.py [DIR]
 """
@@ -24,25 +28,32 @@ __import__({"jax": "jax", "tensorflow": "tensorflow", "paddle": "paddle", "mlx":
 if which == "memcpy":
     with open(path, "rb") as f:
         data = np.frombuffer(f.read(), np.uint8)  # the data, in memory
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     out = np.empty_like(data)
     np.copyto(out, data)
-    print(time.perf_counter() - t)
+    print(time.perf_counter() - t, time.process_time() - c)
     sys.exit()
 if which == "ours":
     import deathtensors.safetensors as s
     load_file = __import__(f"deathtensors.safetensors.{module}", fromlist=["x"]).load_file
 else:
     load_file = __import__(f"safetensors.{module}", fromlist=["x"]).load_file
-t = time.perf_counter()
-got = load_file(path)
-if fw == "mlx":
-    import mlx.core as mx
-    mx.eval(list(got.values()))
-elif fw == "jax":
-    import jax
-    jax.block_until_ready(list(got.values()))
-print(time.perf_counter() - t)
+def run():
+    t, c = time.perf_counter(), time.process_time()
+    got = load_file(path)
+    if fw == "mlx":
+        import mlx.core as mx
+        mx.eval(list(got.values()))
+    elif fw == "jax":
+        import jax
+        jax.block_until_ready(list(got.values()))
+    return time.perf_counter() - t, time.process_time() - c
+best = run()
+if best[0] < 1:
+    for _ in range(4):
+        gc.collect()
+        best = min(best, run())
+print(*best)
 """
 
 
@@ -64,20 +75,21 @@ def main():
             pass  # warm
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", GLOG_minloglevel="3")
     print(f"{len(spec)} tensors, {os.path.getsize(path) / 2**30:.2f} GiB")
-    print("| framework | safetensors 0.8.0 | deathtensors | ratio | one memcpy |")
-    print("|---|---|---|---|---|")
+    print("| framework | safetensors 0.8.0 | deathtensors | ratio | CPU time (theirs, ours, ratio) | one memcpy (ours / it) |")
+    print("|---|---|---|---|---|---|")
     for fw in sys.argv[2:] or MODULES:
-        times = {}
+        wall, cpu = {}, {}
         for which in ("real", "ours", "memcpy"):
             r = subprocess.run([sys.executable, "-c", WORKER, fw, path, which], capture_output=True, text=True, env=env)
             if r.returncode:
-                times[which] = float("nan")
+                wall[which] = cpu[which] = float("nan")
                 print(f"{fw} {which} failed: {r.stderr[-500:]}", file=sys.stderr)
             else:
-                times[which] = float(r.stdout.strip().splitlines()[-1])
+                wall[which], cpu[which] = map(float, r.stdout.strip().splitlines()[-1].split())
         print(
-            f"| {fw} | {times['real']:.3f} s | {times['ours']:.3f} s | {times['ours'] / times['real']:.2f}x "
-            f"| {times['memcpy']:.3f} s ({times['ours'] / times['memcpy']:.2f}x) |",
+            f"| {fw} | {wall['real']:.3f} s | {wall['ours']:.3f} s | {wall['ours'] / wall['real']:.2f}x "
+            f"| {cpu['real']:.3f} s, {cpu['ours']:.3f} s, {cpu['ours'] / cpu['real']:.2f}x "
+            f"| {wall['memcpy']:.3f} s ({wall['ours'] / wall['memcpy']:.2f}x) |",
             flush=True,
         )
 
