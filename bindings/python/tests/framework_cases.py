@@ -357,3 +357,23 @@ def test_paddle_bulk_load_names_a_dtype_paddle_lacks(tmp_path):
         f.get_tensors(framework="paddle")
     with safe_open(path, framework="paddle") as f, pytest.raises(SafetensorError, match="U16"):
         f.get_tensors()
+
+
+def test_paddle_bulk_load_copies_a_tensor_not_aligned_for_its_dtype(tmp_path):
+    # A float32 at byte 1 of the data (a safetensors file may lay one out
+    # so): copied once into memory aligned for it; its neighbour is not.
+    _paddle_only()
+    import json
+    import struct
+
+    header = json.dumps({
+        "a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},
+        "b": {"dtype": "F32", "shape": [2], "data_offsets": [1, 9]},
+    }).encode()
+    header += b" " * (-len(header) % 8)
+    path = tmp_path / "odd.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\x07" + np.array([1.5, -2], np.float32).tobytes())
+    for how, load in loads(path).items():
+        got = load()
+        assert got["b"].data_ptr() % 4 == 0, how
+        assert got["b"].numpy().tolist() == [1.5, -2.0] and got["a"].numpy().tolist() == [7], how
