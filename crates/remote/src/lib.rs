@@ -53,12 +53,14 @@ mod options;
 mod runtime;
 mod stats;
 mod store;
+mod upload;
 
 pub use crate::{
     cache::Cache,
     open::{is_url, open, open_any, open_sharded, open_sharded_any, open_sharded_from, prefetch, RemoteOpener},
     options::RemoteOptions,
     stats::Stats,
+    upload::{delete, get, list, put, size, upload},
 };
 
 // The README's examples compile as doc tests.

@@ -3,7 +3,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Requests made and bytes received by the readers that share it (clones
+/// Requests made and bytes received (and sent, by uploads) by the readers
+/// and uploads that share it (clones
 /// share the counts).
 #[derive(Clone, Debug, Default)]
 pub struct Stats(Arc<Counts>);
@@ -14,6 +15,8 @@ struct Counts {
     bytes: AtomicU64,
     retries: AtomicU64,
     cache_hits: AtomicU64,
+    writes: AtomicU64,
+    bytes_sent: AtomicU64,
 }
 
 impl Stats {
@@ -35,6 +38,23 @@ impl Stats {
     /// Reads served by the local cache.
     pub fn cache_hits(&self) -> u64 {
         self.0.cache_hits.load(Ordering::Relaxed)
+    }
+
+    /// Requests that write (PUTs, the parts of multipart uploads and the
+    /// requests that start and complete them, DELETEs), counted once they
+    /// succeed.
+    pub fn writes(&self) -> u64 {
+        self.0.writes.load(Ordering::Relaxed)
+    }
+
+    /// Body bytes sent by uploads.
+    pub fn bytes_sent(&self) -> u64 {
+        self.0.bytes_sent.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn sent(&self, requests: u64, bytes: u64) {
+        self.0.writes.fetch_add(requests, Ordering::Relaxed);
+        self.0.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
     }
 
     pub(crate) fn cache_hit(&self) {

@@ -16,6 +16,7 @@ mod http;
 mod proxy;
 mod s3;
 mod servers;
+mod upload;
 
 use std::path::{Path, PathBuf};
 
