@@ -212,6 +212,20 @@ Examples:
   deathtensors blob export emb first.safetensors --rows 0:1000
   deathtensors blob convert old_tensorblob_dir emb")]
     Blob(BlobArgs),
+
+    /// Write a distributed checkpoint (deathtensors.distributed) as one file or a Hugging Face checkpoint.
+    #[command(after_help = "\
+Reads the checkpoint's deathtensors.json and its rank files (every block checked
+against its digest), without a process group. OUT a directory (existing, or ending
+in /): model-0000k-of-0000n.safetensors and model.safetensors.index.json, which
+transformers loads. Otherwise one file, with the non-tensor values as JSON in its
+metadata (dcp.values). Memory: one output shard (the whole model for one file) plus
+one block.
+
+Examples:
+  deathtensors consolidate ckpt/step-1000 model.safetensors
+  deathtensors consolidate ckpt/step-1000 hf-model/ --max-shard-bytes 2000000000")]
+    Consolidate(crate::cmd::consolidate::ConsolidateArgs),
 }
 
 /// Options of `blob`.

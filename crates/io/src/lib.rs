@@ -29,6 +29,7 @@ mod compress;
 mod copy;
 mod crypt;
 mod cryptotensors;
+mod dcp;
 mod diff;
 mod error;
 mod fork;
@@ -66,6 +67,7 @@ pub use crate::{
         X25519PublicKey, X25519SecretKey,
     },
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
+    dcp::{consolidate, ConsolidateOptions, DCP_METADATA, DEFAULT_MAX_SHARD_BYTES},
     diff::{diff, Compare, Diff, MetadataChange, ValueDiff},
     error::{Error, ErrorKind, Result},
     huge_pages::{huge_pages_pay, HUGE_PAGE},

@@ -4,6 +4,7 @@
 
 mod cat;
 mod collection;
+mod consolidate;
 mod convert;
 mod crypt;
 mod dead_server;

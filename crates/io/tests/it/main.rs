@@ -8,6 +8,7 @@ mod collection_snapshot;
 mod compress;
 mod crypt;
 mod cryptotensors;
+mod dcp;
 mod fixtures;
 mod parity;
 mod roundtrip;

@@ -1,0 +1,512 @@
+//! Consolidation of distributed checkpoints (`deathtensors.distributed`'s
+//! `StorageWriter`, `docs/DISTRIBUTED.md`): the JSON metadata
+//! (`deathtensors.json`) read and checked, each tensor's chunks read block
+//! by block from the rank files (each block checked against its digest) and
+//! put together, then written as one file or as a Hugging Face sharded
+//! checkpoint. The command line's `consolidate` and Python's
+//! `deathtensors.distributed.consolidate` both run this code.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use deathtensors_format::{Dtype, Format, Metadata, TensorSpec};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::reader::Reader;
+use crate::writer::{save, WriteOptions};
+
+/// The metadata document's name in a checkpoint directory.
+pub const DCP_METADATA: &str = "deathtensors.json";
+/// The largest metadata document read (as `deathtensors.distributed`).
+const MAX_METADATA_BYTES: u64 = 512 << 20;
+/// Tensors of more dimensions are refused.
+const MAX_RANK: usize = 64;
+/// Hugging Face's default largest shard.
+pub const DEFAULT_MAX_SHARD_BYTES: u64 = 5 << 30;
+const DOING: &str = "cannot consolidate";
+
+/// What `consolidate` writes.
+#[derive(Clone, Debug)]
+pub struct ConsolidateOptions {
+    /// For a directory output, the largest shard (a larger tensor gets a
+    /// shard of its own). Default 5 GiB.
+    pub max_shard_bytes: u64,
+    /// For a single file: safetensors, or deathtensors with per-tensor
+    /// SHA-256. Default: safetensors if the name ends in `.safetensors`.
+    pub format: Option<Format>,
+    /// fsync the outputs. Default true.
+    pub durable: bool,
+}
+
+impl Default for ConsolidateOptions {
+    fn default() -> ConsolidateOptions {
+        ConsolidateOptions { max_shard_bytes: DEFAULT_MAX_SHARD_BYTES, format: None, durable: true }
+    }
+}
+
+/// One saved chunk of a tensor: where its blocks are.
+#[derive(Debug)]
+struct Chunk {
+    offsets: Vec<u64>,
+    sizes: Vec<u64>,
+    file: String,
+    rows: u64,
+    sha256: Option<Vec<String>>,
+}
+
+/// A tensor of the checkpoint.
+#[derive(Debug)]
+struct Tensor {
+    dtype: Dtype,
+    size: Vec<u64>,
+    chunks: Vec<Chunk>,
+}
+
+impl Tensor {
+    fn byte_len(&self) -> u64 {
+        self.size.iter().product::<u64>() * self.dtype.bits() / 8
+    }
+}
+
+/// The metadata document, checked.
+#[derive(Debug)]
+struct Document {
+    save_id: String,
+    files: HashMap<String, (u64, u64)>,
+    tensors: BTreeMap<String, Tensor>,
+    values: Map<String, Value>,
+}
+
+/// torch's dtype names (as the metadata stores them) to ours.
+fn dtype(name: &str) -> Option<Dtype> {
+    Some(match name {
+        "float32" => Dtype::F32,
+        "float64" => Dtype::F64,
+        "float16" => Dtype::F16,
+        "bfloat16" => Dtype::BF16,
+        "int8" => Dtype::I8,
+        "int16" => Dtype::I16,
+        "int32" => Dtype::I32,
+        "int64" => Dtype::I64,
+        "uint8" => Dtype::U8,
+        "uint16" => Dtype::U16,
+        "uint32" => Dtype::U32,
+        "uint64" => Dtype::U64,
+        "bool" => Dtype::BOOL,
+        "complex64" => Dtype::C64,
+        "complex128" => Dtype::C128,
+        "float8_e4m3fn" => Dtype::F8_E4M3,
+        "float8_e5m2" => Dtype::F8_E5M2,
+        _ => return None,
+    })
+}
+
+fn nat(v: &Value) -> Option<u64> {
+    v.as_u64()
+}
+
+fn dims(v: &Value) -> Option<Vec<u64>> {
+    let list = v.as_array().filter(|l| l.len() <= MAX_RANK)?;
+    list.iter().map(nat).collect()
+}
+
+fn is_rank_file(name: &str, save_id: &str) -> Option<u64> {
+    let rest = name.strip_prefix("rank-")?;
+    let (rank, rest) = rest.split_once('-')?;
+    let (id, ext) = rest.split_once('.')?;
+    let ok = (5..=9).contains(&rank.len())
+        && rank.bytes().all(|b| b.is_ascii_digit())
+        && id == save_id
+        && matches!(ext, "dt" | "safetensors");
+    ok.then(|| rank.parse().ok()).flatten()
+}
+
+/// Parses and checks the document `data` read from `path`.
+fn parse(data: &[u8], path: &Path) -> Result<Document> {
+    let bad = |why: String| Error::input(format!("invalid checkpoint metadata: {why}"), path, DOING);
+    if data.len() >= 2 && data[0] == 0x80 && (2..=5).contains(&data[1]) {
+        return Err(bad("this is a pickle, not JSON; deathtensors never unpickles metadata".into()));
+    }
+    let doc: Value = serde_json::from_slice(data).map_err(|e| bad(format!("not a JSON document ({e})")))?;
+    let doc = doc.as_object().ok_or_else(|| bad("not a JSON object".into()))?;
+    if doc.get("deathtensors_dcp").and_then(Value::as_u64) != Some(1) {
+        return Err(bad(format!(
+            "version {}, this reader knows 1",
+            doc.get("deathtensors_dcp").unwrap_or(&Value::Null)
+        )));
+    }
+    let save_id = doc.get("save_id").and_then(Value::as_str).unwrap_or("");
+    if save_id.len() != 16 || !save_id.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        return Err(bad("save_id must be 16 lowercase hex digits".into()));
+    }
+    let fmt = doc.get("format").and_then(Value::as_str);
+    let ext = match fmt {
+        Some("deathtensors") => "dt",
+        Some("safetensors") => "safetensors",
+        _ => return Err(bad(format!("format {}", doc.get("format").unwrap_or(&Value::Null)))),
+    };
+    let mut files = HashMap::new();
+    for (name, f) in doc.get("files").and_then(Value::as_object).ok_or_else(|| bad("files must be an object".into()))? {
+        let rank = is_rank_file(name, save_id)
+            .filter(|_| name.ends_with(&format!(".{ext}")))
+            .ok_or_else(|| bad(format!("file {name:?} is not a rank file of save {save_id}")))?;
+        let (r, size) = (f.get("rank").and_then(nat), f.get("size").and_then(nat));
+        match (r, size) {
+            (Some(r), Some(size)) if r == rank => files.insert(name.clone(), (rank, size)),
+            _ => return Err(bad(format!("file {name:?}: needs rank (as in its name) and size"))),
+        };
+    }
+    let mut tensors = BTreeMap::new();
+    for (fqn, t) in
+        doc.get("tensors").and_then(Value::as_object).ok_or_else(|| bad("tensors must be an object".into()))?
+    {
+        let what = format!("tensor {fqn:?}");
+        let dt = t.get("dtype").and_then(Value::as_str).and_then(dtype);
+        let size = t.get("size").and_then(dims);
+        let (Some(dt), Some(size), Some(chunk_list)) = (dt, size, t.get("chunks").and_then(Value::as_array)) else {
+            return Err(bad(format!("{what}: needs a known dtype, a size and chunks")));
+        };
+        let mut chunks = Vec::new();
+        for c in chunk_list {
+            let offsets = c.get("offsets").and_then(dims);
+            let sizes = c.get("sizes").and_then(dims);
+            let file = c.get("file").and_then(Value::as_str);
+            let rows = c.get("rows").and_then(nat).filter(|r| *r > 0);
+            let (Some(offsets), Some(sizes), Some(file), Some(rows)) = (offsets, sizes, file, rows) else {
+                return Err(bad(format!("{what}: a chunk needs offsets, sizes, file and positive rows")));
+            };
+            if offsets.len() != size.len() || sizes.len() != size.len() {
+                return Err(bad(format!("{what}: a chunk's offsets and sizes must have {} dimensions", size.len())));
+            }
+            if offsets.iter().zip(&sizes).zip(&size).any(|((o, s), d)| o.checked_add(*s).is_none_or(|e| e > *d)) {
+                return Err(bad(format!("{what}: chunk at {offsets:?} lies outside the tensor's size {size:?}")));
+            }
+            if !files.contains_key(file) {
+                return Err(bad(format!(
+                    "{what}: chunk at {offsets:?} names file {file:?}, which files does not list"
+                )));
+            }
+            let blocks = block_ranges(&sizes, rows).len();
+            let sha256 = match (ext, c.get("sha256")) {
+                ("safetensors", Some(Value::Array(list)))
+                    if list.len() == blocks
+                        && list.iter().all(|h| {
+                            h.as_str().is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+                        }) =>
+                {
+                    Some(list.iter().map(|h| h.as_str().unwrap_or_default().to_ascii_lowercase()).collect())
+                }
+                ("dt", None) => None,
+                _ => {
+                    return Err(bad(format!(
+                    "{what}: chunk at {offsets:?}: sha256 must list a digest per block of safetensors rank files only"
+                )))
+                }
+            };
+            chunks.push(Chunk { offsets, sizes, file: file.to_string(), rows, sha256 });
+        }
+        let tensor = Tensor { dtype: dt, size, chunks };
+        check_cover(&tensor).map_err(|why| bad(format!("{what}: {why}")))?;
+        tensors.insert(fqn.clone(), tensor);
+    }
+    let values =
+        doc.get("values").and_then(Value::as_object).cloned().ok_or_else(|| bad("values must be an object".into()))?;
+    Ok(Document { save_id: save_id.to_string(), files, tensors, values })
+}
+
+/// Chunks must add up to the tensor without overlapping.
+fn check_cover(t: &Tensor) -> std::result::Result<(), String> {
+    let total: u64 = t.size.iter().product();
+    let sum = t.chunks.iter().try_fold(0u64, |acc, c| acc.checked_add(c.sizes.iter().product()));
+    if sum != Some(total) {
+        return Err(format!("its chunks do not add up to its {total} elements"));
+    }
+    for (i, a) in t.chunks.iter().enumerate() {
+        for b in &t.chunks[..i] {
+            let empty = a.sizes.contains(&0) || b.sizes.contains(&0);
+            let overlap = (0..a.offsets.len())
+                .all(|d| a.offsets[d] < b.offsets[d] + b.sizes[d] && b.offsets[d] < a.offsets[d] + a.sizes[d]);
+            if !empty && overlap {
+                return Err(format!("chunks at {:?} and {:?} overlap", a.offsets, b.offsets));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A chunk's blocks as (first row, end row) within it.
+fn block_ranges(sizes: &[u64], rows: u64) -> Vec<(u64, u64)> {
+    match sizes.first() {
+        None | Some(0) => vec![(0, sizes.first().copied().unwrap_or(0))],
+        Some(&n) => (0..n).step_by(rows as usize).map(|r| (r, (r + rows).min(n))).collect(),
+    }
+}
+
+/// The tensor name of the block of `c` starting `r0` rows in.
+fn block_name(fqn: &str, c: &Chunk, r0: u64) -> String {
+    let offsets: Vec<String> =
+        c.offsets.iter().enumerate().map(|(d, o)| if d == 0 { o + r0 } else { *o }.to_string()).collect();
+    format!("{fqn}@{}", offsets.join(","))
+}
+
+/// Rank files opened and checked on first use.
+struct RankFiles<'a> {
+    dir: &'a Path,
+    doc: &'a Document,
+    open: HashMap<String, Reader>,
+}
+
+impl RankFiles<'_> {
+    fn get(&mut self, name: &str) -> Result<&Reader> {
+        if !self.open.contains_key(name) {
+            let path = self.dir.join(name);
+            let reader = Reader::open(&path)?;
+            let (rank, size) = self.doc.files[name];
+            let actual = std::fs::metadata(&path).map_err(|e| Error::io(e, &path, DOING))?.len();
+            if actual != size {
+                return Err(Error::input(
+                    format!("rank file is {actual} bytes, the checkpoint metadata says {size}"),
+                    &path,
+                    DOING,
+                ));
+            }
+            let meta = reader.header().metadata();
+            let field = |k: &str| meta.and_then(|m| m.get(k)).map(String::as_str);
+            if field("dcp.save_id") != Some(&self.doc.save_id) || field("dcp.rank") != Some(&rank.to_string()) {
+                return Err(Error::input(
+                    format!(
+                        "rank file belongs to another checkpoint (expected save id {}, rank {rank})",
+                        self.doc.save_id
+                    ),
+                    &path,
+                    DOING,
+                ));
+            }
+            self.open.insert(name.to_string(), reader);
+        }
+        Ok(&self.open[name])
+    }
+}
+
+/// Copies `block` (contiguous, of shape `shape`) into `full` (contiguous,
+/// of shape `size`) at `offsets`, elements of `elem` bytes.
+fn place(full: &mut [u8], size: &[u64], block: &[u8], shape: &[u64], offsets: &[u64], elem: u64) {
+    let n = shape.len();
+    if n == 0 {
+        full.copy_from_slice(block);
+        return;
+    }
+    let run = (shape[n - 1] * elem) as usize;
+    if run == 0 || shape.contains(&0) {
+        return;
+    }
+    // Strides (in bytes) of the full tensor.
+    let mut stride = vec![elem; n];
+    for d in (0..n - 1).rev() {
+        stride[d] = stride[d + 1] * size[d + 1];
+    }
+    let mut index = vec![0u64; n - 1];
+    for src in block.chunks_exact(run) {
+        let dst: u64 = (0..n).map(|d| (offsets[d] + index.get(d).copied().unwrap_or(0)) * stride[d]).sum();
+        full[dst as usize..dst as usize + run].copy_from_slice(src);
+        // The next row: an odometer over all dimensions but the last.
+        for d in (0..n - 1).rev() {
+            index[d] += 1;
+            if index[d] < shape[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+}
+
+/// The full bytes of tensor `fqn`, read block by block, each checked.
+fn assemble(fqn: &str, t: &Tensor, files: &mut RankFiles<'_>) -> Result<Vec<u8>> {
+    let elem = t.dtype.bits() / 8;
+    let mut full = vec![0u8; t.byte_len() as usize];
+    for c in &t.chunks {
+        let inner: u64 = c.sizes.iter().skip(1).product();
+        for (i, (r0, r1)) in block_ranges(&c.sizes, c.rows).into_iter().enumerate() {
+            let reader = files.get(&c.file)?;
+            let name = block_name(fqn, c, r0);
+            let bytes = match &c.sha256 {
+                None => reader.read_verified(&name)?,
+                Some(digests) => {
+                    let bytes = reader.read(&name)?;
+                    let actual = crate::hash::sha256(&bytes).iter().map(|b| format!("{b:02x}")).collect::<String>();
+                    if actual != digests[i] {
+                        return Err(Error::input(
+                            format!("tensor {name:?}: SHA-256 {actual} differs from the checkpoint's {}", digests[i]),
+                            &files.dir.join(&c.file),
+                            DOING,
+                        ));
+                    }
+                    bytes
+                }
+            };
+            let mut shape = c.sizes.clone();
+            if let Some(first) = shape.first_mut() {
+                *first = r1 - r0;
+            }
+            let want = if c.sizes.is_empty() { elem } else { (r1 - r0) * inner * elem };
+            if bytes.len() as u64 != want {
+                return Err(Error::input(
+                    format!("block {name:?} is {} bytes, its chunk needs {want}", bytes.len()),
+                    &files.dir.join(&c.file),
+                    DOING,
+                ));
+            }
+            let mut at = c.offsets.clone();
+            if let Some(first) = at.first_mut() {
+                *first += r0;
+            }
+            place(&mut full, &t.size, &bytes, &shape, &at, elem);
+        }
+    }
+    Ok(full)
+}
+
+/// Reads the checkpoint directory's metadata, checked; a directory with
+/// rank files and no metadata is named incomplete.
+fn read_document(dir: &Path) -> Result<Document> {
+    let path = dir.join(DCP_METADATA);
+    match std::fs::metadata(&path) {
+        Ok(m) if m.len() > MAX_METADATA_BYTES => {
+            return Err(Error::input(
+                format!("invalid checkpoint metadata: {} bytes, more than the {MAX_METADATA_BYTES} allowed", m.len()),
+                &path,
+                DOING,
+            ));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let names = std::fs::read_dir(dir).map_err(|e| Error::io(e, dir, DOING))?;
+            let ranks = names.filter_map(|n| n.ok()).any(|n| n.file_name().to_string_lossy().starts_with("rank-"));
+            let why = if ranks {
+                format!("incomplete checkpoint: rank files but no {DCP_METADATA} (a save that did not commit)")
+            } else {
+                format!("no checkpoint: {DCP_METADATA} is missing")
+            };
+            return Err(Error::input(why, dir, DOING));
+        }
+        _ => {}
+    }
+    let data = std::fs::read(&path).map_err(|e| Error::io(e, &path, DOING))?;
+    parse(&data, &path)
+}
+
+/// Writes the full tensors of the distributed checkpoint in the directory
+/// `checkpoint` to `out`, and returns the paths written.
+///
+/// `out` an existing directory, or a path ending in `/`: a Hugging Face
+/// sharded checkpoint (`model-0000k-of-0000n.safetensors` of at most
+/// [`ConsolidateOptions::max_shard_bytes`] each, in name order, and
+/// `model.safetensors.index.json`). Otherwise one file (safetensors if its
+/// name ends in `.safetensors` or the options say so, else deathtensors
+/// with per-tensor SHA-256) whose metadata holds the non-tensor values as
+/// JSON (`dcp.values`). Memory: one output shard (the whole model for one
+/// file) plus one block.
+///
+/// # Errors
+/// - `InvalidInput` for a missing, incomplete or invalid metadata document,
+///   a rank file of another checkpoint or of the wrong size, a block of
+///   the wrong length or a safetensors block whose SHA-256 differs, a
+///   complex128 tensor bound for safetensors.
+/// - As [`Reader::open`] and [`Reader::read_verified`] for the rank files
+///   (missing, damaged, a digest mismatch), and as [`save`] for the outputs.
+pub fn consolidate(checkpoint: &Path, out: &Path, options: &ConsolidateOptions) -> Result<Vec<PathBuf>> {
+    let doc = read_document(checkpoint)?;
+    let mut files = RankFiles { dir: checkpoint, doc: &doc, open: HashMap::new() };
+    let sharded = out.is_dir() || out.as_os_str().to_string_lossy().ends_with(std::path::MAIN_SEPARATOR);
+    let durable = options.durable;
+    if !sharded {
+        let format = options.format.unwrap_or(if out.extension().is_some_and(|e| e == "safetensors") {
+            Format::Safetensors
+        } else {
+            Format::Deathtensors
+        });
+        let mut meta = Metadata::new();
+        meta.insert("format".into(), "pt".into());
+        if !doc.values.is_empty() {
+            meta.insert("dcp.values".into(), Value::Object(doc.values.clone()).to_string());
+        }
+        let shard: Vec<&String> = doc.tensors.keys().collect();
+        write_shard(out, &shard, &doc, &mut files, format, meta, durable)?;
+        return Ok(vec![out.to_path_buf()]);
+    }
+    let mut groups: Vec<Vec<&String>> = Vec::new();
+    let mut size = 0;
+    for (fqn, t) in &doc.tensors {
+        let n = t.byte_len();
+        match groups.last_mut() {
+            Some(g) if size + n <= options.max_shard_bytes || g.is_empty() => g.push(fqn),
+            _ => {
+                groups.push(vec![fqn]);
+                size = 0;
+            }
+        }
+        size += n;
+    }
+    std::fs::create_dir_all(out).map_err(|e| Error::io(e, out, DOING))?;
+    let mut written = Vec::new();
+    let mut weight_map = Map::new();
+    let mut total = 0;
+    for (k, group) in groups.iter().enumerate() {
+        let name = format!("model-{:05}-of-{:05}.safetensors", k + 1, groups.len());
+        let mut meta = Metadata::new();
+        meta.insert("format".into(), "pt".into());
+        total += write_shard(&out.join(&name), group, &doc, &mut files, Format::Safetensors, meta, durable)?;
+        for fqn in group {
+            weight_map.insert((*fqn).clone(), Value::String(name.clone()));
+        }
+        written.push(out.join(&name));
+    }
+    let index = serde_json::json!({"metadata": {"total_size": total}, "weight_map": weight_map});
+    let path = out.join("model.safetensors.index.json");
+    let text = serde_json::to_string_pretty(&index).map_err(|e| Error::input(e.to_string(), &path, DOING))?;
+    crate::atomic::write_file(&path, text.as_bytes(), durable).map_err(|e| Error::io(e, &path, DOING))?;
+    written.push(path);
+    Ok(written)
+}
+
+/// Assembles the tensors `names` and saves them to `path`; returns their
+/// bytes.
+fn write_shard(
+    path: &Path,
+    names: &[&String],
+    doc: &Document,
+    files: &mut RankFiles<'_>,
+    format: Format,
+    metadata: Metadata,
+    durable: bool,
+) -> Result<u64> {
+    let mut data = Vec::with_capacity(names.len());
+    for fqn in names {
+        let t = &doc.tensors[*fqn];
+        if format == Format::Safetensors && t.dtype == Dtype::C128 {
+            return Err(Error::input(
+                format!("tensor {fqn:?} is complex128, which safetensors cannot hold; consolidate to a .dt file"),
+                path,
+                DOING,
+            ));
+        }
+        data.push(assemble(fqn, t, files)?);
+    }
+    let specs = names
+        .iter()
+        .zip(&data)
+        .map(|(fqn, bytes)| {
+            let t = &doc.tensors[*fqn];
+            (TensorSpec::new(fqn.as_str(), t.dtype, t.size.clone()), &bytes[..])
+        })
+        .collect();
+    let options = WriteOptions {
+        format,
+        checksum: format == Format::Deathtensors,
+        durable,
+        metadata: Some(metadata),
+        ..WriteOptions::default()
+    };
+    save(path, specs, &options)?;
+    Ok(data.iter().map(|d| d.len() as u64).sum())
+}
