@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod arena;
 mod cli;
 mod collection;
+mod dcp;
 mod errors;
 mod keys;
 mod parity;
@@ -13,6 +14,7 @@ mod reader;
 mod safetensors;
 mod sharded;
 mod tensors;
+mod upload;
 mod writer;
 
 #[pymodule]
@@ -44,6 +46,17 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parity::save_sharded_legacy, m)?)?;
     m.add_function(wrap_pyfunction!(parity::convert, m)?)?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
+    for f in [
+        wrap_pyfunction!(upload::remote_put, m)?,
+        wrap_pyfunction!(upload::remote_upload, m)?,
+        wrap_pyfunction!(upload::remote_size, m)?,
+        wrap_pyfunction!(upload::remote_get, m)?,
+        wrap_pyfunction!(upload::remote_list, m)?,
+        wrap_pyfunction!(upload::remote_delete, m)?,
+        wrap_pyfunction!(dcp::consolidate, m)?,
+    ] {
+        m.add_function(f)?;
+    }
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("CREATED_BY", deathtensors_io::format::CREATED_BY)?;
     Ok(())

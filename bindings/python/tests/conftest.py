@@ -1,4 +1,5 @@
-"""Shared fixtures: the repository's test data and its manifest."""
+"""Shared fixtures: the repository's test data and its manifest, and moto's
+S3 server."""
 
 import hashlib
 import json
@@ -13,6 +14,26 @@ TESTDATA = pathlib.Path(__file__).resolve().parents[3] / "testdata"
 @pytest.fixture(scope="session")
 def manifest():
     return json.loads((TESTDATA / "valid" / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def moto():
+    """moto's S3 server on loopback, for the module's tests: its port."""
+    import socket
+
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        pytest.skip("moto[server] is not installed (cargo xtask setup installs it into .venv)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield port
+    finally:
+        server.stop()
 
 
 def sha256(data) -> str:

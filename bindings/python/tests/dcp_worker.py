@@ -133,10 +133,10 @@ def run(rank, world, port, scenario, args, errfile):
         raise
 
 
-def save(rank, world, path, fs_path, async_path, fmt):
+def save(rank, world, path, fs_path, async_path, fmt, options=None):
     mesh = init_device_mesh("cpu", (world,))
     sd = {"model": model_state(mesh, Shard(0)), "optim": optim_state(), "extras": extras()}
-    dcp.save(sd, storage_writer=StorageWriter(path, format=fmt, block_bytes=64))
+    dcp.save(sd, storage_writer=StorageWriter(path, format=fmt, block_bytes=64, storage_options=options))
     if fs_path:
         dcp.save(sd, storage_writer=dcp.FileSystemWriter(fs_path))
     if async_path:
@@ -146,13 +146,13 @@ def save(rank, world, path, fs_path, async_path, fmt):
         dcp.async_save(sd2, storage_writer=StorageWriter(async_path, format=fmt), process_group=group).result()
 
 
-def load(rank, world, path, fs_path, w_dim, seed):
+def load(rank, world, path, fs_path, w_dim, seed, options=None):
     """Loads with other placements (model.w sharded on ``w_dim``, or
     replicated when ``w_dim`` is None) and checks every value."""
     mesh = init_device_mesh("cpu", (world,))
     placement = Replicate() if w_dim is None else Shard(w_dim)
     sd = {"model": model_state(mesh, placement, zeros=True), "optim": optim_state(zeros=True), "extras": extras(zeros=True)}
-    dcp.load(sd, storage_reader=StorageReader(path))
+    dcp.load(sd, storage_reader=StorageReader(path, storage_options=options))
     check(sd, mesh, placement, seed)
     if fs_path:
         # Differential: torch's own reader of torch's own checkpoint gives the same.

@@ -178,7 +178,8 @@ def test_two_ranks_safetensors_format(tmp_path):
 
 
 def _small(tmp_path, name="c", value=1.0, **kw):
-    path = tmp_path / name
+    """Saves a small checkpoint in ``tmp_path`` (a directory, or a URL)."""
+    path = f"{tmp_path}/{name}" if isinstance(tmp_path, str) else tmp_path / name
     sd = {"a": torch.full((64, 4), value), "b": torch.arange(10), "v": {"step": int(value)}}
     dcp.save(sd, storage_writer=StorageWriter(path, block_bytes=128, **kw), no_dist=True)
     return path
@@ -317,6 +318,84 @@ def test_torch_filesystem_checkpoint_is_refused_by_name(tmp_path):
         dcp.load({"a": torch.zeros(3)}, storage_reader=StorageReader(tmp_path / "fs"), no_dist=True)
 
 
+# Object stores: the same checkpoints on moto's S3 server (loopback).
+
+
+def _bucket(moto, bucket):
+    """A new bucket on the moto server: a boto3 client to look into it, and
+    the storage options of our reader and writer."""
+    import boto3
+
+    endpoint = f"http://127.0.0.1:{moto}"
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                          aws_secret_access_key="testing", region_name="us-east-1")
+    client.create_bucket(Bucket=bucket)
+    options = {"aws_endpoint": endpoint, "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
+               "aws_region": "us-east-1"}
+    return client, options
+
+
+def _objects(client, bucket, prefix):
+    listed = client.list_objects_v2(Bucket=bucket, Prefix=prefix + "/").get("Contents", [])
+    return sorted(o["Key"][len(prefix) + 1:] for o in listed)
+
+
+def test_s3_two_ranks_save_and_load_resharded(moto, tmp_path):
+    client, options = _bucket(moto, "two-ranks")
+    url = "s3://two-ranks/ckpt"
+    launch(2, "save", url, "", "", "deathtensors", options, tmp_path=tmp_path)
+    names = _objects(client, "two-ranks", "ckpt")
+    assert names[0] == "deathtensors.json" and len(names) == 3, names
+    assert all(re.fullmatch(r"rank-0000[01]-[0-9a-f]{16}\.dt", n) for n in names[1:]), names
+    # model.w saved Shard(0), loaded Shard(1) on 2 ranks, then on 1.
+    launch(2, "load", url, "", 1, 0, options, tmp_path=tmp_path)
+    check_single(load_single(url, storage_options=options))
+
+
+def test_s3_multipart_upload_and_stale_objects_removed(moto):
+    client, options = _bucket(moto, "big")
+    big = torch.randn(3_000_000)  # 12 MB: a multipart upload of 2 parts
+    sd = {"big": big, "step": 3}
+    dcp.save(sd, storage_writer=StorageWriter("s3://big/c", storage_options=options), no_dist=True)
+    first = _objects(client, "big", "c")
+    out = {"big": torch.zeros(3_000_000), "step": 0}
+    dcp.load(out, storage_reader=StorageReader("s3://big/c", storage_options=options), no_dist=True)
+    assert torch.equal(out["big"], big) and out["step"] == 3
+    # A resave replaces the metadata and removes the older rank file.
+    dcp.save({"big": big * 2, "step": 4}, storage_writer=StorageWriter("s3://big/c", storage_options=options), no_dist=True)
+    second = _objects(client, "big", "c")
+    assert len(second) == 2 and not (set(first) - {"deathtensors.json"}) & set(second), (first, second)
+
+
+def test_s3_metadata_is_put_only_after_every_upload(moto, monkeypatch):
+    from deathtensors import _native
+
+    _, options = _bucket(moto, "failing")
+
+    def refuse(*a, **k):
+        raise OSError("upload refused")
+
+    monkeypatch.setattr(_native, "remote_upload", refuse)
+    with fails("upload refused"):
+        _small("s3://failing", storage_options=options)
+    monkeypatch.undo()
+    with fails("no checkpoint at s3://failing/c"):
+        _load_small("s3://failing/c", storage_options=options)
+
+
+def test_s3_incomplete_and_hostile_metadata(moto):
+    client, options = _bucket(moto, "hostile")
+    path = _small("s3://hostile", storage_options=options)
+    assert _load_small(path, storage_options=options)["v"]["step"] == 1
+    client.delete_object(Bucket="hostile", Key="c/deathtensors.json")
+    with fails("incomplete checkpoint at s3://hostile/c"):
+        _load_small(path, storage_options=options)
+    for data, message in HOSTILE[:3]:
+        client.put_object(Bucket="hostile", Key="c/deathtensors.json", Body=data)
+        with fails(message):
+            _load_small(path, storage_options=options)
+
+
 # Crash tests: a rank or the coordinator is SIGKILLed at a random instant
 # of a loop of saves; the checkpoint then loads as one whole step.
 
@@ -382,6 +461,39 @@ def test_consolidate_four_rank_checkpoint_to_one_file(saved4, tmp_path):
                 assert w.same(t, w.full(name[len("model."):], tuple(t.shape), t.dtype)), name
         values = json.loads(f.metadata()["dcp.values"])
         assert values["extras.step"] == 1000 and "model.model.w" in f.keys()
+
+
+def test_command_line_consolidate_is_byte_for_byte_consolidate(saved4, tmp_path):
+    """``deathtensors consolidate`` and ``consolidate()`` run the same Rust
+    code: the same bytes, to one file and to Hugging Face shards."""
+    import subprocess
+
+    from deathtensors.distributed import consolidate
+
+    def cli(*args):
+        r = subprocess.run([sys.executable, "-m", "deathtensors", "consolidate", *map(str, args)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    small = tmp_path / "small"
+    sd = {f"layers.{i}.weight": torch.randn(64, 32) for i in range(5)}
+    sd.update(embed=torch.randn(100, 32).to(torch.bfloat16), step=7)
+    dcp.save(sd, storage_writer=StorageWriter(small, block_bytes=1000), no_dist=True)
+    (tmp_path / "api").mkdir()
+    # Every dtype (complex128 too) from 4 ranks to one .dt file; safetensors
+    # from the small one.
+    for ckpt, name in ((saved4 / "ckpt", "full.dt"), (small, "full.safetensors")):
+        (ours,) = consolidate(ckpt, tmp_path / "api" / name)
+        (theirs,) = cli(ckpt, tmp_path / name)
+        assert open(ours, "rb").read() == open(theirs, "rb").read(), name
+    api = consolidate(small, str(tmp_path / "hf-api") + "/", max_shard_bytes=20_000)
+    out = cli(small, str(tmp_path / "hf-cli") + "/", "--max-shard-bytes", 20_000)
+    assert len(api) == len(out) > 3 and [os.path.basename(p) for p in api] == [os.path.basename(p) for p in out]
+    for a, b in zip(api, out):
+        assert open(a, "rb").read() == open(b, "rb").read(), a
+    r = subprocess.run([sys.executable, "-m", "deathtensors", "consolidate", str(tmp_path / "none"), str(tmp_path / "x.dt")],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "x.dt" not in os.listdir(tmp_path) and "none" in r.stderr, r.stderr
 
 
 def test_consolidate_to_hugging_face_shards(tmp_path):

@@ -139,21 +139,6 @@ def test_open_sharded_url_touches_only_the_shard_asked_for(nginx):
     assert touched == {names[-1]}
 
 
-@pytest.fixture(scope="module")
-def moto(tmp_path_factory):
-    try:
-        from moto.server import ThreadedMotoServer
-    except ImportError:
-        pytest.skip("moto[server] is not installed (cargo xtask setup installs it into .venv)")
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    try:
-        yield port
-    finally:
-        server.stop()
-
-
 def test_s3_url_with_storage_options(moto, tmp_path):
     import boto3
 

@@ -10,10 +10,10 @@ from typing import Any, Dict, List, Mapping, Optional
 import torch
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-from .. import _file
+from .. import _file, _native
 from .._legacy import expand_path
 from . import _store
-from ._metadata import ChunkInfo
+from ._metadata import METADATA_NAME, ChunkInfo
 from ._storage import read_block
 
 #: Hugging Face's default largest shard.
@@ -43,9 +43,20 @@ def consolidate(
 
     Memory: one output shard (the whole model for one file) plus one block
     (16 MiB by default) at a time. Every block read is checked against its
-    digest.
+    digest. A checkpoint of ours on a file system is consolidated by the
+    same Rust code as ``deathtensors consolidate`` (byte for byte the same
+    output); object stores and torch's checkpoints by this module.
     """
     store = _store.open_store(checkpoint, storage_options)
+    if isinstance(store, _store.LocalStore) and os.path.exists(os.path.join(store.path, METADATA_NAME)):
+        # Ours, on a file system: the Rust code `deathtensors consolidate`
+        # runs (deathtensors-io's dcp.rs), which reads, checks and writes
+        # with the GIL released.
+        out_s = expand_path(out)
+        if os.fspath(out).endswith(("/", os.sep)):
+            out_s += os.sep  # normpath drops it; it asks for a directory
+        written = _native.consolidate(store.path, out_s, max_shard_bytes, format)
+        return [os.fspath(p) for p in written]
     doc = _store.read_document(store)
     tensors = {
         fqn: md for fqn, md in doc.metadata.state_dict_metadata.items() if isinstance(md, TensorStorageMetadata)

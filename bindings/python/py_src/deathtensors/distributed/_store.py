@@ -5,6 +5,7 @@ import contextlib
 import hashlib
 import os
 import secrets
+import tempfile
 from typing import Any, Dict, Iterator, Mapping, Optional, Set, Union
 
 from .. import _file, _native, _remote
@@ -191,30 +192,58 @@ class LocalStore(Store):
 
 
 class RemoteStore(Store):
-    """A prefix of an object store (``s3://bucket/ckpt``): ranged GETs
-    through ``deathtensors-remote`` to read; writes are not supported yet."""
+    """A prefix of an object store (``s3://bucket/ckpt``), through
+    ``deathtensors-remote``: ranged GETs to read; to write, a rank file is
+    written locally with the streaming writer, then uploaded (multipart,
+    bounded memory) and removed; the metadata is one PUT. An object is
+    visible only once its upload completed, and replaces an older one of
+    its name atomically, so putting the metadata last is the commit."""
 
     def __init__(self, url: str, storage_options: Optional[Mapping[str, Any]]) -> None:
         self.url = url
         self.options = storage_options
+        self.pairs = _remote.pairs(storage_options)
 
     def describe(self, name: str) -> str:
         return f"{self.url}/{name}"
 
     def make_dir(self) -> None:
-        raise NotImplementedError(
-            "saving to an object store needs an upload path in deathtensors-remote, which it does not have yet; "
-            "save to a local or shared directory"
-        )
+        # Object stores have no directories: a prefix exists once an
+        # object under it does.
+        pass
 
-    def open_reader(self, name: str) -> Any:
-        return _native.Reader(self.describe(name), storage_options=_remote.pairs(self.options))
+    def save(self, name: str, tensors: Dict[str, Any], fmt: str, global_metadata: Dict[str, str], durable: bool) -> int:
+        # Written locally first: the streaming writer needs a file, and the
+        # upload then reads it part by part (bounded memory). The local copy
+        # need not be durable: the upload's completion is what counts, and
+        # a crash before it leaves nothing visible.
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".upload", dir=os.environ.get("DEATHTENSORS_UPLOAD_DIR"))
+        os.close(fd)
+        try:
+            _file.save(tmp, tensors, global_metadata=global_metadata, checksum=fmt == "deathtensors", durable=False, format=fmt)
+            return _native.remote_upload(tmp, self.describe(name), self.pairs)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
 
     def size(self, name: str) -> Optional[int]:
-        return None
+        return _native.remote_size(self.describe(name), self.pairs)
 
     def get(self, name: str) -> Optional[bytes]:
-        raise NotImplementedError("reading a checkpoint's metadata from an object store is not supported yet")
+        return _native.remote_get(self.describe(name), _metadata.MAX_METADATA_BYTES, self.pairs)
+
+    def put_atomic(self, name: str, data: bytes, durable: bool) -> None:
+        # One PUT: the object appears whole or not at all.
+        _native.remote_put(self.describe(name), data, self.pairs)
+
+    def list(self) -> Set[str]:
+        return {name for name, _ in _native.remote_list(self.url, self.pairs)}
+
+    def remove(self, name: str) -> None:
+        _native.remote_delete(self.describe(name), self.pairs)
+
+    def open_reader(self, name: str) -> Any:
+        return _native.Reader(self.describe(name), storage_options=self.pairs)
 
 
 def is_torch_checkpoint(store: Store) -> bool:
@@ -228,7 +257,7 @@ def read_document(store: Store) -> "_metadata.Document":
     incomplete, and torch's pickled metadata is refused."""
     data = store.get(METADATA_NAME)
     if data is None:
-        names = store.list() if isinstance(store, LocalStore) else set()
+        names = store.list()
         if isinstance(store, LocalStore) and not os.path.isdir(store.path):
             raise FileNotFoundError(f"no checkpoint at {store.path}: no such directory")
         if TORCH_METADATA_NAME in names:
