@@ -64,9 +64,15 @@ struct Tensor {
 }
 
 impl Tensor {
+    /// The full tensor's bytes: checked at parse time to fit in a `u64`.
     fn byte_len(&self) -> u64 {
-        self.size.iter().product::<u64>() * self.dtype.bits() / 8
+        elements(&self.size).and_then(|n| n.checked_mul(self.dtype.bits() / 8)).unwrap_or(u64::MAX)
     }
+}
+
+/// The number of elements of a box of `dims`, if it fits in a `u64`.
+fn elements(dims: &[u64]) -> Option<u64> {
+    dims.iter().try_fold(1u64, |acc, d| acc.checked_mul(*d))
 }
 
 /// The metadata document, checked.
@@ -217,8 +223,10 @@ fn parse(data: &[u8], path: &Path) -> Result<Document> {
 
 /// Chunks must add up to the tensor without overlapping.
 fn check_cover(t: &Tensor) -> std::result::Result<(), String> {
-    let total: u64 = t.size.iter().product();
-    let sum = t.chunks.iter().try_fold(0u64, |acc, c| acc.checked_add(c.sizes.iter().product()));
+    let total = elements(&t.size)
+        .filter(|n| n.checked_mul(t.dtype.bits() / 8).is_some())
+        .ok_or_else(|| format!("its size {:?} is too large", t.size))?;
+    let sum = t.chunks.iter().try_fold(0u64, |acc, c| acc.checked_add(elements(&c.sizes)?));
     if sum != Some(total) {
         return Err(format!("its chunks do not add up to its {total} elements"));
     }
@@ -416,6 +424,25 @@ fn read_document(dir: &Path) -> Result<Document> {
 ///   (missing, damaged, a digest mismatch), and as [`save`] for the outputs.
 pub fn consolidate(checkpoint: &Path, out: &Path, options: &ConsolidateOptions) -> Result<Vec<PathBuf>> {
     let doc = read_document(checkpoint)?;
+    // The rank files must hold every tensor's bytes: checked before any
+    // buffer is allocated, so a hostile size cannot ask for more memory
+    // than the checkpoint has bytes.
+    let mut stored = 0u64;
+    for name in doc.files.keys() {
+        let path = checkpoint.join(name);
+        let len = std::fs::metadata(&path).map_err(|e| Error::io(e, &path, DOING))?.len();
+        stored = stored.saturating_add(len);
+    }
+    if let Some((fqn, t)) = doc.tensors.iter().find(|(_, t)| t.byte_len() > stored) {
+        return Err(Error::input(
+            format!(
+                "invalid checkpoint metadata: tensor {fqn:?} needs {} bytes, its rank files hold {stored}",
+                t.byte_len()
+            ),
+            &checkpoint.join(DCP_METADATA),
+            DOING,
+        ));
+    }
     let mut files = RankFiles { dir: checkpoint, doc: &doc, open: HashMap::new() };
     let sharded = out.is_dir() || out.as_os_str().to_string_lossy().ends_with(std::path::MAIN_SEPARATOR);
     let durable = options.durable;

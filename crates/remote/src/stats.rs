@@ -20,7 +20,8 @@ struct Counts {
 }
 
 impl Stats {
-    /// GET requests sent (each attempt of a retried request counts).
+    /// Requests that read sent: GETs (each attempt of a retried request
+    /// counts), and the HEADs and listings of `size` and `list`.
     pub fn requests(&self) -> u64 {
         self.0.requests.load(Ordering::Relaxed)
     }

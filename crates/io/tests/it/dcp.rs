@@ -161,6 +161,14 @@ fn incomplete_hostile_and_damaged_checkpoints_are_refused() {
     let text = String::from_utf8(doc.clone()).unwrap();
     std::fs::write(ckpt.join("deathtensors.json"), text.replacen(r#""sizes":[3,4]"#, r#""sizes":[2,4]"#, 1)).unwrap();
     refused(&ckpt, &out, "chunks do not add up");
+    let huge = text.replacen(r#""size":[6,4]"#, r#""size":[6,4611686018427387904]"#, 1);
+    std::fs::write(ckpt.join("deathtensors.json"), huge).unwrap();
+    refused(&ckpt, &out, "too large");
+    let big = text
+        .replace(r#""size":[6,4]"#, r#""size":[6,400000000]"#)
+        .replace(r#""sizes":[3,4]"#, r#""sizes":[3,400000000]"#);
+    std::fs::write(ckpt.join("deathtensors.json"), big).unwrap();
+    refused(&ckpt, &out, "its rank files hold");
     std::fs::remove_file(ckpt.join("deathtensors.json")).unwrap();
     refused(&ckpt, &out, "incomplete checkpoint");
     std::fs::write(ckpt.join("deathtensors.json"), &doc).unwrap();
