@@ -42,7 +42,8 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         ErrorKind::Format(_)
         | ErrorKind::Decompress(_)
         | ErrorKind::DecompressChunk { .. }
-        | ErrorKind::DamagedCollection(_) => raise(py, "FormatError", message),
+        | ErrorKind::DamagedCollection(_)
+        | ErrorKind::InvalidCheckpoint(_) => raise(py, "FormatError", message),
         ErrorKind::ChecksumMismatch { .. }
         | ErrorKind::TensorDigestMismatch { .. }
         | ErrorKind::BlockDigestMismatch { .. }

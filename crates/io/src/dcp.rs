@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use deathtensors_format::{Dtype, Format, Metadata, TensorSpec};
 use serde_json::{Map, Value};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::reader::Reader;
 use crate::writer::{save, WriteOptions};
 
@@ -130,7 +130,7 @@ fn is_rank_file(name: &str, save_id: &str) -> Option<u64> {
 
 /// Parses and checks the document `data` read from `path`.
 fn parse(data: &[u8], path: &Path) -> Result<Document> {
-    let bad = |why: String| Error::input(format!("invalid checkpoint metadata: {why}"), path, DOING);
+    let bad = |why: String| Error::checkpoint(format!("invalid checkpoint metadata: {why}"), path, DOING);
     if data.len() >= 2 && data[0] == 0x80 && (2..=5).contains(&data[1]) {
         return Err(bad("this is a pickle, not JSON; deathtensors never unpickles metadata".into()));
     }
@@ -273,7 +273,7 @@ impl RankFiles<'_> {
             let (rank, size) = self.doc.files[name];
             let actual = std::fs::metadata(&path).map_err(|e| Error::io(e, &path, DOING))?.len();
             if actual != size {
-                return Err(Error::input(
+                return Err(Error::checkpoint(
                     format!("rank file is {actual} bytes, the checkpoint metadata says {size}"),
                     &path,
                     DOING,
@@ -282,7 +282,7 @@ impl RankFiles<'_> {
             let meta = reader.header().metadata();
             let field = |k: &str| meta.and_then(|m| m.get(k)).map(String::as_str);
             if field("dcp.save_id") != Some(&self.doc.save_id) || field("dcp.rank") != Some(&rank.to_string()) {
-                return Err(Error::input(
+                return Err(Error::checkpoint(
                     format!(
                         "rank file belongs to another checkpoint (expected save id {}, rank {rank})",
                         self.doc.save_id
@@ -342,13 +342,19 @@ fn assemble(fqn: &str, t: &Tensor, files: &mut RankFiles<'_>) -> Result<Vec<u8>>
                 None => reader.read_verified(&name)?,
                 Some(digests) => {
                     let bytes = reader.read(&name)?;
-                    let actual = crate::hash::sha256(&bytes).iter().map(|b| format!("{b:02x}")).collect::<String>();
-                    if actual != digests[i] {
-                        return Err(Error::input(
-                            format!("tensor {name:?}: SHA-256 {actual} differs from the checkpoint's {}", digests[i]),
-                            &files.dir.join(&c.file),
-                            DOING,
-                        ));
+                    let actual = crate::hash::sha256(&bytes);
+                    let hex = actual.iter().map(|b| format!("{b:02x}")).collect::<String>();
+                    if hex != digests[i] {
+                        let path = files.dir.join(&c.file);
+                        let kind = match parse_digest(&digests[i]) {
+                            Some(expected) => {
+                                ErrorKind::TensorDigestMismatch { tensor: name.clone(), expected, actual }
+                            }
+                            None => ErrorKind::InvalidCheckpoint(format!(
+                                "tensor {name:?}: malformed SHA-256 in the metadata"
+                            )),
+                        };
+                        return Err(Error::new(kind, Some(&path), DOING));
                     }
                     bytes
                 }
@@ -359,7 +365,7 @@ fn assemble(fqn: &str, t: &Tensor, files: &mut RankFiles<'_>) -> Result<Vec<u8>>
             }
             let want = if c.sizes.is_empty() { elem } else { (r1 - r0) * inner * elem };
             if bytes.len() as u64 != want {
-                return Err(Error::input(
+                return Err(Error::checkpoint(
                     format!("block {name:?} is {} bytes, its chunk needs {want}", bytes.len()),
                     &files.dir.join(&c.file),
                     DOING,
@@ -381,7 +387,7 @@ fn read_document(dir: &Path) -> Result<Document> {
     let path = dir.join(DCP_METADATA);
     match std::fs::metadata(&path) {
         Ok(m) if m.len() > MAX_METADATA_BYTES => {
-            return Err(Error::input(
+            return Err(Error::checkpoint(
                 format!("invalid checkpoint metadata: {} bytes, more than the {MAX_METADATA_BYTES} allowed", m.len()),
                 &path,
                 DOING,
@@ -390,12 +396,13 @@ fn read_document(dir: &Path) -> Result<Document> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let names = std::fs::read_dir(dir).map_err(|e| Error::io(e, dir, DOING))?;
             let ranks = names.filter_map(|n| n.ok()).any(|n| n.file_name().to_string_lossy().starts_with("rank-"));
-            let why = if ranks {
-                format!("incomplete checkpoint: rank files but no {DCP_METADATA} (a save that did not commit)")
+            return Err(if ranks {
+                let why =
+                    format!("incomplete checkpoint: rank files but no {DCP_METADATA} (a save that did not commit)");
+                Error::checkpoint(why, dir, DOING)
             } else {
-                format!("no checkpoint: {DCP_METADATA} is missing")
-            };
-            return Err(Error::input(why, dir, DOING));
+                Error::input(format!("no checkpoint: {DCP_METADATA} is missing"), dir, DOING)
+            });
         }
         _ => {}
     }
@@ -434,7 +441,7 @@ pub fn consolidate(checkpoint: &Path, out: &Path, options: &ConsolidateOptions) 
         stored = stored.saturating_add(len);
     }
     if let Some((fqn, t)) = doc.tensors.iter().find(|(_, t)| t.byte_len() > stored) {
-        return Err(Error::input(
+        return Err(Error::checkpoint(
             format!(
                 "invalid checkpoint metadata: tensor {fqn:?} needs {} bytes, its rank files hold {stored}",
                 t.byte_len()
@@ -536,4 +543,17 @@ fn write_shard(
     };
     save(path, specs, &options)?;
     Ok(data.iter().map(|d| d.len() as u64).sum())
+}
+
+/// The 32 bytes of a SHA-256 written as 64 hex digits.
+fn parse_digest(hex: &str) -> Option<[u8; 32]> {
+    let bytes = hex.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (o, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+        *o = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(out)
 }

@@ -130,6 +130,10 @@ pub enum ErrorKind {
     /// A collection is damaged beyond its manifest: a block file it names
     /// is missing, say. The message names the file.
     DamagedCollection(String),
+    /// A distributed checkpoint's metadata is malformed or hostile, or its
+    /// rank files do not match it (another checkpoint's, the wrong size, a
+    /// block of the wrong length). The message says what.
+    InvalidCheckpoint(String),
 }
 
 impl Clone for ErrorKind {
@@ -168,6 +172,7 @@ impl Clone for ErrorKind {
             K::KdfBudget { needed, budget } => K::KdfBudget { needed: *needed, budget: *budget },
             K::Locked(m) => K::Locked(m.clone()),
             K::DamagedCollection(m) => K::DamagedCollection(m.clone()),
+            K::InvalidCheckpoint(m) => K::InvalidCheckpoint(m.clone()),
         }
     }
 }
@@ -196,6 +201,11 @@ impl Error {
         Error::new(ErrorKind::InvalidInput(message.into()), Some(path), doing)
     }
 
+    /// An [`ErrorKind::InvalidCheckpoint`] about `path`.
+    pub(crate) fn checkpoint(message: impl Into<String>, path: &Path, doing: &'static str) -> Error {
+        Error::new(ErrorKind::InvalidCheckpoint(message.into()), Some(path), doing)
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> &ErrorKind {
         &self.0.kind
@@ -221,6 +231,7 @@ impl Error {
                 | ErrorKind::TensorDigestMismatch { .. }
                 | ErrorKind::BlockDigestMismatch { .. }
                 | ErrorKind::DamagedCollection(_)
+                | ErrorKind::InvalidCheckpoint(_)
                 | ErrorKind::Decompress(_)
                 | ErrorKind::DecompressChunk { .. }
                 | ErrorKind::Decrypt { .. }
@@ -326,6 +337,7 @@ impl fmt::Display for Error {
             ErrorKind::PolicyDenied(m) => write!(f, "access refused by the file's policy: {m}"),
             ErrorKind::Locked(m) => write!(f, "{m}"),
             ErrorKind::DamagedCollection(m) => write!(f, "damaged collection: {m}"),
+            ErrorKind::InvalidCheckpoint(m) => f.write_str(m),
         }
     }
 }

@@ -60,7 +60,17 @@ fn consolidate_refuses_an_incomplete_checkpoint() {
     let ckpt = checkpoint(&dir);
     std::fs::remove_file(ckpt.join("deathtensors.json")).unwrap();
     let out = dir.path("model.dt");
-    let r = check(["consolidate".as_ref(), ckpt.as_os_str(), out.as_os_str()], 2);
+    // An invalid checkpoint: exit 1, as for any invalid file.
+    let r = check(["consolidate".as_ref(), ckpt.as_os_str(), out.as_os_str()], 1);
     assert!(r.stderr.contains("incomplete checkpoint"), "{}", r.stderr);
     assert!(!out.exists());
+    std::fs::write(ckpt.join("deathtensors.json"), b"\x80\x04pickled").unwrap();
+    let r = check(["consolidate".as_ref(), ckpt.as_os_str(), out.as_os_str()], 1);
+    assert!(r.stderr.contains("pickle"), "{}", r.stderr);
+    assert!(!out.exists());
+    // No checkpoint there at all: exit 2, as for a missing file.
+    let empty = dir.path("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let r = check(["consolidate".as_ref(), empty.as_os_str(), out.as_os_str()], 2);
+    assert!(r.stderr.contains("no checkpoint"), "{}", r.stderr);
 }

@@ -138,6 +138,8 @@ fn a_directory_gets_hugging_face_shards_and_an_index() {
 fn refused(ckpt: &Path, out: &Path, message: &str) {
     let err = consolidate(ckpt, out, &ConsolidateOptions::default()).unwrap_err();
     assert!(err.to_string().contains(message), "{err}");
+    assert!(matches!(err.kind(), ErrorKind::InvalidCheckpoint(_)), "{err:?}");
+    assert!(err.is_invalid_file());
     assert!(!out.exists());
 }
 
@@ -183,4 +185,10 @@ fn incomplete_hostile_and_damaged_checkpoints_are_refused() {
     std::fs::remove_file(&rank1).unwrap();
     let err = consolidate(&ckpt, &out, &ConsolidateOptions::default()).unwrap_err();
     assert!(err.to_string().contains("rank-00001"), "{err}");
+    // No checkpoint at all is not an invalid one.
+    let empty = dir.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let err = consolidate(&empty, &out, &ConsolidateOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("no checkpoint"), "{err}");
+    assert!(!err.is_invalid_file());
 }
