@@ -1,4 +1,4 @@
-"""Loading one 1 GiB / 296-tensor safetensors file into JAX, TensorFlow,
+"""Loading one 1 GiB / 243-tensor safetensors file into JAX, TensorFlow,
 Paddle and MLX: safetensors 0.8.0's ``safetensors.<framework>.load_file``
 against the drop-in's, and one memcpy of the data (fresh memory, as a
 copying load needs) for scale. One run each, warm page cache, each
