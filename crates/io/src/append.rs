@@ -8,10 +8,11 @@ use std::collections::HashMap;
 use deathtensors_format::{Format, Metadata, TensorInfo, TensorSpec};
 
 use crate::error::{Error, Result};
-use crate::pack::{save_from, Compress};
+use crate::options::Compress;
+use crate::options::WriteOptions;
 use crate::reader::Reader;
 use crate::stream_check::StreamCheck;
-use crate::writer::WriteOptions;
+use crate::writer::save_from;
 
 const DOING: &str = "cannot append to";
 

@@ -6,10 +6,10 @@ use std::path::Path;
 use deathtensors_format::TensorSpec;
 
 use crate::error::Result;
-use crate::pack::save_from;
+use crate::options::WriteOptions;
 use crate::reader::Reader;
 use crate::stream_check::StreamCheck;
-use crate::writer::WriteOptions;
+use crate::writer::save_from;
 
 /// Bytes per positioned read and write when streaming: large enough to run
 /// at disk speed, small enough that memory stays bounded whatever the

@@ -13,8 +13,9 @@ use deathtensors_format::{Dtype, Format, Metadata, TensorSpec};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::options::WriteOptions;
 use crate::reader::Reader;
-use crate::writer::{save, WriteOptions};
+use crate::writer::save;
 
 /// The metadata document's name in a checkpoint directory.
 pub const DCP_METADATA: &str = "deathtensors.json";

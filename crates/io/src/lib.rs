@@ -36,6 +36,7 @@ mod fork;
 mod hash;
 mod huge_pages;
 mod mmap;
+mod options;
 mod pack;
 mod par;
 mod policy;
@@ -72,10 +73,10 @@ pub use crate::{
     error::{Error, ErrorKind, Result},
     huge_pages::{huge_pages_pay, HUGE_PAGE},
     mmap::PrivateMap,
-    pack::{save_from, Compress},
+    options::{Compress, ReadOptions, WriteOptions},
     pread::ReadAt,
     protection::{EncryptionInfo, SignatureCovers},
-    reader::{ReadOptions, Reader, TensorRef},
+    reader::{Reader, TensorRef},
     sha_lanes::sha256_many,
     sharded::{
         is_legacy_index, save_sharded, save_sharded_legacy, write_index, LocalOpener, Opener, ShardedReader,
@@ -84,7 +85,7 @@ pub use crate::{
     sidecar::{manifest, write_manifest},
     signing::sign_file,
     stats::{tensor_stats, Stats},
-    writer::{save, WriteOptions, Writer},
+    writer::{save, save_from, Writer},
 };
 pub use deathtensors_format as format;
 

@@ -14,40 +14,17 @@ use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use deathtensors_format::{
-    Codec, Compression, Flags, Format, Head, Header, TensorSpec, COMPRESSION_LEVELS, DEFAULT_COMPRESSION_CHUNK,
-    MIN_COMPRESSED_TENSOR,
+    Codec, Compression, Flags, Head, Header, TensorSpec, DEFAULT_COMPRESSION_CHUNK, MIN_COMPRESSED_TENSOR,
 };
 
 use crate::atomic::TempFile;
 use crate::error::{Error, Result};
 use crate::hash::{self, Hasher};
+use crate::options::WriteOptions;
 use crate::pread::{read_exact_at, write_all_at};
 use crate::writeback::Sequential;
-use crate::writer::WriteOptions;
 
 const DOING: &str = "cannot write";
-
-/// How a writer compresses tensor data.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Compress {
-    /// Not compressed (the default).
-    #[default]
-    Off,
-    /// Each tensor compressed on its own in 1 MiB chunks, at this zstd
-    /// level (1 to 22): loading a tensor reads only its chunks (flag bit 5;
-    /// deathtensors 0.3.0 refuses such files).
-    Chunked {
-        /// The zstd level.
-        level: i32,
-    },
-    /// The whole data blob as one zstd frame at this level, as deathtensors
-    /// 0.2 and 0.3 write it (flag bit 0): 0.3.0 reads the file, but loading
-    /// one tensor decompresses the blob.
-    Blob {
-        /// The zstd level.
-        level: i32,
-    },
-}
 
 /// Where a compressing writer takes tensor bytes from: the caller's buffers,
 /// or a function that fills a buffer with `len` bytes of tensor `i` from an
@@ -73,24 +50,6 @@ impl Source<'_> {
             }
         }
     }
-}
-
-/// Refuses what compression does not combine with.
-fn check(path: &Path, options: &WriteOptions, level: i32) -> Result<()> {
-    if options.format != Format::Deathtensors {
-        return Err(Error::input("only deathtensors files can be compressed", path, DOING));
-    }
-    if options.encryption.is_some() {
-        return Err(Error::input(
-            "compression with encryption is not supported (docs/FORMAT.md section 15.4): save compressed or encrypted",
-            path,
-            DOING,
-        ));
-    }
-    if !u32::try_from(level).is_ok_and(|l| COMPRESSION_LEVELS.contains(&l)) {
-        return Err(Error::input(format!("compression level {level} is not between 1 and 22"), path, DOING));
-    }
-    Ok(())
 }
 
 fn flags_for(options: &WriteOptions, base: Flags) -> (Flags, bool) {
@@ -145,7 +104,7 @@ pub(crate) fn save_chunked(
     options: &WriteOptions,
     level: i32,
 ) -> Result<Header> {
-    check(path, options, level)?;
+    options.check_compress(level, path)?;
     let fmt = |e| Error::format(e, path, DOING);
     let io = |e| Error::io(e, path, DOING);
     let (flags, hashing) = flags_for(options, Flags::COMPRESSED);
@@ -358,7 +317,7 @@ pub(crate) fn save_blob(
     options: &WriteOptions,
     level: i32,
 ) -> Result<Header> {
-    check(path, options, level)?;
+    options.check_compress(level, path)?;
     let fmt = |e| Error::format(e, path, DOING);
     let io = |e| Error::io(e, path, DOING);
     let (flags, hashing) = flags_for(options, Flags::ZSTD);
@@ -438,35 +397,4 @@ pub(crate) fn save_blob(
     }
     temp.persist().map_err(io)?;
     Ok(header)
-}
-
-/// Saves tensors whose bytes `fill(name, offset, buf)` produces, streaming
-/// with bounded memory, compressed as `options.compress` says (a conversion
-/// reads another file through it). Tensors are written in the order of
-/// `specs`.
-///
-/// # Errors
-/// As [`crate::save`], and whatever `fill` returns.
-pub fn save_from(
-    path: impl AsRef<Path>,
-    specs: Vec<TensorSpec>,
-    options: &WriteOptions,
-    fill: impl Fn(&str, u64, &mut [u8]) -> Result<()> + Sync,
-) -> Result<Header> {
-    let path = path.as_ref();
-    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-    let by_index = |i: usize, offset: u64, buf: &mut [u8]| fill(&names[i], offset, buf);
-    match options.compress {
-        Compress::Chunked { level } => save_chunked(path, specs, Source::Fill(&by_index), options, level),
-        Compress::Blob { level } => save_blob(path, specs, Source::Fill(&by_index), options, level),
-        Compress::Off => {
-            let mut writer = crate::Writer::create(path, specs, options)?;
-            for name in &names {
-                writer.write_tensor_with(name, hash::CHUNK * 8, |offset, buf| fill(name, offset, buf))?;
-            }
-            writer.finish()?;
-            // The header as written, digests included.
-            Ok(crate::Reader::open(path)?.header().clone())
-        }
-    }
 }

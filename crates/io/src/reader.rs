@@ -7,78 +7,15 @@ use std::sync::OnceLock;
 
 use deathtensors_format::{Format, Head, Header, Limits, TensorInfo, FOOTER_LEN, PROBE_LEN};
 
-use crate::crypt::{KeyRing, VerifyingKey};
+use crate::crypt::VerifyingKey;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fork::Threads;
 use crate::hash::{self, sha256_file_range};
 use crate::mmap::Mmap;
+use crate::options::ReadOptions;
 use crate::pread::{read_exact_at, ReadAt, Source};
 use crate::sha_lanes::Input;
 use crate::trust::{self, Trust};
-
-/// Options for opening a file.
-#[derive(Clone, Debug)]
-pub struct ReadOptions {
-    /// Caps for the untrusted header.
-    pub limits: Limits,
-    /// The largest data blob a compressed file may decompress to. Default
-    /// 16 GiB: a compressed file declares its decompressed size in its header,
-    /// and a small hostile file must not expand into unbounded memory.
-    pub max_decompressed_len: u64,
-    /// Keys for encrypted files. Without one, an encrypted file opens (its
-    /// header is in the clear) but its tensors cannot be read.
-    pub keys: KeyRing,
-    /// Signers to trust: a file must carry a valid signature by one of them.
-    pub trusted_signers: Vec<VerifyingKey>,
-    /// Refuse a file without a valid signature.
-    pub require_signature: bool,
-    /// Refuse a file that is not encrypted.
-    pub require_encryption: bool,
-    /// The `input` a file's Rego policy is evaluated against before its
-    /// keys are released (cryptotensors' `__policy__`, or ours).
-    pub policy_input: Option<serde_json::Value>,
-    /// The most Argon2 work one open may spend deriving keys from
-    /// passphrases, in KiB of memory times passes, summed over the
-    /// derivations it runs (one per passphrase entry tried, at most 4).
-    /// Default [`ReadOptions::DEFAULT_MAX_KDF_WORK`]: a file's header sets
-    /// the cost of its entries (up to 1 GiB and 16 passes each), so a
-    /// hostile file could otherwise hold a reader for about a minute.
-    pub max_kdf_work: u64,
-}
-
-impl ReadOptions {
-    /// 4 GiB-passes (4,194,304 KiB × passes): one derivation of RFC 9106's
-    /// first recommendation (2 GiB, 1 pass), or 21 of our writer's default
-    /// (64 MiB, 3 passes); about 3.5 s of Argon2 on one core here.
-    pub const DEFAULT_MAX_KDF_WORK: u64 = 4 << 20;
-
-    /// These options without keys, trusted signers, requirements or policy
-    /// input: the limits only, to read a file's header (a sharded
-    /// checkpoint's index, which the shards' requirements are not for).
-    pub fn limits_only(&self) -> ReadOptions {
-        ReadOptions {
-            limits: self.limits.clone(),
-            max_decompressed_len: self.max_decompressed_len,
-            max_kdf_work: self.max_kdf_work,
-            ..ReadOptions::default()
-        }
-    }
-}
-
-impl Default for ReadOptions {
-    fn default() -> ReadOptions {
-        ReadOptions {
-            limits: Limits::DEFAULT,
-            max_decompressed_len: 16 << 30,
-            keys: KeyRing::new(),
-            trusted_signers: Vec::new(),
-            require_signature: false,
-            require_encryption: false,
-            policy_input: None,
-            max_kdf_work: ReadOptions::DEFAULT_MAX_KDF_WORK,
-        }
-    }
-}
 
 /// An open deathtensors, safetensors or bintensors file.
 ///

@@ -8,17 +8,15 @@
 
 use std::path::Path;
 
-use deathtensors_format::{
-    chunk_count, Encryption, Flags, Head, Header, Label, TensorSpec, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE, TAG_LEN,
-};
+use deathtensors_format::{chunk_count, Encryption, Flags, Head, Header, Label, TensorSpec, TAG_LEN};
 use ring::hmac;
 
 use crate::atomic::TempFile;
 use crate::crypt::{new_file_keys, ChunkCipher, EncryptOptions};
 use crate::error::{Error, Result};
+use crate::options::WriteOptions;
 use crate::pread::write_all_at;
 use crate::writeback::Writeback;
-use crate::writer::WriteOptions;
 
 const DOING: &str = "cannot write";
 
@@ -120,13 +118,7 @@ pub(crate) fn save_encrypted(
 ) -> Result<Header> {
     let fmt = |e| Error::format(e, path, DOING);
     let io = |e| Error::io(e, path, DOING);
-    let c = enc.chunk_size;
-    if !(c.is_power_of_two() && (MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&c)) {
-        let why = format!(
-            "chunk_size must be a power of two from {MIN_CHUNK_SIZE} (4 KiB) to {MAX_CHUNK_SIZE} (64 MiB), got {c}"
-        );
-        return Err(Error::input(why, path, DOING));
-    }
+    crate::options::check_encryption(enc, path)?;
     let plain = options.deathtensors_header(specs).map_err(fmt)?;
     let keys = new_file_keys(enc).map_err(|m| Error::input(m, path, DOING))?;
     let (dk, file_id) = (&keys.data_key, keys.file_id);

@@ -20,8 +20,9 @@ use std::sync::OnceLock;
 use deathtensors_format::{Format, Metadata, TensorSpec};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::reader::{ReadOptions, Reader};
-use crate::writer::{save, WriteOptions};
+use crate::options::{ReadOptions, WriteOptions};
+use crate::reader::Reader;
+use crate::writer::save;
 
 mod legacy;
 

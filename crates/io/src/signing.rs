@@ -11,9 +11,9 @@ use crate::atomic::TempFile;
 use crate::crypt::{sign_message, SigningKey};
 use crate::error::{Error, Result};
 use crate::hash::{self, Hasher};
+use crate::options::WriteOptions;
 use crate::pread::{read_exact_at, write_all_at};
 use crate::reader::Reader;
-use crate::writer::WriteOptions;
 
 const DOING: &str = "cannot write";
 

@@ -14,8 +14,8 @@ use subtle::ConstantTimeEq;
 
 use crate::crypt::{unwrap_data_key, ChunkCipher, VerifyingKey};
 use crate::error::{Error, ErrorKind, Result};
+use crate::options::ReadOptions;
 use crate::pread::{read_exact_at, ReadAt};
-use crate::reader::ReadOptions;
 
 const DOING: &str = "cannot open";
 

@@ -2,119 +2,17 @@
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use deathtensors_format::{Flags, Format, Head, Header, Limits, Metadata, TensorSpec, CREATED_BY, DEFAULT_ALIGNMENT};
+use deathtensors_format::{Flags, Format, Head, Header, Limits, TensorSpec};
 
 use crate::atomic::TempFile;
-use crate::crypt::{EncryptOptions, SigningKey};
 use crate::error::{Error, Result};
 use crate::hash::{self, Hasher};
+use crate::options::{Compress, WriteOptions};
 use crate::pread::{read_exact_at, write_all_at};
 use crate::writeback::{Sequential, Writeback};
 
-/// Options for writing a file.
-#[derive(Clone)]
-pub struct WriteOptions {
-    /// The file format. Default deathtensors.
-    pub format: Format,
-    /// Where tensors start in the data blob: multiples of this power of two
-    /// (deathtensors only; safetensors and bintensors pack). Default 64.
-    pub alignment: u64,
-    /// Record a SHA-256 digest of every tensor in the header and a SHA-256
-    /// footer over the file (deathtensors only). Default off.
-    pub checksum: bool,
-    /// fsync the file before it replaces the target, and the directory
-    /// after. Default on: without it a power loss can leave an empty or
-    /// partial file under the target's name. Off only skips the fsyncs; the
-    /// write stays atomic for crashes of the process. On Linux a durable
-    /// write hands its data to the disk as it goes, so that the fsync at the
-    /// end has little left to do: it costs about the disk's own time.
-    pub durable: bool,
-    /// Global metadata (`global_metadata` / `__metadata__` / bintensors'
-    /// optional map, where `None` and an empty map are different files).
-    pub metadata: Option<Metadata>,
-    /// The `created_by` field of deathtensors headers. Default
-    /// [`deathtensors_format::CREATED_BY`].
-    pub created_by: Option<String>,
-    /// Limits the header must satisfy.
-    pub limits: Limits,
-    /// Encrypt the tensors for these recipients (deathtensors only;
-    /// `docs/FORMAT.md` section 10). Default none.
-    pub encryption: Option<EncryptOptions>,
-    /// Compress the tensor data (deathtensors only): each tensor in chunks
-    /// (`docs/FORMAT.md` section 15), or the whole blob as deathtensors 0.3.0
-    /// does. Default off. Not with encryption.
-    pub compress: crate::pack::Compress,
-    /// Sign the file with these keys (deathtensors only; section 11).
-    /// Signing a plaintext file implies `checksum`: the signature commits to
-    /// the data through the per-tensor digests.
-    pub signers: Vec<Arc<SigningKey>>,
-}
-
-impl std::fmt::Debug for WriteOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Signing keys are never printed: only their public halves.
-        f.debug_struct("WriteOptions")
-            .field("format", &self.format)
-            .field("alignment", &self.alignment)
-            .field("checksum", &self.checksum)
-            .field("durable", &self.durable)
-            .field("metadata", &self.metadata)
-            .field("created_by", &self.created_by)
-            .field("limits", &self.limits)
-            .field("encryption", &self.encryption)
-            .field("compress", &self.compress)
-            .field("signers", &self.signers.iter().map(|k| k.verifying_key().fingerprint()).collect::<Vec<_>>())
-            .finish()
-    }
-}
-
-impl Default for WriteOptions {
-    fn default() -> WriteOptions {
-        WriteOptions {
-            format: Format::Deathtensors,
-            alignment: DEFAULT_ALIGNMENT,
-            checksum: false,
-            durable: true,
-            metadata: None,
-            created_by: Some(CREATED_BY.to_string()),
-            limits: Limits::DEFAULT,
-            encryption: None,
-            compress: crate::pack::Compress::Off,
-            signers: Vec::new(),
-        }
-    }
-}
-
 const DOING: &str = "cannot write";
-
-impl WriteOptions {
-    /// The deathtensors header these options give `specs`: laid out with
-    /// their alignment, global metadata, `created_by` and limits.
-    pub(crate) fn deathtensors_header(&self, specs: Vec<TensorSpec>) -> deathtensors_format::Result<Header> {
-        Header::new_deathtensors(
-            specs,
-            self.metadata.clone().unwrap_or_default(),
-            self.alignment,
-            self.created_by.clone(),
-            &self.limits,
-        )
-    }
-}
-
-/// Refuses a checksum, encryption or signatures for `format`, whose files
-/// (safetensors, bintensors) have no place for them.
-fn plain_only(format: &str, options: &WriteOptions, path: &Path) -> Result<()> {
-    if options.checksum {
-        return Err(Error::input(format!("{format} files have no checksum; write deathtensors"), path, DOING));
-    }
-    if options.encryption.is_some() || !options.signers.is_empty() {
-        let message = format!("{format} files cannot be encrypted or signed; write deathtensors");
-        return Err(Error::input(message, path, DOING));
-    }
-    Ok(())
-}
 
 /// Lays out the header for `specs`.
 fn plan(path: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<(Header, Flags)> {
@@ -130,12 +28,12 @@ fn plan(path: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<(
             Ok((header, flags))
         }
         Format::Safetensors => {
-            plain_only("safetensors", options, path)?;
+            options.check_plain("safetensors", path)?;
             let header = Header::new_safetensors(specs, options.metadata.clone(), &options.limits).map_err(fmt)?;
             Ok((header, Flags::EMPTY))
         }
         Format::Bintensors => {
-            plain_only("bintensors", options, path)?;
+            options.check_plain("bintensors", path)?;
             // `metadata: None` is written as bintensors' "no metadata"
             // (0x00), an empty map as an empty map (0x01 0x00): two files.
             let header = Header::new_bintensors(specs, options.metadata.clone(), &options.limits).map_err(fmt)?;
@@ -189,11 +87,11 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
         }
     }
     match options.compress {
-        crate::pack::Compress::Off => {}
-        crate::pack::Compress::Chunked { level } => {
+        Compress::Off => {}
+        Compress::Chunked { level } => {
             return crate::pack::save_chunked(path, specs, crate::pack::Source::Slices(&data), options, level);
         }
-        crate::pack::Compress::Blob { level } => {
+        Compress::Blob { level } => {
             return crate::pack::save_blob(path, specs, crate::pack::Source::Slices(&data), options, level);
         }
     }
@@ -272,6 +170,41 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
     Ok(header)
 }
 
+/// Saves tensors whose bytes `fill(name, offset, buf)` produces, streaming
+/// with bounded memory, compressed as `options.compress` says (a conversion
+/// reads another file through it). Tensors are written in the order of
+/// `specs`.
+///
+/// # Errors
+/// As [`crate::save`], and whatever `fill` returns.
+pub fn save_from(
+    path: impl AsRef<Path>,
+    specs: Vec<TensorSpec>,
+    options: &WriteOptions,
+    fill: impl Fn(&str, u64, &mut [u8]) -> Result<()> + Sync,
+) -> Result<Header> {
+    let path = path.as_ref();
+    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    let by_index = |i: usize, offset: u64, buf: &mut [u8]| fill(&names[i], offset, buf);
+    match options.compress {
+        Compress::Chunked { level } => {
+            crate::pack::save_chunked(path, specs, crate::pack::Source::Fill(&by_index), options, level)
+        }
+        Compress::Blob { level } => {
+            crate::pack::save_blob(path, specs, crate::pack::Source::Fill(&by_index), options, level)
+        }
+        Compress::Off => {
+            let mut writer = Writer::create(path, specs, options)?;
+            for name in &names {
+                writer.write_tensor_with(name, hash::CHUNK * 8, |offset, buf| fill(name, offset, buf))?;
+            }
+            writer.finish()?;
+            // The header as written, digests included.
+            Ok(crate::reader::Reader::open(path)?.header().clone())
+        }
+    }
+}
+
 /// An incremental writer, for callers that produce tensors one at a time:
 /// the specs are known up front, the bytes come later, in any order, each
 /// tensor once.
@@ -297,20 +230,7 @@ impl Writer {
     /// As [`save`].
     pub fn create(path: impl AsRef<Path>, mut specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<Writer> {
         let path = path.as_ref();
-        if options.encryption.is_some() || !options.signers.is_empty() {
-            return Err(Error::input(
-                "the incremental writer does not encrypt or sign yet: use save(), or sign the finished file with sign_file()",
-                path,
-                DOING,
-            ));
-        }
-        if options.compress != crate::pack::Compress::Off {
-            return Err(Error::input(
-                "the incremental writer does not compress: use save() or save_from()",
-                path,
-                DOING,
-            ));
-        }
+        options.check_incremental(path)?;
         if options.checksum {
             // Placeholders of the same length: the real digests replace them
             // in place at `finish`.

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use deathtensors_format::{Format, TensorSpec};
 
 use crate::error::{Error, Result};
-use crate::writer::{save, WriteOptions};
+use crate::options::WriteOptions;
+use crate::writer::save;
 
 /// Saves tensors as deathtensors 0.3.0's `save_sharded(path, ...)` does:
 /// shards of at most `max_shard_bytes` of tensor data (a larger tensor gets
