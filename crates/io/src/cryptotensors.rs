@@ -223,7 +223,7 @@ impl CtFile {
                 let (first, last) = (offset / size, (end - 1) / size);
                 let work = |range: std::ops::Range<u64>, out: &mut [u8], out_start: u64| -> Result<()> {
                     let ranges = |i| deathtensors_format::chunk_range(len, size, i);
-                    crate::trust::each_chunk(range, out, out_start, (offset, end), ranges, |i, (cs, _), target| {
+                    crate::par::each_chunk(range, out, out_start, (offset, end), ranges, |i, (cs, _), target| {
                         read_exact_at(file, target, file_offset + cs).map_err(io)?;
                         let chunk = || fail(format!("tensor {:?} chunk {i}", info.name));
                         let nonce = ct_chunk_nonce(base_iv, i).ok_or_else(chunk)?;
@@ -240,7 +240,7 @@ impl CtFile {
                         Ok(())
                     })
                 };
-                crate::trust::split_chunks(first, last, size, offset, end, buf, &work)
+                crate::par::split_chunks(first, last, size, offset, end, buf, &work)
             }
         };
         if out.is_err() {

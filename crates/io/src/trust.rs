@@ -15,6 +15,7 @@ use subtle::ConstantTimeEq;
 use crate::crypt::{unwrap_data_key, ChunkCipher, VerifyingKey};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::ReadOptions;
+use crate::par::{each_chunk, split_chunks};
 use crate::pread::{read_exact_at, ReadAt};
 
 const DOING: &str = "cannot open";
@@ -340,84 +341,6 @@ fn open_chunks(
 
 fn chunks_range(len: u64, size: u64, j: u64) -> (u64, u64) {
     deathtensors_format::chunk_range(len, size, j)
-}
-
-/// For each chunk `j` of `range` (its bytes `ranges(j)` within the tensor):
-/// `open(j, range, target)` fills `target` with its plaintext, then the
-/// bytes of `wanted` land in `out` (which starts at tensor byte
-/// `out_start`). A chunk wanted whole is opened in place in `out`; one
-/// wanted in part, in a scratch buffer.
-pub(crate) fn each_chunk(
-    range: std::ops::Range<u64>,
-    out: &mut [u8],
-    out_start: u64,
-    wanted: (u64, u64),
-    ranges: impl Fn(u64) -> (u64, u64),
-    mut open: impl FnMut(u64, (u64, u64), &mut [u8]) -> Result<()>,
-) -> Result<()> {
-    let mut scratch = Vec::new();
-    for j in range {
-        let (cs, ce) = ranges(j);
-        let (ws, we) = (cs.max(wanted.0), ce.min(wanted.1));
-        if ws == cs && we == ce {
-            open(j, (cs, ce), &mut out[(cs - out_start) as usize..(ce - out_start) as usize])?;
-        } else {
-            scratch.resize((ce - cs) as usize, 0);
-            open(j, (cs, ce), &mut scratch)?;
-            out[(ws - out_start) as usize..(we - out_start) as usize]
-                .copy_from_slice(&scratch[(ws - cs) as usize..(we - cs) as usize]);
-        }
-    }
-    Ok(())
-}
-
-/// Decrypts a run of chunks into `out`, whose first byte is tensor byte
-/// `out_start`.
-pub(crate) type ChunkWork<'a> = dyn Fn(std::ops::Range<u64>, &mut [u8], u64) -> Result<()> + Sync + 'a;
-
-/// Runs `work(chunks, out, out_start)` over chunks `first..=last` of a
-/// tensor (chunks of `size` bytes; the bytes wanted are `[offset, end)`,
-/// which `buf` receives): contiguous runs of chunks on all cores when there
-/// are several, `buf` split at chunk boundaries. On any error `buf` is
-/// zeroed: nothing, not even the chunks that did verify, is returned.
-pub(crate) fn split_chunks(
-    first: u64,
-    last: u64,
-    size: u64,
-    offset: u64,
-    end: u64,
-    buf: &mut [u8],
-    work: &ChunkWork<'_>,
-) -> Result<()> {
-    let n = last - first + 1;
-    let threads = (crate::hash::threads() as u64).min(n / 2).max(1);
-    let out = if threads == 1 {
-        work(first..last + 1, buf, offset)
-    } else {
-        let per = n.div_ceil(threads);
-        let results = std::thread::scope(|s| {
-            let mut rest: &mut [u8] = &mut *buf;
-            let mut at = offset;
-            let mut handles = Vec::new();
-            let mut j = first;
-            while j <= last {
-                let stop = (j + per).min(last + 1);
-                let run_end = (stop * size).min(end);
-                let (mine, tail) = std::mem::take(&mut rest).split_at_mut((run_end - at) as usize);
-                rest = tail;
-                let start = at;
-                handles.push(s.spawn(move || work(j..stop, mine, start)));
-                at = run_end;
-                j = stop;
-            }
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect::<Vec<_>>()
-        });
-        results.into_iter().collect::<Result<()>>()
-    };
-    if out.is_err() {
-        buf.fill(0);
-    }
-    out
 }
 
 /// Decrypts every tensor of an encrypted deathtensors file into `buf` (the
