@@ -12,7 +12,7 @@ mod sign;
 mod wrap;
 
 pub use self::jwk::to_cryptotensors as cryptotensors_jwk;
-pub use self::keyring::KeyRing;
+pub use self::keyring::{KeyRing, KEY_ENV_VARS};
 pub use self::keys::{
     Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey, X25519SecretKey,
 };

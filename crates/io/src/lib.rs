@@ -65,7 +65,7 @@ pub use crate::{
     copy::{copy_tensors, COPY_CHUNK},
     crypt::{
         cryptotensors_jwk, EncryptOptions, KeyRing, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey,
-        X25519PublicKey, X25519SecretKey,
+        X25519PublicKey, X25519SecretKey, KEY_ENV_VARS,
     },
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
     dcp::{consolidate, ConsolidateOptions, DCP_METADATA, DEFAULT_MAX_SHARD_BYTES},
@@ -79,8 +79,8 @@ pub use crate::{
     reader::{Reader, TensorRef},
     sha_lanes::sha256_many,
     sharded::{
-        is_legacy_index, save_sharded, save_sharded_legacy, write_index, LocalOpener, Opener, ShardedReader,
-        INDEX_SUFFIX, LEGACY_INDEX_MARKER,
+        is_json_index, is_legacy_index, save_sharded, save_sharded_legacy, write_index, LocalOpener, Opener,
+        ShardedReader, INDEX_SUFFIX, LEGACY_INDEX_MARKER,
     },
     sidecar::{manifest, write_manifest},
     signing::sign_file,

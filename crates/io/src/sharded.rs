@@ -34,6 +34,14 @@ const MAX_INDEX_LEN: u64 = 256 << 20;
 /// Suffix of index files.
 pub const INDEX_SUFFIX: &str = ".index.json";
 
+/// Whether `path` names a JSON index (Hugging Face's
+/// `model.safetensors.index.json`, or ours): its name ends in `.json`.
+/// Anything else is a single file or deathtensors 0.3.0's index
+/// ([`is_legacy_index`]), told apart by opening it.
+pub fn is_json_index(path: &Path) -> bool {
+    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".json"))
+}
+
 /// Where the files of a sharded checkpoint come from: the local file system
 /// ([`ShardedReader::open`]), or another store (`deathtensors-remote`
 /// opens URLs), given to [`ShardedReader::open_in`]. Paths are the index's
@@ -170,8 +178,7 @@ impl ShardedReader {
     pub fn open_in(opener: Box<dyn Opener>, path: impl AsRef<Path>) -> Result<ShardedReader> {
         let path = path.as_ref();
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if name.ends_with(".json") {
+        if is_json_index(path) {
             return ShardedReader::open_json_index(opener, path, dir);
         }
         let reader = match opener.open(path) {

@@ -10,6 +10,11 @@ use super::jwk::{self, Jwk};
 use super::keys::{Passphrase, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey, X25519SecretKey};
 use crate::error::{Error, ErrorKind, Result};
 
+/// The environment variables read for keys (JWK JSON) when a file is
+/// opened without keys given: ours, then cryptotensors' (the one its Python
+/// package reads). The command line and the Python package both read these.
+pub const KEY_ENV_VARS: [&str; 2] = ["DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS"];
+
 /// The keys a reader may use, and the signers it may find in key files.
 /// Cloning shares the keys.
 #[derive(Clone, Default)]

@@ -2,7 +2,7 @@
 //! our own sharded saves, lazy shard opening, and hostile indexes.
 
 use deathtensors_format::{Dtype, Format, TensorSpec};
-use deathtensors_io::{save_sharded, ShardedReader, WriteOptions};
+use deathtensors_io::{is_json_index, is_legacy_index, save_sharded, Reader, ShardedReader, WriteOptions};
 use serde_json::Value;
 
 fn manifest_sha(rel: &str, name: &str) -> String {
@@ -39,6 +39,17 @@ fn deathtensors_030_sharded_set_reads() {
     assert_eq!(crate::sha256_hex(&r.read("layer.4.weight").unwrap()), manifest_sha(rel, "layer.4.weight"));
     assert_eq!(r.opened_shards(), 1);
     r.verify().unwrap();
+}
+
+#[test]
+fn what_is_an_index_is_decided_by_io() {
+    let valid = crate::testdata().join("valid");
+    assert!(is_json_index(&valid.join("safetensors-0.8.0/sharded/model.safetensors.index.json")));
+    assert!(!is_json_index(&valid.join("safetensors-0.8.0/all_dtypes.safetensors")));
+    let legacy = valid.join("deathtensors-0.3.0/sdist-samples/sharded_model.deathtensors");
+    assert!(is_legacy_index(&Reader::open(&legacy).unwrap()));
+    let shard = valid.join("deathtensors-0.3.0/sdist-samples/sharded_model-00005-of-0020.deathtensors");
+    assert!(!is_legacy_index(&Reader::open(&shard).unwrap()));
 }
 
 #[test]
