@@ -5,7 +5,7 @@ use std::io::Read;
 
 use super::Reader;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hash::{self};
+use crate::hash;
 use crate::pread::read_exact_at;
 
 impl Reader {

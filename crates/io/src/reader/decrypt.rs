@@ -6,9 +6,9 @@ use deathtensors_format::TensorInfo;
 use super::Reader;
 use crate::crypt::VerifyingKey;
 use crate::error::{Error, ErrorKind, Result};
-use crate::hash::{self};
+use crate::hash;
 use crate::pread::read_exact_at;
-use crate::trust::{self};
+use crate::trust;
 
 impl Reader {
     /// Whether the tensors are encrypted.

@@ -13,8 +13,9 @@ use crate::fork::Threads;
 use crate::mmap::Mmap;
 use crate::options::ReadOptions;
 use crate::pread::{read_exact_at, ReadAt, Source};
-use crate::trust::{self};
+use crate::trust;
 
+/// Reads and parses the head (prefix and header) of a local file.
 pub(crate) fn read_head(file: &File, file_len: u64, path: &Path, limits: &Limits) -> Result<Head> {
     read_head_from(file, None, file_len, path, limits, None)
 }

@@ -5,9 +5,9 @@ use std::fs::File;
 
 use super::Reader;
 use crate::error::{Error, Result};
-use crate::hash::{self};
+use crate::hash;
 use crate::pread::{read_exact_at, ReadAt, Source};
-use crate::trust::{self};
+use crate::trust;
 
 /// Fills `buf` from `file` at `offset`; large reads are split over all
 /// cores, so that the kernel's copies run in parallel (one thread copies
