@@ -96,7 +96,7 @@ impl Reader {
     /// warm file into memory the caller may write to, since the pages stay
     /// the page cache's until written, with no copy and no fresh memory.
     /// Tensor `t`'s bytes are at `t.info.data_offsets` in the result, at an
-    /// address aligned as [`TensorRef::is_aligned`] says.
+    /// address aligned as [`TensorRef::is_aligned`](crate::TensorRef::is_aligned) says.
     ///
     /// # Safety
     /// The file must not be truncated or modified in place while the
@@ -235,7 +235,7 @@ impl Reader {
     }
 
     /// Reads the whole (decompressed) data blob into `buf`, which must be
-    /// exactly [`Header::data_len`] bytes: every tensor at its offset, gaps
+    /// exactly [`Header::data_len`](deathtensors_format::Header::data_len) bytes: every tensor at its offset, gaps
     /// zero. Large reads are split over all cores, so page faults of a fresh
     /// buffer are taken in parallel. Positioned reads, never the mapping.
     ///

@@ -314,7 +314,7 @@ impl Reader {
     /// streams per core where the CPU has the SHA extensions), with
     /// positioned reads; `progress` is called with the number of bytes
     /// hashed as the work goes, from any thread. Whether or not the header
-    /// records digests: compare them with [`TensorInfo::sha256`].
+    /// records digests: compare them with [`TensorInfo::sha256`](deathtensors_format::TensorInfo::sha256).
     ///
     /// # Errors
     /// `TensorNotFound`; `Io` if the file cannot be read; `Decompress`.
