@@ -11,12 +11,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use deathtensors_io::{KeyRing, Passphrase};
 
-/// The variables read for keys besides `--key`, as JWK JSON: ours, and
-/// cryptotensors' (as the Python package reads them).
-pub const ENV: [&str; 2] = ["DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS"];
-
 /// Loads the keys of `--key` files, the passphrase in `--passphrase-env`'s
-/// variable, and those of [`ENV`]. A variable that is not JWK JSON is
+/// variable, and those of the variables io names
+/// ([`deathtensors_io::KEY_ENV_VARS`], as the Python package). A variable that is not JWK JSON is
 /// warned about and ignored: it must not stop commands that need no key.
 pub fn load(files: &[PathBuf], passphrase_env: Option<&str>) -> anyhow::Result<KeyRing> {
     let mut ring = KeyRing::new();
@@ -26,7 +23,7 @@ pub fn load(files: &[PathBuf], passphrase_env: Option<&str>) -> anyhow::Result<K
     if let Some(var) = passphrase_env {
         ring.add_passphrase(Arc::new(passphrase(var)?));
     }
-    for var in ENV {
+    for var in deathtensors_io::KEY_ENV_VARS {
         if let Err(e) = ring.add_env(var) {
             crate::out::warn(&format!("{e}; its keys are ignored"));
         }

@@ -19,7 +19,7 @@ use crate::{copy, exit, progress};
 
 /// Whether `path` names a sharded checkpoint rather than a single file.
 pub fn is_index(ctx: &RunContext, path: &Path) -> bool {
-    if path.extension().is_some_and(|e| e == "json") {
+    if deathtensors_io::is_json_index(path) {
         return true;
     }
     // A deathtensors 0.3.0 index: no tensors, and the flag in its metadata.
@@ -38,7 +38,7 @@ pub fn is_index(ctx: &RunContext, path: &Path) -> bool {
 /// tell a deathtensors 0.3.0 index (never signed; its shards are what the
 /// requirements apply to) from a file that is refused.
 pub fn is_index_requiring(ctx: &RunContext, path: &Path, options: &ReadOptions) -> bool {
-    if path.extension().is_some_and(|e| e == "json") {
+    if deathtensors_io::is_json_index(path) {
         return true;
     }
     let opened = ctx.open_with(path, options.clone());
