@@ -97,13 +97,13 @@ impl PyArena {
         // SAFETY: filling a Py_buffer per the protocol; `obj` keeps this
         // arena (and so the memory) alive while the view exists.
         unsafe {
-            crate::reader::fill_view(view, flags, slf.into_any(), ptr, len, false);
+            crate::buffer::fill_view(view, flags, slf.into_any(), ptr, len, false);
         }
         Ok(())
     }
 
     unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
         // SAFETY: `view` was filled by `fill_view`.
-        unsafe { crate::reader::release_view(view) }
+        unsafe { crate::buffer::release_view(view) }
     }
 }

@@ -127,45 +127,6 @@ pub fn fingerprint(key: [u8; 32]) -> String {
     deathtensors_io::VerifyingKey(key).fingerprint()
 }
 
-/// Sets the encryption and signing options of a save from key rings.
-pub(crate) fn apply(
-    py: Python<'_>,
-    options: &mut deathtensors_io::WriteOptions,
-    encrypt: Option<PyKeyRing>,
-    sign: Option<PyKeyRing>,
-    cipher: &str,
-    chunk_size: u64,
-    seal_header: bool,
-) -> PyResult<()> {
-    if seal_header && encrypt.is_none() {
-        return Err(crate::errors::error(
-            py,
-            "seal_header=True needs encrypt= (the header is sealed for its recipients)".into(),
-        ));
-    }
-    use deathtensors_io::format::{Argon2Params, Cipher};
-    if let Some(ring) = encrypt {
-        let cipher = Cipher::from_name(cipher).ok_or_else(|| {
-            crate::errors::error(py, format!("unknown cipher {cipher:?}: use 'AES-256-GCM' or 'CHACHA20-POLY1305'"))
-        })?;
-        let recipients = ring.inner.encrypt_to(Argon2Params::DEFAULT).map_err(|e| {
-            let why = match e.kind() {
-                deathtensors_io::ErrorKind::InvalidKey(m) | deathtensors_io::ErrorKind::InvalidInput(m) => m.clone(),
-                _ => e.to_string(),
-            };
-            crate::errors::error(py, format!("encrypt=: {why}"))
-        })?;
-        options.encryption = Some(deathtensors_io::EncryptOptions { cipher, chunk_size, recipients, seal_header });
-    }
-    if let Some(ring) = sign {
-        if ring.inner.signing_keys().is_empty() {
-            return Err(crate::errors::error(py, "sign= holds no Ed25519 signing key (a JWK with \"d\")".into()));
-        }
-        options.signers = ring.inner.signing_keys().iter().map(|(_, k)| k.clone()).collect();
-    }
-    Ok(())
-}
-
 /// Adds a signature to an existing file (atomically; the data is copied,
 /// not re-encoded).
 #[pyfunction]
@@ -222,7 +183,7 @@ pub fn save_cryptotensors(
         tensors: only,
         durable,
     };
-    crate::writer::with_tensors(py, &tensors, |data| {
+    crate::tensors::with_tensors(py, &tensors, |data| {
         deathtensors_io::save_cryptotensors(&path, data, metadata, &options).map(|_| ())
     })
 }

@@ -4,11 +4,13 @@
 use pyo3::prelude::*;
 
 mod arena;
+mod buffer;
 mod cli;
 mod collection;
 mod dcp;
 mod errors;
 mod keys;
+mod options;
 mod parity;
 mod reader;
 mod safetensors;
@@ -19,6 +21,8 @@ mod writer;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<options::PyReadOptions>()?;
+    m.add_class::<options::PyWriteOptions>()?;
     m.add_class::<reader::PyReader>()?;
     m.add_class::<reader::PyRegion>()?;
     m.add_class::<arena::PyArena>()?;

@@ -5,12 +5,13 @@
 use std::path::PathBuf;
 
 use deathtensors_io::format::{Format, Metadata, TensorSpec};
-use deathtensors_io::{Compare, Reader, WriteOptions};
+use deathtensors_io::{Compare, Reader};
 use pyo3::prelude::*;
 
 use crate::errors::IntoPy;
+use crate::options::PyWriteOptions;
 use crate::reader::PyReader;
-use crate::writer::{parse_compress, parse_format, with_tensors};
+use crate::tensors::with_tensors;
 
 /// Every dtype name of the format, in the format's order.
 #[pyfunction]
@@ -101,28 +102,14 @@ pub fn write_manifest(
     py.allow_threads(|| deathtensors_io::write_manifest(&r, out.as_deref(), env!("CARGO_PKG_VERSION"), durable)).py(py)
 }
 
-/// Converts the file at `src` into `format` at `dst`, streaming and
-/// atomically (compressed as `compress` says), with `global_metadata` as the
-/// new file's. Per-tensor
+/// Converts the file at `src` into `options.format` at `dst`, streaming
+/// and atomically (compressed as `options.compress` says), with
+/// `options.metadata` as the new file's global metadata. Per-tensor
 /// metadata is kept where the format has it.
 #[pyfunction]
-#[pyo3(signature = (src, dst, format, checksum = false, global_metadata = None, durable = true, compress = "off", compress_level = 3))]
-#[allow(clippy::too_many_arguments)]
-pub fn convert(
-    py: Python<'_>,
-    src: PathBuf,
-    dst: PathBuf,
-    format: &str,
-    checksum: bool,
-    global_metadata: Option<Metadata>,
-    durable: bool,
-    compress: &str,
-    compress_level: i32,
-) -> PyResult<()> {
-    let format = parse_format(format)?;
-    let compress = parse_compress(compress, compress_level)?;
-    let options =
-        WriteOptions { format, checksum, durable, metadata: global_metadata, compress, ..WriteOptions::default() };
+pub fn convert(py: Python<'_>, src: PathBuf, dst: PathBuf, options: Bound<'_, PyWriteOptions>) -> PyResult<()> {
+    let options = &options.get().inner;
+    let format = options.format;
     py.allow_threads(|| {
         let reader = Reader::open(&src)?;
         let specs = reader
@@ -137,30 +124,21 @@ pub fn convert(
                 }
             })
             .collect();
-        deathtensors_io::copy_tensors(|_| Ok(&reader), &dst, specs, &options, |_| {})
+        deathtensors_io::copy_tensors(|_| Ok(&reader), &dst, specs, options, |_| {})
     })
     .py(py)
 }
 
-/// Saves tensors in deathtensors 0.3.0's sharded layout: the index file at
-/// `path`, the shards beside it. Returns the shard paths.
+/// Saves tensors in deathtensors 0.3.0's sharded layout, as `options` say:
+/// the index file at `path`, the shards beside it. Returns the shard paths.
 #[pyfunction]
-#[pyo3(signature = (path, tensors, max_shard_bytes, global_metadata = None, checksum = true, durable = true, alignment = 64, compress = "off", compress_level = 3))]
-#[allow(clippy::too_many_arguments)]
 pub fn save_sharded_legacy(
     py: Python<'_>,
     path: PathBuf,
     tensors: Bound<'_, PyAny>,
     max_shard_bytes: u64,
-    global_metadata: Option<Metadata>,
-    checksum: bool,
-    durable: bool,
-    alignment: u64,
-    compress: &str,
-    compress_level: i32,
+    options: Bound<'_, PyWriteOptions>,
 ) -> PyResult<Vec<PathBuf>> {
-    let compress = parse_compress(compress, compress_level)?;
-    let options =
-        WriteOptions { checksum, durable, metadata: global_metadata, alignment, compress, ..WriteOptions::default() };
-    with_tensors(py, &tensors, |data| deathtensors_io::save_sharded_legacy(&path, data, max_shard_bytes, &options))
+    let options = &options.get().inner;
+    with_tensors(py, &tensors, |data| deathtensors_io::save_sharded_legacy(&path, data, max_shard_bytes, options))
 }

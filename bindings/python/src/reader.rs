@@ -1,6 +1,5 @@
 //! `deathtensors._native.Reader`: an open file.
 
-use std::ffi::CString;
 use std::os::raw::c_int;
 use std::sync::{Arc, RwLock};
 
@@ -11,7 +10,9 @@ use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
+use crate::arena::PyArena;
 use crate::errors::IntoPy;
+use crate::options::PyReadOptions;
 
 /// An open deathtensors or safetensors file.
 #[derive(Debug)]
@@ -61,85 +62,34 @@ impl PyReader {
     }
 }
 
-/// The read options of Python's `keys=`, `trusted_signers=`, requirements,
-/// `policy_input=` (JSON text) and limits (None: the defaults), for files
-/// and for every shard of a sharded checkpoint.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn read_options(
-    py: Python<'_>,
-    keys: Option<crate::keys::PyKeyRing>,
-    trusted_signers: Vec<[u8; 32]>,
-    require_signature: bool,
-    require_encryption: bool,
-    policy_input: Option<String>,
-    max_decompressed_len: Option<u64>,
-    max_kdf_work: Option<u64>,
-) -> PyResult<deathtensors_io::ReadOptions> {
-    let policy_input = policy_input
-        .map(|text| serde_json::from_str(&text))
-        .transpose()
-        .map_err(|e| crate::errors::error(py, format!("policy_input is not JSON: {e}")))?;
-    let defaults = deathtensors_io::ReadOptions::default();
-    Ok(deathtensors_io::ReadOptions {
-        policy_input,
-        keys: keys.map(|k| k.inner).unwrap_or_default(),
-        trusted_signers: trusted_signers.into_iter().map(deathtensors_io::VerifyingKey).collect(),
-        require_signature,
-        require_encryption,
-        max_decompressed_len: max_decompressed_len.unwrap_or(defaults.max_decompressed_len),
-        max_kdf_work: max_kdf_work.unwrap_or(deathtensors_io::ReadOptions::DEFAULT_MAX_KDF_WORK),
-        ..defaults
-    })
-}
-
 #[pymethods]
 impl PyReader {
-    /// Opens `path`. With `mmap`, the file is also mapped for zero-copy views
-    /// (`region`); the file must then not be truncated while open.
-    ///
-    /// `keys` decrypt an encrypted file; `trusted_signers` (32-byte Ed25519
-    /// public keys), `require_signature` and `require_encryption` refuse
-    /// files that do not meet them (see `docs/FORMAT.md` section 11).
+    /// Opens `path` (a local path or a URL) with `options` (keys, trust,
+    /// limits, a store's options; None: the defaults). With `mmap`, a local
+    /// file is also mapped for zero-copy views (`region`); it must then not
+    /// be truncated while open.
     #[new]
-    #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (path, mmap = true, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, storage_options = None, max_kdf_work = None))]
+    #[pyo3(signature = (path, options = None, mmap = true))]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
+        options: Option<Bound<'_, PyReadOptions>>,
         mmap: bool,
-        keys: Option<crate::keys::PyKeyRing>,
-        trusted_signers: Vec<[u8; 32]>,
-        require_signature: bool,
-        require_encryption: bool,
-        policy_input: Option<String>,
-        max_decompressed_len: Option<u64>,
-        storage_options: Option<Vec<(String, String)>>,
-        max_kdf_work: Option<u64>,
     ) -> PyResult<PyReader> {
-        let options = read_options(
-            py,
-            keys,
-            trusted_signers,
-            require_signature,
-            require_encryption,
-            policy_input,
-            max_decompressed_len,
-            max_kdf_work,
-        )?;
+        let (read, remote) = PyReadOptions::of(options);
         let url = path.to_str().filter(|p| deathtensors_remote::is_url(p));
         let reader = py
             .allow_threads(|| {
                 if let Some(url) = url {
                     // A URL: ranged reads, never mapped.
-                    let remote = crate::sharded::remote_options(storage_options);
-                    deathtensors_remote::open(url, &remote, options)
+                    deathtensors_remote::open(url, &remote, read)
                 } else if mmap {
                     // SAFETY: documented in Python: the file must not be
                     // modified or truncated while open; owned reads never
                     // touch the mapping.
-                    unsafe { Reader::open_mmap_with(&path, options) }
+                    unsafe { Reader::open_mmap_with(&path, read) }
                 } else {
-                    Reader::open_with(&path, options)
+                    Reader::open_with(&path, read)
                 }
             })
             .py(py)?;
@@ -426,9 +376,9 @@ impl PyReader {
 
     /// Reads the whole data blob into one fresh buffer the caller owns
     /// (tensors at their offsets), with parallel positioned reads.
-    fn read_all(&self, py: Python<'_>) -> PyResult<crate::arena::PyArena> {
+    fn read_all(&self, py: Python<'_>) -> PyResult<PyArena> {
         let r = self.get()?;
-        let mut arena = crate::arena::PyArena::new(r.unpacked_len().py(py)? as usize)?;
+        let mut arena = PyArena::new(r.unpacked_len().py(py)? as usize)?;
         // SAFETY: the arena was just made and is not exported yet.
         let buf = unsafe { arena.as_mut_slice() };
         py.allow_threads(|| r.read_data_into(buf)).py(py)?;
@@ -441,29 +391,29 @@ impl PyReader {
     /// truncation or an in-place rewrite of the file by another program (a
     /// truncation raises SIGBUS on access); replacing the file by a rename,
     /// as our writers do, is safe.
-    fn map_all(&self, py: Python<'_>) -> PyResult<crate::arena::PyArena> {
+    fn map_all(&self, py: Python<'_>) -> PyResult<PyArena> {
         let r = self.get()?;
         // SAFETY: the contract above is the Python API's documented one
         // (`DtFile.get_tensor`; `copy=True` gives a detached copy).
         let map = unsafe { r.map_private() }.py(py)?;
-        Ok(crate::arena::PyArena::from_map(map))
+        Ok(PyArena::from_map(map))
     }
 
     /// Maps one tensor's bytes copy-on-write, as `map_all` the blob.
-    fn map_tensor(&self, py: Python<'_>, name: &str) -> PyResult<crate::arena::PyArena> {
+    fn map_tensor(&self, py: Python<'_>, name: &str) -> PyResult<PyArena> {
         let r = self.get()?;
         // SAFETY: as in `map_all`.
         let map = unsafe { r.map_tensor_private(name) }.py(py)?;
-        Ok(crate::arena::PyArena::from_map(map))
+        Ok(PyArena::from_map(map))
     }
 
     /// Reads one tensor into a fresh, aligned buffer the caller owns (huge
     /// pages for large tensors), optionally checking its digest.
     #[pyo3(signature = (name, verify = false))]
-    fn read_tensor(&self, py: Python<'_>, name: &str, verify: bool) -> PyResult<crate::arena::PyArena> {
+    fn read_tensor(&self, py: Python<'_>, name: &str, verify: bool) -> PyResult<PyArena> {
         let r = self.get()?;
         let len = r.unpacked_tensor_len(name).py(py)? as usize;
-        let mut arena = crate::arena::PyArena::new(len).map_err(|_| {
+        let mut arena = PyArena::new(len).map_err(|_| {
             // Say whose size it is: a compressed tensor's is what its header
             // declares, however few bytes the file stores.
             let stored = r.header().get(name).map_or(0, |t| t.data_offsets.1 - t.data_offsets.0);
@@ -490,9 +440,9 @@ impl PyReader {
     /// Reads `len` bytes of the tensor from byte `offset` into a fresh,
     /// aligned buffer the caller owns (slices of big tensors: nothing else
     /// of the tensor is read).
-    fn read_range(&self, py: Python<'_>, name: &str, offset: u64, len: usize) -> PyResult<crate::arena::PyArena> {
+    fn read_range(&self, py: Python<'_>, name: &str, offset: u64, len: usize) -> PyResult<PyArena> {
         let r = self.get()?;
-        let mut arena = crate::arena::PyArena::new(len)?;
+        let mut arena = PyArena::new(len)?;
         // SAFETY: the arena was just made and is not exported yet.
         let buf = unsafe { arena.as_mut_slice() };
         py.allow_threads(|| r.read_range_into(name, offset, buf)).py(py)?;
@@ -561,60 +511,12 @@ impl PyRegion {
         let (ptr, len) = (this.ptr, this.len);
         // SAFETY: filling a Py_buffer per the protocol; `obj` (this region,
         // holding the reader's mapping) keeps the memory valid.
-        unsafe { fill_view(view, flags, slf.into_any(), ptr, len, true) };
+        unsafe { crate::buffer::fill_view(view, flags, slf.into_any(), ptr, len, true) };
         Ok(())
     }
 
     unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
         // SAFETY: `view` was filled by `fill_view`.
-        unsafe { release_view(view) }
-    }
-}
-
-/// Fills a one-dimensional byte `Py_buffer` over `len` bytes at `ptr`.
-///
-/// # Safety
-/// `view` must be a valid `Py_buffer` to fill, and the memory must stay
-/// valid while `owner` is alive (the view holds a reference to it).
-pub(crate) unsafe fn fill_view(
-    view: *mut pyo3::ffi::Py_buffer,
-    flags: c_int,
-    owner: Bound<'_, PyAny>,
-    ptr: usize,
-    len: usize,
-    readonly: bool,
-) {
-    use pyo3::ffi;
-    // SAFETY: per the function's contract.
-    unsafe {
-        (*view).obj = owner.into_ptr();
-        (*view).buf = ptr as *mut std::os::raw::c_void;
-        (*view).len = len as isize;
-        (*view).readonly = c_int::from(readonly);
-        (*view).itemsize = 1;
-        (*view).format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
-            CString::new("B").map_or(std::ptr::null_mut(), CString::into_raw)
-        } else {
-            std::ptr::null_mut()
-        };
-        (*view).ndim = 1;
-        (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND { &mut (*view).len } else { std::ptr::null_mut() };
-        (*view).strides =
-            if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES { &mut (*view).itemsize } else { std::ptr::null_mut() };
-        (*view).suboffsets = std::ptr::null_mut();
-        (*view).internal = std::ptr::null_mut();
-    }
-}
-
-/// Frees what `fill_view` allocated.
-///
-/// # Safety
-/// `view` must have been filled by `fill_view`.
-pub(crate) unsafe fn release_view(view: *mut pyo3::ffi::Py_buffer) {
-    // SAFETY: `format` was made by CString::into_raw in fill_view, or is null.
-    unsafe {
-        if !(*view).format.is_null() {
-            drop(CString::from_raw((*view).format));
-        }
+        unsafe { crate::buffer::release_view(view) }
     }
 }

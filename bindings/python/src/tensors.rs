@@ -10,77 +10,15 @@
 //! converts or explains the refusal.
 
 use std::ffi::CStr;
-use std::mem::MaybeUninit;
 
 use deathtensors_io::format::{Dtype, Metadata, TensorSpec};
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
-use pyo3::{ffi, intern};
 
-/// A buffer exported by a Python object, released on drop.
-struct Buffer(Box<ffi::Py_buffer>);
-
-impl Buffer {
-    /// The object's buffer with shape, strides and format, if it has one.
-    fn get(obj: &Bound<'_, PyAny>) -> Option<Buffer> {
-        let mut view = Box::new(MaybeUninit::<ffi::Py_buffer>::uninit());
-        // SAFETY: `view` is valid for writes; on success the exporter filled
-        // it in, and `Drop` releases it exactly once.
-        let rc = unsafe { ffi::PyObject_GetBuffer(obj.as_ptr(), view.as_mut_ptr(), ffi::PyBUF_RECORDS_RO) };
-        if rc != 0 {
-            // Not an exporter (or not of this kind): the fallback decides.
-            let _ = PyErr::take(obj.py());
-            return None;
-        }
-        // SAFETY: initialised by the successful call above.
-        Some(Buffer(unsafe { Box::from_raw(Box::into_raw(view).cast::<ffi::Py_buffer>()) }))
-    }
-
-    fn is_c_contiguous(&self) -> bool {
-        // SAFETY: a valid, exported view.
-        unsafe { ffi::PyBuffer_IsContiguous(&*self.0, b'C' as std::os::raw::c_char) != 0 }
-    }
-
-    /// The struct-module format without its byte-order prefix, if it is
-    /// little-endian or native (we only build for little-endian targets).
-    fn format(&self) -> Option<&CStr> {
-        if self.0.format.is_null() {
-            return Some(c"B");
-        }
-        // SAFETY: a NUL-terminated string owned by the exporter for the
-        // view's lifetime.
-        let f = unsafe { CStr::from_ptr(self.0.format) }.to_bytes_with_nul();
-        let f = match f.first() {
-            Some(b'<' | b'=' | b'@') => f.get(1..)?,
-            Some(b'>' | b'!') => return None,
-            _ => f,
-        };
-        CStr::from_bytes_with_nul(f).ok()
-    }
-
-    fn shape(&self) -> Vec<u64> {
-        let ndim = usize::try_from(self.0.ndim).unwrap_or(0);
-        if self.0.shape.is_null() || ndim == 0 {
-            return Vec::new();
-        }
-        // SAFETY: the exporter provides `ndim` dimensions.
-        unsafe { std::slice::from_raw_parts(self.0.shape, ndim) }.iter().map(|&d| d as u64).collect()
-    }
-
-    fn bytes(&self) -> (*const u8, usize) {
-        (self.0.buf as *const u8, usize::try_from(self.0.len).unwrap_or(0))
-    }
-}
-
-impl Drop for Buffer {
-    fn drop(&mut self) {
-        // Buffers are made and dropped with the GIL held (`Tensors` is
-        // `unsendable`, and `with_tensors` drops them after the write).
-        // SAFETY: exported once by `get`, released once here.
-        unsafe { ffi::PyBuffer_Release(&mut *self.0) }
-    }
-}
+use crate::buffer::Buffer;
+use crate::errors::IntoPy;
 
 /// Where a tensor's bytes are, and what keeps them alive.
 enum Source {
@@ -182,7 +120,7 @@ fn from_numpy(obj: &Bound<'_, PyAny>) -> Option<(Dtype, Vec<u64>, Buffer)> {
         return None;
     }
     let dtype = struct_dtype(buf.format()?)?;
-    if usize::try_from(buf.0.itemsize).ok()? as u64 != dtype.bits() / 8 {
+    if buf.itemsize()? as u64 != dtype.bits() / 8 {
         return None;
     }
     Some((dtype, buf.shape(), buf))
@@ -283,4 +221,65 @@ pub fn collect(
         }
     }
     Ok(out)
+}
+
+/// One tensor as Python hands it over: name, dtype name, shape, a
+/// C-contiguous byte buffer, and per-tensor metadata.
+pub(crate) type Item<'py> = (String, String, Vec<u64>, Bound<'py, PyAny>, Option<Metadata>);
+
+/// The writers' `tensors` argument: what `_native.collect` made of a dict,
+/// or a list of items.
+pub(crate) fn tensors_arg(tensors: &Bound<'_, PyAny>) -> PyResult<TensorsArg> {
+    if let Ok(collected) = tensors.downcast::<Tensors>() {
+        return Ok(TensorsArg::Collected(collected.clone().unbind()));
+    }
+    let items: Vec<Item<'_>> = tensors.extract()?;
+    let mut out = Tensors::with_capacity(items.len());
+    for (name, dtype, shape, obj, metadata) in items {
+        out.push_buffer(name, &dtype, shape, &obj, metadata)?;
+    }
+    Ok(TensorsArg::Owned(out))
+}
+
+/// See [`tensors_arg`].
+pub(crate) enum TensorsArg {
+    Collected(Py<Tensors>),
+    Owned(Tensors),
+}
+
+/// Runs `write` on the tensors' specs and bytes with the GIL released,
+/// borrowing each buffer's memory without a copy.
+pub(crate) fn with_tensors<R: Send>(
+    py: Python<'_>,
+    tensors: &Bound<'_, PyAny>,
+    write: impl FnOnce(Vec<(TensorSpec, &[u8])>) -> deathtensors_io::Result<R> + Send,
+) -> PyResult<R> {
+    let mut arg = tensors_arg(tensors)?;
+    let mut guard;
+    let tensors: &mut Tensors = match &mut arg {
+        TensorsArg::Owned(t) => t,
+        TensorsArg::Collected(t) => {
+            guard = t.bind(py).try_borrow_mut()?;
+            &mut guard
+        }
+    };
+    let (specs, bytes) = tensors.take();
+    let result = py.allow_threads(|| {
+        let data = specs
+            .into_iter()
+            .zip(bytes)
+            // SAFETY: `tensors` keeps each exporter's buffer (or torch
+            // tensor) alive and its memory contiguous, `len` bytes long,
+            // until it is dropped, after this closure returns. A length of
+            // zero needs no valid address.
+            .map(|(s, (ptr, len))| {
+                let bytes: &[u8] =
+                    if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr as *const u8, len) } };
+                (s, bytes)
+            })
+            .collect();
+        write(data)
+    });
+    drop(arg);
+    result.py(py)
 }

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::errors::IntoPy;
-use crate::sharded::remote_options;
+use crate::options::remote_options;
 
 /// Options as the other remote calls take them.
 type StorageOptions = Option<Vec<(String, String)>>;

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import json
+import inspect
 import os
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
 
-from . import _convert, _dtypes, _keys, _remote
+from . import _convert, _dtypes, _keys
 from . import _native
 from ._legacy import expand_path
 from ._native import Reader, save as _native_save
 from .errors import DeathTensorsError, IntegrityError, NoKeyError
 
 PathLike = Union[str, "os.PathLike[str]"]
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _check_metadata(what: str, m: Optional[Mapping[str, str]]) -> Optional[Dict[str, str]]:
@@ -40,17 +41,56 @@ def _tensor_metadata(tensors: Any, metadata: Any, verb: str) -> Dict[str, Option
     return {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items()}
 
 
-def _compress_mode(compress: Any, compress_level: Any) -> Tuple[str, int]:
-    """The native writer's ``compress`` mode and level, checked."""
-    if isinstance(compress_level, bool) or not isinstance(compress_level, int) or not 1 <= compress_level <= 22:
-        raise DeathTensorsError(f"compress_level must be an integer from 1 to 22, got {compress_level!r}")
-    if compress is None or compress is False:
-        return "off", compress_level
-    if compress is True:
-        return "chunks", compress_level
-    if compress == "blob":
-        return "blob", compress_level
-    raise DeathTensorsError(f"compress must be False, True or 'blob', got {compress!r}")
+def write_options(
+    *, global_metadata: Optional[Mapping[str, str]] = None, encrypt: Any = None, sign: Any = None, **options: Any
+) -> _native.WriteOptions:
+    """The native write options of a save's keywords (:func:`save`'s:
+    ``checksum``, ``compress``, ``compress_level``, ``durable``, ``format``,
+    ``alignment``, ``cipher``, ``chunk_size``, ``seal_header``), built and
+    checked once, by the native core; keys are turned into key rings here."""
+    return _native.WriteOptions(
+        global_metadata=_check_metadata("global_metadata", global_metadata),
+        encrypt=None if encrypt is None else _keys.keyring(encrypt),
+        sign=None if sign is None else _keys.keyring(sign),
+        **options,
+    )
+
+
+def read_options(
+    *,
+    keys: Any = None,
+    trusted_signers: Any = None,
+    require_signature: bool = False,
+    require_encryption: bool = False,
+    policy_input: Any = None,
+    max_decompressed_len: Optional[int] = None,
+    storage_options: Optional[Mapping[str, Any]] = None,
+    max_kdf_work: Optional[int] = None,
+) -> _native.ReadOptions:
+    """The native read options of :func:`open`'s keywords (documented
+    there), built once for a file or for every shard of a checkpoint.
+    Without ``keys``, the registered and environment keys are used."""
+    return _native.ReadOptions(
+        keys=_keys.keyring(keys) if keys is not None else _keys.default_keys(),
+        trusted_signers=_keys.signer_keys(trusted_signers),
+        require_signature=require_signature,
+        require_encryption=require_encryption,
+        policy_input=policy_input,
+        max_decompressed_len=max_decompressed_len,
+        storage_options=storage_options,
+        max_kdf_work=max_kdf_work,
+    )
+
+
+def with_read_options(f: F) -> F:
+    """Shows ``read_options``' keywords in the signature of ``f``, which
+    takes them as ``**options`` and passes them on (``open``,
+    ``DtFile.__init__``, ``open_sharded``): they are spelled once, there."""
+    own = inspect.signature(f)
+    params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    keywords = inspect.signature(read_options).parameters.values()
+    f.__signature__ = own.replace(parameters=[*params, *keywords])  # type: ignore[attr-defined]
+    return f
 
 
 def save(
@@ -113,23 +153,12 @@ def save(
     files that deathtensors 0.3.0 refuses to open.
     """
     checked = _tensor_metadata(tensors, metadata, "saved")
-    mode, level = _compress_mode(compress, compress_level)
-    _native_save(
-        expand_path(path),
-        _convert.collect(tensors, checked),
-        _check_metadata("global_metadata", global_metadata),
-        checksum,
-        durable,
-        format,
-        alignment,
-        None if encrypt is None else _keys.keyring(encrypt),
-        None if sign is None else _keys.keyring(sign),
-        cipher,
-        chunk_size,
-        seal_header,
-        compress=mode,
-        compress_level=level,
+    options = write_options(
+        global_metadata=global_metadata, checksum=checksum, compress=compress, compress_level=compress_level,
+        durable=durable, format=format, alignment=alignment, encrypt=encrypt, sign=sign, cipher=cipher,
+        chunk_size=chunk_size, seal_header=seal_header,
     )
+    _native_save(expand_path(path), _convert.collect(tensors, checked), options)
 
 
 def save_file(
@@ -146,17 +175,17 @@ def save_file(
     ``"F32"`` and raw little-endian row-major bytes. ``compress`` and
     ``compress_level`` are :func:`save`'s.
     """
-    mode, level = _compress_mode(compress, compress_level)
+    options = write_options(
+        global_metadata=global_metadata, checksum=checksum, compress=compress, compress_level=compress_level,
+        durable=durable,
+    )
     items = []
     for entry in tensors:
         name, dtype, shape, data = entry[:4]
         meta = entry[4] if len(entry) > 4 else None
         dtype, shape, buf = _convert.to_buffer(name, (dtype, shape, data))
         items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", meta)))
-    _native_save(
-        expand_path(path), items, _check_metadata("global_metadata", global_metadata), checksum, durable,
-        "deathtensors", 64, compress=mode, compress_level=level,
-    )
+    _native_save(expand_path(path), items, options)
 
 
 class DtFile:
@@ -168,37 +197,26 @@ class DtFile:
     views of the mapped file (``get_tensor_view``, ``get_buffer``).
     """
 
-    def __init__(
-        self,
-        path: PathLike,
-        verify: bool = False,
-        *,
-        keys: Any = None,
-        trusted_signers: Any = None,
-        require_signature: bool = False,
-        require_encryption: bool = False,
-        policy_input: Any = None,
-        max_decompressed_len: Optional[int] = None,
-        storage_options: Optional[Mapping[str, Any]] = None,
-        max_kdf_work: Optional[int] = None,
-    ) -> None:
-        ring = _keys.keyring(keys) if keys is not None else _keys.default_keys()
+    @with_read_options
+    def __init__(self, path: PathLike, verify: bool = False, **options: Any) -> None:
+        """Opens ``path`` with :func:`open`'s keywords (``keys=``,
+        ``trusted_signers=``, ...)."""
+        self._open(path, read_options(**options), verify)
+
+    def _open(self, path: PathLike, options: Any, verify: bool) -> None:
         path = expand_path(path)
-        self._reader = Reader(
-            path,
-            True,
-            ring,
-            _keys.signer_keys(trusted_signers),
-            require_signature,
-            require_encryption,
-            None if policy_input is None else json.dumps(policy_input),
-            max_decompressed_len,
-            _remote.pairs(storage_options),
-            max_kdf_work,
-        )
+        self._reader = Reader(path, options)
         self.path = path
         if verify:
             self.verify()
+
+    @classmethod
+    def _with(cls, path: PathLike, options: Any, verify: bool = False) -> "DtFile":
+        """A file opened with native read options already built (a shard
+        of a checkpoint: every shard shares them)."""
+        f = cls.__new__(cls)
+        f._open(path, options, verify)
+        return f
 
     # -- container protocol -------------------------------------------------
     def keys(self) -> list[str]:
@@ -565,19 +583,8 @@ def refuse_hidden_tensors(reader: Any, path: Any) -> None:
         )
 
 
-def open(  # noqa: A001 - the seed's name
-    path: PathLike,
-    verify: bool = False,
-    *,
-    keys: Any = None,
-    trusted_signers: Any = None,
-    require_signature: bool = False,
-    require_encryption: bool = False,
-    policy_input: Any = None,
-    max_decompressed_len: Optional[int] = None,
-    storage_options: Optional[Mapping[str, Any]] = None,
-    max_kdf_work: Optional[int] = None,
-) -> DtFile:
+@with_read_options
+def open(path: PathLike, verify: bool = False, **options: Any) -> DtFile:  # noqa: A001 - the seed's name
     """Open a file lazily: a context manager returning :class:`DtFile`.
 
     ``keys`` decrypt an encrypted file (JWK dicts, key files,
@@ -608,18 +615,7 @@ def open(  # noqa: A001 - the seed's name
     local cache, checked and bounded (``DEATHTENSORS_REMOTE_CACHE_MAX_BYTES``,
     default 10 GiB): see ``docs/REMOTE.md``.
     """
-    return DtFile(
-        path,
-        verify=verify,
-        keys=keys,
-        trusted_signers=trusted_signers,
-        require_signature=require_signature,
-        require_encryption=require_encryption,
-        policy_input=policy_input,
-        max_decompressed_len=max_decompressed_len,
-        storage_options=storage_options,
-        max_kdf_work=max_kdf_work,
-    )
+    return DtFile(path, verify, **options)
 
 
 def sign_file(path: PathLike, key: Any, durable: bool = True) -> None:

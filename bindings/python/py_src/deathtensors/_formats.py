@@ -7,7 +7,7 @@ import os
 from typing import Optional, Union
 
 from . import _native
-from ._file import DtFile, PathLike, _compress_mode
+from ._file import DtFile, PathLike, write_options
 from ._legacy import CANONICAL_EXTENSION, expand_path
 
 
@@ -41,8 +41,10 @@ def from_safetensors(
     with DtFile(src) as f:
         metadata = dict(f.metadata())
     metadata.update({"deathtensors.converted_from": "safetensors", "deathtensors.source.filename": os.path.basename(src)})
-    mode, level = _compress_mode(compress, compress_level)
-    _native.convert(src, dst, "deathtensors", checksum, metadata, durable, mode, level)
+    options = write_options(
+        global_metadata=metadata, checksum=checksum, durable=durable, compress=compress, compress_level=compress_level
+    )
+    _native.convert(src, dst, options)
     return dst
 
 
@@ -57,7 +59,7 @@ def to_safetensors(src_path: PathLike, dst_path: Optional[PathLike] = None, *, d
     dst = _destination(src, dst_path, ".safetensors")
     with DtFile(src) as f:
         metadata = f.metadata() or None
-    _native.convert(src, dst, "safetensors", False, metadata, durable)
+    _native.convert(src, dst, write_options(global_metadata=metadata, durable=durable, format="safetensors"))
     return dst
 
 

@@ -19,20 +19,46 @@ class Arena:
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
-class Reader:
-    """An open deathtensors or safetensors file."""
+class ReadOptions:
+    """The options of an open (``deathtensors.open``'s keywords), built once
+    and given to ``Reader`` and ``ShardedIndex``."""
     def __init__(
         self,
-        path: str | os.PathLike[str],
-        mmap: bool = True,
+        *,
         keys: Optional[KeyRing] = None,
         trusted_signers: Sequence[bytes] = ...,
         require_signature: bool = False,
         require_encryption: bool = False,
-        policy_input: Optional[str] = None,
+        policy_input: Any = None,
         max_decompressed_len: Optional[int] = None,
-        storage_options: Optional[Sequence[tuple[str, str]]] = None,
         max_kdf_work: Optional[int] = None,
+        storage_options: Optional[Mapping[str, Any]] = None,
+    ) -> None: ...
+
+class WriteOptions:
+    """The options of a save (``deathtensors.save``'s keywords), built and
+    checked once and given to ``save``, ``save_sharded``, ``convert``, ..."""
+    def __init__(
+        self,
+        *,
+        global_metadata: Optional[Mapping[str, str]] = None,
+        checksum: bool = False,
+        durable: bool = True,
+        format: str = "deathtensors",
+        alignment: int = 64,
+        encrypt: Optional[KeyRing] = None,
+        sign: Optional[KeyRing] = None,
+        cipher: str = "AES-256-GCM",
+        chunk_size: int = 1048576,
+        seal_header: bool = False,
+        compress: bool | str | None = False,
+        compress_level: int = 3,
+    ) -> None: ...
+
+class Reader:
+    """An open deathtensors or safetensors file."""
+    def __init__(
+        self, path: str | os.PathLike[str], options: Optional[ReadOptions] = None, mmap: bool = True
     ) -> None: ...
     def close(self) -> None: ...
     def is_remote(self) -> bool: ...
@@ -99,37 +125,11 @@ def collect(
     torch_dtypes: Optional[Mapping[Any, str]] = None,
 ) -> Tensors: ...
 
-def save(
-    path: str | os.PathLike[str],
-    tensors: Tensors | Sequence[tuple[str, str, Sequence[int], Any, Optional[Mapping[str, str]]]],
-    global_metadata: Optional[Mapping[str, str]] = None,
-    checksum: bool = False,
-    durable: bool = True,
-    format: str = "deathtensors",
-    alignment: int = 64,
-    encrypt: Optional[KeyRing] = None,
-    sign: Optional[KeyRing] = None,
-    cipher: str = "AES-256-GCM",
-    chunk_size: int = 1048576,
-    seal_header: bool = False,
-    compress: str = "off",
-    compress_level: int = 3,
-) -> None: ...
+def save(path: str | os.PathLike[str], tensors: Tensors | Sequence[tuple[str, str, Sequence[int], Any, Optional[Mapping[str, str]]]], options: WriteOptions) -> None: ...
 
 class ShardedIndex:
     """The index of a sharded checkpoint, or a single file."""
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        storage_options: Optional[Sequence[tuple[str, str]]] = None,
-        keys: Optional[KeyRing] = None,
-        trusted_signers: Sequence[bytes] = ...,
-        require_signature: bool = False,
-        require_encryption: bool = False,
-        policy_input: Optional[str] = None,
-        max_decompressed_len: Optional[int] = None,
-        max_kdf_work: Optional[int] = None,
-    ) -> None: ...
+    def __init__(self, path: str | os.PathLike[str], options: Optional[ReadOptions] = None) -> None: ...
     def keys(self) -> list[str]: ...
     def __len__(self) -> int: ...
     def __contains__(self, name: str) -> bool: ...
@@ -142,21 +142,7 @@ class ShardedIndex:
     def verify(self) -> None: ...
 
 def save_sharded(
-    path: str | os.PathLike[str],
-    tensors: Tensors | Sequence[tuple[str, str, Sequence[int], Any, Optional[Mapping[str, str]]]],
-    max_shard_bytes: int,
-    global_metadata: Optional[Mapping[str, str]] = None,
-    checksum: bool = False,
-    durable: bool = True,
-    format: str = "deathtensors",
-    alignment: int = 64,
-    encrypt: Optional[KeyRing] = None,
-    sign: Optional[KeyRing] = None,
-    cipher: str = "AES-256-GCM",
-    chunk_size: int = 1048576,
-    seal_header: bool = False,
-    compress: str = "off",
-    compress_level: int = 3,
+    path: str | os.PathLike[str], tensors: Tensors | Sequence[tuple[str, str, Sequence[int], Any, Optional[Mapping[str, str]]]], max_shard_bytes: int, options: WriteOptions
 ) -> tuple[str, list[str]]: ...
 
 class KeyRing:
@@ -212,26 +198,9 @@ def diff(
 ) -> Tuple[List[str], List[str], List[str], List[Tuple[str, int, Optional[float]]], List[Tuple[str, Optional[str], Optional[str]]], List[Tuple[str, List[Tuple[str, Optional[str], Optional[str]]]]]]: ...
 def manifest(reader: Reader) -> str: ...
 def write_manifest(reader: Reader, out: Optional[str | os.PathLike[str]] = None, durable: bool = True) -> str: ...
-def convert(
-    src: str | os.PathLike[str],
-    dst: str | os.PathLike[str],
-    format: str,
-    checksum: bool = False,
-    global_metadata: Optional[Mapping[str, str]] = None,
-    durable: bool = True,
-    compress: str = "off",
-    compress_level: int = 3,
-) -> None: ...
+def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str], options: WriteOptions) -> None: ...
 def save_sharded_legacy(
-    path: str | os.PathLike[str],
-    tensors: Any,
-    max_shard_bytes: int,
-    global_metadata: Optional[Mapping[str, str]] = None,
-    checksum: bool = True,
-    durable: bool = True,
-    alignment: int = 64,
-    compress: str = "off",
-    compress_level: int = 3,
+    path: str | os.PathLike[str], tensors: Any, max_shard_bytes: int, options: WriteOptions
 ) -> List[str]: ...
 
 class Collection:

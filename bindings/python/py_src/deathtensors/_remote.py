@@ -16,7 +16,8 @@ def is_url(path: Union[str, "os.PathLike[str]"]) -> bool:
 def pairs(storage_options: Optional[Mapping[str, Any]]) -> Optional[List[Tuple[str, str]]]:
     """``storage_options`` (object_store's keys, as fsspec users pass them:
     ``{"aws_endpoint": ..., "aws_region": ..., "allow_http": True}``) as the
-    string pairs the native core takes."""
+    string pairs the native uploads take (opens take the dict itself, in
+    ``ReadOptions``)."""
     if storage_options is None:
         return None
     if not isinstance(storage_options, Mapping):

@@ -16,8 +16,8 @@ import json
 import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
-from . import _convert, _keys, _native, _remote
-from ._file import DtFile, PathLike, _check_metadata, _compress_mode
+from . import _convert, _native, _remote
+from ._file import DtFile, PathLike, _check_metadata, read_options, with_read_options, write_options
 from ._legacy import expand_path
 from ._native import ShardedIndex, save_sharded as _native_save_sharded
 from .errors import DeathTensorsError, TensorNotFoundError
@@ -86,27 +86,22 @@ def save_sharded(
         raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
     metadata = dict(metadata or {})
     checked = {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items() if name in tensors}
-    mode, level = _compress_mode(compress, compress_level)
     path = expand_path(path)
     if _layout(path, format, layout) == "deathtensors-0.3":
         if encrypt is not None or sign is not None:
             raise DeathTensorsError("deathtensors 0.3.0's layout cannot be encrypted or signed: use layout='huggingface'")
-        shards = _native.save_sharded_legacy(
-            path, _convert.collect(tensors, checked), int(max_shard_bytes),
-            _check_metadata("global_metadata", global_metadata), checksum, durable, 64, mode, level,
+        options = write_options(
+            global_metadata=global_metadata, checksum=checksum, durable=durable, compress=compress,
+            compress_level=compress_level,
         )
+        shards = _native.save_sharded_legacy(path, _convert.collect(tensors, checked), int(max_shard_bytes), options)
         return [os.fspath(p) for p in shards]
-    _index, shards = _native_save_sharded(
-        path, _convert.collect(tensors, checked), int(max_shard_bytes), _check_metadata("global_metadata", global_metadata),
-        checksum and format == "deathtensors", durable, format, 64,
-        None if encrypt is None else _keys.keyring(encrypt),
-        None if sign is None else _keys.keyring(sign),
-        cipher,
-        chunk_size,
-        seal_header,
-        compress=mode,
-        compress_level=level,
+    options = write_options(
+        global_metadata=global_metadata, checksum=checksum and format == "deathtensors", durable=durable,
+        format=format, encrypt=encrypt, sign=sign, cipher=cipher, chunk_size=chunk_size, seal_header=seal_header,
+        compress=compress, compress_level=compress_level,
     )
+    _index, shards = _native_save_sharded(path, _convert.collect(tensors, checked), int(max_shard_bytes), options)
     return [os.fspath(p) for p in shards]
 
 
@@ -114,28 +109,15 @@ class ShardedFile:
     """A sharded checkpoint opened lazily: the same reading API as
     :class:`DtFile`, over all shards."""
 
-    def __init__(self, index_path: PathLike, verify: bool = False, **trust: Any) -> None:
+    @with_read_options
+    def __init__(self, index_path: PathLike, verify: bool = False, **options: Any) -> None:
+        """Opens the index with :func:`deathtensors.open`'s keywords, built
+        once into native read options that every shard is opened with
+        (``storage_options``: the index's and every shard's store)."""
         self.path = _index_path(expand_path(index_path))
-        # keys=, trusted_signers=, require_signature=, require_encryption=,
-        # policy_input=, max_decompressed_len=, max_kdf_work=: applied to
-        # every shard (see deathtensors.open); storage_options= for URLs:
-        # the index's and every shard's store.
-        keys = trust.get("keys")
-        trust["keys"] = _keys.keyring(keys) if keys is not None else _keys.default_keys()
-        policy_input = trust.get("policy_input")
-        self._index = ShardedIndex(
-            self.path,
-            _remote.pairs(trust.get("storage_options")),
-            trust["keys"],
-            _keys.signer_keys(trust.get("trusted_signers")),
-            bool(trust.get("require_signature", False)),
-            bool(trust.get("require_encryption", False)),
-            None if policy_input is None else json.dumps(policy_input),
-            trust.get("max_decompressed_len"),
-            trust.get("max_kdf_work"),
-        )
+        self._options = read_options(**options)
+        self._index = ShardedIndex(self.path, self._options)
         self._files: Dict[str, DtFile] = {}
-        self._trust = trust
         if verify:
             self.verify()
 
@@ -148,7 +130,7 @@ class ShardedFile:
     def _shard(self, shard: str) -> DtFile:
         f = self._files.get(shard)
         if f is None:
-            f = self._files[shard] = DtFile(shard, **self._trust)
+            f = self._files[shard] = DtFile._with(shard, self._options)
         return f
 
     def _file(self, name: str) -> DtFile:
@@ -270,19 +252,8 @@ def _index_path(path: str) -> str:
 ShardedReader = ShardedFile
 
 
-def open_sharded(
-    index_path: PathLike,
-    verify: bool = False,
-    *,
-    keys: Any = None,
-    trusted_signers: Any = None,
-    require_signature: bool = False,
-    require_encryption: bool = False,
-    policy_input: Any = None,
-    storage_options: Optional[Mapping[str, Any]] = None,
-    max_decompressed_len: Optional[int] = None,
-    max_kdf_work: Optional[int] = None,
-) -> ShardedFile:
+@with_read_options
+def open_sharded(index_path: PathLike, verify: bool = False, **options: Any) -> ShardedFile:
     """Open a sharded checkpoint from its index (ours, Hugging Face's, or
     deathtensors 0.3.0's tensor-less index file), or a single file. The key
     and trust arguments are :func:`deathtensors.open`'s, applied to every
@@ -290,18 +261,7 @@ def open_sharded(
     ``az://``, ``http(s)://``, with ``storage_options`` as in
     :func:`deathtensors.open`): the index is read, and only the shards that
     hold the tensors asked for are opened."""
-    return ShardedFile(
-        index_path,
-        verify=verify,
-        keys=keys,
-        trusted_signers=trusted_signers,
-        require_signature=require_signature,
-        require_encryption=require_encryption,
-        policy_input=policy_input,
-        storage_options=storage_options,
-        max_decompressed_len=max_decompressed_len,
-        max_kdf_work=max_kdf_work,
-    )
+    return ShardedFile(index_path, verify, **options)
 
 
 __all__ = ["save_sharded", "open_sharded", "ShardedFile", "ShardedReader"]

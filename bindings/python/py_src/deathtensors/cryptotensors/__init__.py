@@ -194,7 +194,8 @@ def save_file(
     items = _convert.collect(tensors)
     meta = dict(metadata or {})
     if not config:
-        _native.save(os.fspath(filename), items, meta or None, False, True, "safetensors", 1)
+        options = _native.WriteOptions(global_metadata=meta or None, format="safetensors", alignment=1)
+        _native.save(os.fspath(filename), items, options)
         return
     registered = _keys.default_keys()
     enc = _keys.keyring(_jwk(config["enc_key"], "enc")) if config.get("enc_key") else _select(registered, config.get("enc_kid"), "enc")

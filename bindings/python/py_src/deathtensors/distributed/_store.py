@@ -243,7 +243,7 @@ class RemoteStore(Store):
         _native.remote_delete(self.describe(name), self.pairs)
 
     def open_reader(self, name: str) -> Any:
-        return _native.Reader(self.describe(name), storage_options=self.pairs)
+        return _native.Reader(self.describe(name), _native.ReadOptions(storage_options=self.options))
 
 
 def is_torch_checkpoint(store: Store) -> bool:

@@ -111,12 +111,10 @@ def open_reader(
     environment): they open cryptotensors files, as cryptotensors'
     compatibility package does."""
     try:
-        return _native.Reader(
-            path,
-            mmap=mmap,
-            keys=_keys.default_keys() if keys is None else keys,
-            storage_options=_remote.pairs(storage_options),
+        options = _native.ReadOptions(
+            keys=_keys.default_keys() if keys is None else keys, storage_options=storage_options
         )
+        return _native.Reader(path, options, mmap=mmap)
     except FileNotFoundError:
         raise FileNotFoundError(f"No such file or directory: {path}") from None
     except DeathTensorsError as e:

@@ -176,7 +176,8 @@ def write(items: list[Item], filename: Union[str, "os.PathLike[str]"], metadata:
     path = os.fspath(filename)
     tensors = [(name, code, shape, buf, None) for name, code, shape, buf in items]
     try:
-        _native.save(path, tensors, metadata, False, durable(), "safetensors")
+        options = _native.WriteOptions(global_metadata=metadata, durable=durable(), format="safetensors")
+        _native.save(path, tensors, options)
     except (ValueError, OSError) as e:
         raise SafetensorError(f"Error while serializing: {e}") from e
 

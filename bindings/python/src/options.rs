@@ -1,0 +1,319 @@
+//! `deathtensors._native.ReadOptions` and `WriteOptions`: the options of an
+//! open and of a save, built once from Python's keywords and handed whole
+//! to every constructor and writer (`Reader`, `ShardedIndex`, `save`,
+//! `save_sharded`, `convert`, ...).
+//!
+//! Values are translated here (Python objects to io's types); the rules
+//! they must meet are io's. Python passes its keywords through unchanged.
+
+use deathtensors_io::format::{Argon2Params, Cipher, Format, Metadata, COMPRESSION_LEVELS};
+use deathtensors_io::{Compress, EncryptOptions, ErrorKind, VerifyingKey};
+use deathtensors_remote::RemoteOptions;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyMapping, PyString, PyTuple};
+
+use crate::errors::error;
+use crate::keys::PyKeyRing;
+
+/// What an open is given: io's read options, and the store's options for
+/// a URL. Shared by every shard of a sharded checkpoint.
+#[derive(Debug)]
+#[pyclass(name = "ReadOptions", module = "deathtensors._native", frozen)]
+pub struct PyReadOptions {
+    pub(crate) read: deathtensors_io::ReadOptions,
+    pub(crate) remote: RemoteOptions,
+}
+
+impl PyReadOptions {
+    /// io's defaults, and the store's from the environment: an open given
+    /// no options.
+    pub(crate) fn defaults() -> PyReadOptions {
+        PyReadOptions { read: deathtensors_io::ReadOptions::default(), remote: RemoteOptions::from_env() }
+    }
+
+    /// The read and store options an open takes (each open owns its copy),
+    /// from Python's `options` argument (None: the defaults).
+    pub(crate) fn of(options: Option<Bound<'_, PyReadOptions>>) -> (deathtensors_io::ReadOptions, RemoteOptions) {
+        match options {
+            Some(o) => (o.get().read.clone(), o.get().remote.clone()),
+            None => {
+                let PyReadOptions { read, remote } = PyReadOptions::defaults();
+                (read, remote)
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl PyReadOptions {
+    /// `keys` decrypt; `trusted_signers` (32-byte Ed25519 public keys),
+    /// `require_signature` and `require_encryption` refuse files that do
+    /// not meet them; `policy_input` (any JSON value: dicts, lists, str,
+    /// numbers, bools, None) is the input of a file's Rego policy;
+    /// `max_decompressed_len` and `max_kdf_work` cap untrusted work (None:
+    /// io's defaults); `storage_options` (a dict) configure the store of a
+    /// URL.
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (*, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, max_kdf_work = None, storage_options = None))]
+    fn new(
+        py: Python<'_>,
+        keys: Option<PyKeyRing>,
+        trusted_signers: Vec<[u8; 32]>,
+        require_signature: bool,
+        require_encryption: bool,
+        policy_input: Option<Bound<'_, PyAny>>,
+        max_decompressed_len: Option<u64>,
+        max_kdf_work: Option<u64>,
+        storage_options: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<PyReadOptions> {
+        let policy_input = policy_input
+            .map(|value| json_value(&value))
+            .transpose()
+            .map_err(|e| error(py, format!("policy_input is not JSON: {e}")))?;
+        let defaults = deathtensors_io::ReadOptions::default();
+        let read = deathtensors_io::ReadOptions {
+            policy_input,
+            keys: keys.map(|k| k.inner).unwrap_or_default(),
+            trusted_signers: trusted_signers.into_iter().map(VerifyingKey).collect(),
+            require_signature,
+            require_encryption,
+            max_decompressed_len: max_decompressed_len.unwrap_or(defaults.max_decompressed_len),
+            max_kdf_work: max_kdf_work.unwrap_or(defaults.max_kdf_work),
+            ..defaults
+        };
+        Ok(PyReadOptions { read, remote: remote_options(Some(storage_pairs(storage_options)?)) })
+    }
+}
+
+/// Python's `storage_options` (object_store's keys, as fsspec users pass
+/// them: `{"aws_region": ..., "allow_http": True}`) as string pairs.
+fn storage_pairs(storage_options: Option<Bound<'_, PyAny>>) -> PyResult<Vec<(String, String)>> {
+    let mut pairs = Vec::new();
+    if let Some(options) = storage_options {
+        let options = options.downcast::<PyMapping>().map_err(|_| {
+            let kind = options.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+            PyTypeError::new_err(format!("storage_options must be a dict, got {kind}"))
+        })?;
+        for item in options.items()?.iter() {
+            let (key, value): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+            // object_store spells booleans in lower case.
+            let value = match value.downcast::<PyBool>() {
+                Ok(b) => b.is_true().to_string(),
+                Err(_) => value.str()?.to_string(),
+            };
+            pairs.push((key.str()?.to_string(), value));
+        }
+    }
+    Ok(pairs)
+}
+
+/// Remote options from storage option pairs (the uploads' `storage_options`).
+pub(crate) fn remote_options(storage_options: Option<Vec<(String, String)>>) -> RemoteOptions {
+    RemoteOptions {
+        storage_options: storage_options.unwrap_or_default(),
+        // A cache when DEATHTENSORS_REMOTE_CACHE names a directory.
+        ..RemoteOptions::from_env()
+    }
+}
+
+/// A Python value as JSON, as `json.dumps` sees it: dicts (keys str, int,
+/// float, bool or None, written as strings), lists and tuples, str, int,
+/// float, bool and None. NaN and infinities are not JSON.
+fn json_value(value: &Bound<'_, PyAny>) -> Result<serde_json::Value, String> {
+    use serde_json::Value;
+    if value.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = value.downcast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if value.downcast::<PyInt>().is_ok() {
+        if let Ok(i) = value.extract::<i64>() {
+            return Ok(Value::from(i));
+        }
+        if let Ok(u) = value.extract::<u64>() {
+            return Ok(Value::from(u));
+        }
+        return Err(format!("integer {} is out of JSON's range here", value.str().map_err(|e| e.to_string())?));
+    }
+    if let Ok(f) = value.downcast::<PyFloat>() {
+        let f = f.value();
+        return serde_json::Number::from_f64(f).map(Value::Number).ok_or_else(|| format!("{f} is not a JSON number"));
+    }
+    if let Ok(s) = value.downcast::<PyString>() {
+        return Ok(Value::String(s.to_str().map_err(|e| e.to_string())?.to_string()));
+    }
+    if let Ok(d) = value.downcast::<PyDict>() {
+        let mut map = serde_json::Map::with_capacity(d.len());
+        for (k, v) in d.iter() {
+            let key = match json_value(&k)? {
+                Value::String(s) => s,
+                Value::Null if k.is_none() => "null".into(),
+                Value::Bool(b) => b.to_string(),
+                Value::Number(n) => n.to_string(),
+                _ => return Err(format!("keys must be str, int, float, bool or None, not {}", type_name(&k))),
+            };
+            map.insert(key, json_value(&v)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    if let Ok(l) = value.downcast::<PyList>() {
+        return l.iter().map(|v| json_value(&v)).collect::<Result<_, _>>().map(Value::Array);
+    }
+    if let Ok(t) = value.downcast::<PyTuple>() {
+        return t.iter().map(|v| json_value(&v)).collect::<Result<_, _>>().map(Value::Array);
+    }
+    Err(format!("object of type {} is not JSON serializable", type_name(value)))
+}
+
+fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+}
+
+/// `compress=`: False or None (off), True (each tensor in chunks, flag bit
+/// 5) or `"blob"` (deathtensors 0.3.0's whole-blob frame).
+#[derive(Clone, Copy, Debug)]
+enum CompressMode {
+    Off,
+    Chunks,
+    Blob,
+}
+
+impl<'py> FromPyObject<'py> for CompressMode {
+    fn extract_bound(value: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if value.is_none() {
+            return Ok(CompressMode::Off);
+        }
+        if let Ok(b) = value.downcast::<PyBool>() {
+            return Ok(if b.is_true() { CompressMode::Chunks } else { CompressMode::Off });
+        }
+        if value.downcast::<PyString>().is_ok_and(|s| s.to_str().is_ok_and(|s| s == "blob")) {
+            return Ok(CompressMode::Blob);
+        }
+        Err(error(value.py(), format!("compress must be False, True or 'blob', got {}", value.repr()?)))
+    }
+}
+
+/// `compress_level=`: a Python int (not a bool) within the format's
+/// `COMPRESSION_LEVELS`, checked when the options are built so that a bad
+/// level fails before anything is written.
+#[derive(Clone, Copy, Debug)]
+struct Level(i32);
+
+impl<'py> FromPyObject<'py> for Level {
+    fn extract_bound(value: &Bound<'py, PyAny>) -> PyResult<Self> {
+        let level = value.downcast::<PyBool>().is_err().then(|| value.downcast::<PyInt>().ok()?.extract::<i32>().ok());
+        match level.flatten() {
+            Some(level) if u32::try_from(level).is_ok_and(|l| COMPRESSION_LEVELS.contains(&l)) => Ok(Level(level)),
+            _ => {
+                Err(error(value.py(), format!("compress_level must be an integer from 1 to 22, got {}", value.repr()?)))
+            }
+        }
+    }
+}
+
+/// What a save is given: io's write options, keys included.
+#[pyclass(name = "WriteOptions", module = "deathtensors._native", frozen)]
+pub struct PyWriteOptions {
+    pub(crate) inner: deathtensors_io::WriteOptions,
+}
+
+impl std::fmt::Debug for PyWriteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.inner, f)
+    }
+}
+
+#[pymethods]
+impl PyWriteOptions {
+    /// `format` is "deathtensors", "safetensors" or "bintensors";
+    /// `compress` False, True or "blob" at `compress_level` (1 to 22);
+    /// `encrypt` (a key ring of recipients) with `cipher`, `chunk_size` and
+    /// `seal_header`; `sign` (a key ring of Ed25519 signing keys).
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (*, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false, compress_level = Level(3), compress = CompressMode::Off))]
+    fn new(
+        py: Python<'_>,
+        global_metadata: Option<Metadata>,
+        checksum: bool,
+        durable: bool,
+        format: &str,
+        alignment: u64,
+        encrypt: Option<PyKeyRing>,
+        sign: Option<PyKeyRing>,
+        cipher: &str,
+        chunk_size: u64,
+        seal_header: bool,
+        compress_level: Level,
+        compress: CompressMode,
+    ) -> PyResult<PyWriteOptions> {
+        // The level is checked (first) whatever the mode, as deathtensors
+        // 0.3.0 did.
+        let Level(level) = compress_level;
+        let compress = match compress {
+            CompressMode::Off => Compress::Off,
+            CompressMode::Chunks => Compress::Chunked { level },
+            CompressMode::Blob => Compress::Blob { level },
+        };
+        let mut inner = deathtensors_io::WriteOptions {
+            format: parse_format(format)?,
+            checksum,
+            durable,
+            metadata: global_metadata,
+            alignment,
+            compress,
+            ..deathtensors_io::WriteOptions::default()
+        };
+        apply_keys(py, &mut inner, encrypt, sign, cipher, chunk_size, seal_header)?;
+        Ok(PyWriteOptions { inner })
+    }
+}
+
+/// Parses the `format` argument.
+fn parse_format(format: &str) -> PyResult<Format> {
+    match format {
+        "deathtensors" => Ok(Format::Deathtensors),
+        "safetensors" => Ok(Format::Safetensors),
+        "bintensors" => Ok(Format::Bintensors),
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown format {other:?}: use 'deathtensors', 'safetensors' or 'bintensors'"
+        ))),
+    }
+}
+
+/// Sets the encryption and signing options of a save from key rings.
+fn apply_keys(
+    py: Python<'_>,
+    options: &mut deathtensors_io::WriteOptions,
+    encrypt: Option<PyKeyRing>,
+    sign: Option<PyKeyRing>,
+    cipher: &str,
+    chunk_size: u64,
+    seal_header: bool,
+) -> PyResult<()> {
+    if seal_header && encrypt.is_none() {
+        return Err(error(py, "seal_header=True needs encrypt= (the header is sealed for its recipients)".into()));
+    }
+    if let Some(ring) = encrypt {
+        let cipher = Cipher::from_name(cipher)
+            .ok_or_else(|| error(py, format!("unknown cipher {cipher:?}: use 'AES-256-GCM' or 'CHACHA20-POLY1305'")))?;
+        let recipients = ring.inner.encrypt_to(Argon2Params::DEFAULT).map_err(|e| {
+            let why = match e.kind() {
+                ErrorKind::InvalidKey(m) | ErrorKind::InvalidInput(m) => m.clone(),
+                _ => e.to_string(),
+            };
+            error(py, format!("encrypt=: {why}"))
+        })?;
+        options.encryption = Some(EncryptOptions { cipher, chunk_size, recipients, seal_header });
+    }
+    if let Some(ring) = sign {
+        if ring.inner.signing_keys().is_empty() {
+            return Err(error(py, "sign= holds no Ed25519 signing key (a JWK with \"d\")".into()));
+        }
+        options.signers = ring.inner.signing_keys().iter().map(|(_, k)| k.clone()).collect();
+    }
+    Ok(())
+}
