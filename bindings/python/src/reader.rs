@@ -77,19 +77,17 @@ impl PyReader {
         mmap: bool,
     ) -> PyResult<PyReader> {
         let (read, remote) = PyReadOptions::of(options);
-        let url = path.to_str().filter(|p| deathtensors_remote::is_url(p));
+        // A URL is never mapped: it is read with ranged requests.
+        let mappable = mmap && !path.to_str().is_some_and(deathtensors_remote::is_url);
         let reader = py
             .allow_threads(|| {
-                if let Some(url) = url {
-                    // A URL: ranged reads, never mapped.
-                    deathtensors_remote::open(url, &remote, read)
-                } else if mmap {
+                if mappable {
                     // SAFETY: documented in Python: the file must not be
                     // modified or truncated while open; owned reads never
                     // touch the mapping.
                     unsafe { Reader::open_mmap_with(&path, read) }
                 } else {
-                    Reader::open_with(&path, read)
+                    deathtensors_remote::open_any(&path, &remote, read)
                 }
             })
             .py(py)?;

@@ -28,13 +28,7 @@ impl PyShardedIndex {
     #[pyo3(signature = (path, options = None))]
     fn new(py: Python<'_>, path: PathBuf, options: Option<Bound<'_, PyReadOptions>>) -> PyResult<PyShardedIndex> {
         let (read, remote) = PyReadOptions::of(options);
-        let url = path.to_str().filter(|p| deathtensors_remote::is_url(p));
-        let inner = py
-            .allow_threads(|| match url {
-                Some(url) => deathtensors_remote::open_sharded(url, &remote, read),
-                None => ShardedReader::open_with(&path, read),
-            })
-            .py(py)?;
+        let inner = py.allow_threads(|| deathtensors_remote::open_sharded_any(&path, &remote, read)).py(py)?;
         Ok(PyShardedIndex { inner })
     }
 
