@@ -1,0 +1,51 @@
+"""src/options.rs: the read and write options built once from Python's
+keywords (what each value becomes, and the errors bad ones get)."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import deathtensors as dt
+from deathtensors import _native
+
+READ_KEYWORDS = ["keys", "trusted_signers", "require_signature", "require_encryption", "policy_input",
+                 "max_decompressed_len", "storage_options", "max_kdf_work"]
+
+
+@pytest.mark.parametrize("f", [dt.open, dt.DtFile, dt.open_sharded])
+def test_open_shows_the_read_keywords(f):
+    params = inspect.signature(f).parameters
+    assert [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY] == READ_KEYWORDS
+
+
+@pytest.mark.parametrize("value, why", [
+    (float("nan"), "NaN is not a JSON number"),
+    (object(), "object of type object is not JSON serializable"),
+    ({(1, 2): "x"}, "keys must be str"),
+])
+def test_policy_input_that_is_not_json_is_refused(value, why):
+    with pytest.raises(dt.DeathTensorsError, match="policy_input is not JSON") as e:
+        _native.ReadOptions(policy_input=value)
+    assert why in str(e.value)
+
+
+def test_policy_input_crosses_as_json_does(tmp_path):
+    # Tuples are arrays and non-str keys strings, as json.dumps makes them.
+    _native.ReadOptions(policy_input={"user": "alice", 1: (True, None, 2.5), None: [1 << 40]})
+
+
+def test_storage_options_must_be_a_dict():
+    with pytest.raises(TypeError, match="storage_options must be a dict, got list"):
+        _native.ReadOptions(storage_options=[("aws_region", "x")])
+
+
+@pytest.mark.parametrize("compress, mode", [(False, None), (None, None), (True, "chunks"), ("blob", "blob")])
+def test_compress_values(tmp_path, compress, mode):
+    path = tmp_path / "c.dt"
+    dt.save(path, {"a": np.zeros(1 << 16, np.float32)}, compress=compress, compress_level=4)
+    with dt.open(path) as f:
+        c = f.compression()
+        assert (c and c["mode"]) == mode
+        if mode == "chunks":
+            assert c["level"] == 4
