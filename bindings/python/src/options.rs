@@ -270,6 +270,12 @@ impl PyWriteOptions {
         apply_keys(py, &mut inner, encrypt, sign, cipher, chunk_size, seal_header)?;
         Ok(PyWriteOptions { inner })
     }
+
+    /// Whether the save fsyncs before the file replaces its target.
+    #[getter]
+    fn durable(&self) -> bool {
+        self.inner.durable
+    }
 }
 
 /// Parses the `format` argument.

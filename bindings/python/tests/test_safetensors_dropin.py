@@ -610,9 +610,9 @@ def test_saves_are_durable_unless_turned_off(tmp_path, monkeypatch):
     calls = []
     real_save = native.save
 
-    def spy(path, tensors, metadata, checksum, durable, *rest):
-        calls.append(durable)
-        return real_save(path, tensors, metadata, checksum, durable, *rest)
+    def spy(path, tensors, options):
+        calls.append(options.durable)
+        return real_save(path, tensors, options)
 
     monkeypatch.setattr(native, "save", spy)
     t = {"a": np.arange(4, dtype=np.float32)}

@@ -54,6 +54,8 @@ class WriteOptions:
         compress: bool | str | None = False,
         compress_level: int = 3,
     ) -> None: ...
+    @property
+    def durable(self) -> bool: ...
 
 class Reader:
     """An open deathtensors or safetensors file."""
