@@ -20,6 +20,8 @@ mod demo;
 mod dist;
 mod dist_test;
 mod fuzz;
+#[cfg(test)]
+mod modgraph;
 mod msrv;
 mod python;
 mod release;
