@@ -48,6 +48,16 @@ def _collection(path, n=4):
         b.write(torch.arange(n))
 
 
+def _holding_writer(path):
+    """A collection of 4 rows at `path`, and a child process that holds its
+    writer lock with 3 rows committed and 2 not, until told "close"."""
+    _collection(path)
+    child = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, str(path)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "holding"
+    return child
+
+
 def test_second_writer_in_this_process_is_locked_out(tmp_path):
     path = tmp_path / "c"
     _collection(path)
@@ -69,11 +79,8 @@ def test_second_writer_in_this_process_is_locked_out(tmp_path):
 
 def test_writer_in_another_process_locks_this_one_out(tmp_path):
     path = tmp_path / "c"
-    _collection(path)
-    child = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, str(path)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
+    child = _holding_writer(path)
     try:
-        assert child.stdout.readline().strip() == "holding"
         with pytest.raises(dt.LockedError, match="writer.lock") as e:
             DT.open(path, "a")
         assert f"process {child.pid}" in str(e.value)
@@ -107,16 +114,11 @@ def test_this_process_locks_another_out(tmp_path):
 
 def test_a_killed_writer_leaves_its_last_commit_and_the_lock(tmp_path):
     path = tmp_path / "c"
-    _collection(path)
-    child = subprocess.Popen([sys.executable, "-c", HOLD_SCRIPT, str(path)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "holding"
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-        child.stdin.close()
-        child.stdout.close()
+    child = _holding_writer(path)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    child.stdin.close()
+    child.stdout.close()
     with DT.open(path, "a") as w:  # the OS released the lock with the process
         assert w[:].tolist() == [0, 1, 2, 3, 100, 101, 102]
         blocks = {os.path.basename(b[0]) for b in w.blocks()}

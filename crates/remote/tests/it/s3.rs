@@ -7,7 +7,8 @@ use deathtensors_remote::{open, open_sharded, RemoteOptions};
 use crate::servers::{moto, request, Server};
 use crate::{scratch, write_model};
 
-fn s3_options(server: &Server) -> RemoteOptions {
+/// Options for moto's S3 server `server` (its fixed test credentials).
+pub(crate) fn s3_options(server: &Server) -> RemoteOptions {
     crate::http::options()
         .with("aws_endpoint", format!("http://127.0.0.1:{}", server.port))
         .with("aws_access_key_id", "testing")

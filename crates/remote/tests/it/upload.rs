@@ -5,16 +5,9 @@
 use deathtensors_io::{ErrorKind, ReadOptions};
 use deathtensors_remote::{delete, get, list, open, put, size, upload, RemoteOptions};
 
-use crate::servers::{moto, request, Server};
+use crate::s3::s3_options;
+use crate::servers::{moto, request};
 use crate::{scratch, write_model};
-
-fn s3_options(server: &Server) -> RemoteOptions {
-    crate::http::options()
-        .with("aws_endpoint", format!("http://127.0.0.1:{}", server.port))
-        .with("aws_access_key_id", "testing")
-        .with("aws_secret_access_key", "testing")
-        .with("aws_region", "us-east-1")
-}
 
 #[test]
 fn a_file_over_a_part_uploads_in_parts_and_reads_back() {
