@@ -6,7 +6,7 @@
 //! Values are translated here (Python objects to io's types); the rules
 //! they must meet are io's. Python passes its keywords through unchanged.
 
-use deathtensors_io::format::{Argon2Params, Cipher, Format, Metadata, COMPRESSION_LEVELS};
+use deathtensors_io::format::{Argon2Params, Cipher, Format, Metadata};
 use deathtensors_io::{Compress, EncryptOptions, ErrorKind, VerifyingKey};
 use deathtensors_remote::RemoteOptions;
 use pyo3::exceptions::PyTypeError;
@@ -196,9 +196,9 @@ impl<'py> FromPyObject<'py> for CompressMode {
     }
 }
 
-/// `compress_level=`: a Python int (not a bool) within the format's
-/// `COMPRESSION_LEVELS`, checked when the options are built so that a bad
-/// level fails before anything is written.
+/// `compress_level=`: a Python int (not a bool) that io's rule accepts
+/// (`Compress::is_valid_level`), checked when the options are built so that
+/// a bad level fails before anything is written.
 #[derive(Clone, Copy, Debug)]
 struct Level(i32);
 
@@ -206,7 +206,7 @@ impl<'py> FromPyObject<'py> for Level {
     fn extract_bound(value: &Bound<'py, PyAny>) -> PyResult<Self> {
         let level = value.downcast::<PyBool>().is_err().then(|| value.downcast::<PyInt>().ok()?.extract::<i32>().ok());
         match level.flatten() {
-            Some(level) if u32::try_from(level).is_ok_and(|l| COMPRESSION_LEVELS.contains(&l)) => Ok(Level(level)),
+            Some(level) if Compress::is_valid_level(level) => Ok(Level(level)),
             _ => {
                 Err(error(value.py(), format!("compress_level must be an integer from 1 to 22, got {}", value.repr()?)))
             }

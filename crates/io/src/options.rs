@@ -102,6 +102,15 @@ pub enum Compress {
     },
 }
 
+impl Compress {
+    /// Whether files take the zstd level `level` (1 to 22): the one rule,
+    /// for io's own check and for the front ends that read a level from
+    /// their users before a save starts.
+    pub fn is_valid_level(level: i32) -> bool {
+        u32::try_from(level).is_ok_and(|l| COMPRESSION_LEVELS.contains(&l))
+    }
+}
+
 /// Options for writing a file.
 #[derive(Clone)]
 pub struct WriteOptions {
@@ -216,7 +225,7 @@ impl WriteOptions {
                 DOING,
             ));
         }
-        if !u32::try_from(level).is_ok_and(|l| COMPRESSION_LEVELS.contains(&l)) {
+        if !Compress::is_valid_level(level) {
             return Err(Error::input(format!("compression level {level} is not between 1 and 22"), path, DOING));
         }
         Ok(())
