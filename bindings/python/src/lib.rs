@@ -21,6 +21,8 @@ mod writer;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The key variables, named once in io for the command line and Python.
+    m.add("KEY_ENV_VARS", deathtensors_io::KEY_ENV_VARS.to_vec())?;
     m.add_class::<options::PyReadOptions>()?;
     m.add_class::<options::PyWriteOptions>()?;
     m.add_class::<reader::PyReader>()?;

@@ -2,6 +2,7 @@
 keywords (what each value becomes, and the errors bad ones get)."""
 
 import inspect
+import re
 
 import numpy as np
 import pytest
@@ -49,3 +50,21 @@ def test_compress_values(tmp_path, compress, mode):
         assert (c and c["mode"]) == mode
         if mode == "chunks":
             assert c["level"] == 4
+
+
+def test_a_keyword_no_function_takes_is_refused_in_the_callers_name(tmp_path):
+    path = str(tmp_path / "m.dt")
+    dt.save(path, {"w": np.zeros(2, np.float32)})
+    for call, name in [
+        (lambda: dt.open(path, bogus=1), "open()"),
+        (lambda: dt.DtFile(path, bogus=1), "DtFile.__init__()"),
+        (lambda: dt.open_sharded(path, bogus=1), "open_sharded()"),
+    ]:
+        with pytest.raises(TypeError, match=re.escape(f"{name} got an unexpected keyword argument 'bogus'")):
+            call()
+    # The keywords the wrapped functions take, as inspect shows them.
+    for f in (dt.open, dt.DtFile.__init__, dt.open_sharded):
+        params = inspect.signature(f).parameters
+        assert {"keys", "trusted_signers", "require_signature", "storage_options", "verify"} <= set(params), f
+    with dt.open(path, verify=True, require_signature=False) as f:
+        assert f.keys() == ["w"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
@@ -85,12 +86,23 @@ def read_options(
 def with_read_options(f: F) -> F:
     """Shows ``read_options``' keywords in the signature of ``f``, which
     takes them as ``**options`` and passes them on (``open``,
-    ``DtFile.__init__``, ``open_sharded``): they are spelled once, there."""
+    ``DtFile.__init__``, ``open_sharded``): they are spelled once, there.
+    A keyword that is neither ``f``'s nor ``read_options``' is refused in
+    ``f``'s name, as Python refuses one of a plain function."""
     own = inspect.signature(f)
     params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
     keywords = inspect.signature(read_options).parameters.values()
-    f.__signature__ = own.replace(parameters=[*params, *keywords])  # type: ignore[attr-defined]
-    return f
+    accepted = {p.name for p in params} | {p.name for p in keywords}
+
+    @functools.wraps(f)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        for name in kwargs:
+            if name not in accepted:
+                raise TypeError(f"{f.__qualname__}() got an unexpected keyword argument {name!r}")
+        return f(*args, **kwargs)
+
+    checked.__signature__ = own.replace(parameters=[*params, *keywords])  # type: ignore[attr-defined]
+    return checked  # type: ignore[return-value]
 
 
 def save(

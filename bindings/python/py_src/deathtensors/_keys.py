@@ -29,7 +29,7 @@ from .errors import DeathTensorsError
 KeyRing = _native.KeyRing
 
 #: Environment variables read for keys when a file is opened without ``keys=``.
-ENV_VARS = ("DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS")
+ENV_VARS = tuple(_native.KEY_ENV_VARS)  # ("DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS"), named in io
 
 _registered: List[Any] = []
 

@@ -19,6 +19,9 @@ class Arena:
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
+#: The environment variables read for keys (io's ``KEY_ENV_VARS``).
+KEY_ENV_VARS: list[str]
+
 class ReadOptions:
     """The options of an open (``deathtensors.open``'s keywords), built once
     and given to ``Reader`` and ``ShardedIndex``."""
