@@ -68,3 +68,11 @@ def test_a_keyword_no_function_takes_is_refused_in_the_callers_name(tmp_path):
         assert {"keys", "trusted_signers", "require_signature", "storage_options", "verify"} <= set(params), f
     with dt.open(path, verify=True, require_signature=False) as f:
         assert f.keys() == ["w"]
+
+
+def test_the_typed_keywords_are_read_options_own():
+    # Type checkers see open's **options as ReadKeywords (PEP 692); the
+    # keywords themselves are read_options'.
+    from deathtensors import _file
+
+    assert list(_file.ReadKeywords.__annotations__) == list(inspect.signature(_file.read_options).parameters)

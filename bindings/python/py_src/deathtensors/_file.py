@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, TypedDict, TypeVar, Union, Unpack
 
 from . import _convert, _dtypes, _keys
 from . import _native
@@ -55,6 +55,21 @@ def write_options(
         sign=None if sign is None else _keys.keyring(sign),
         **options,
     )
+
+
+class ReadKeywords(TypedDict, total=False):
+    """:func:`read_options`' keywords, for type checkers (PEP 692): the
+    ``**options`` of ``open``, ``DtFile`` and ``open_sharded``. A test keeps
+    it equal to ``read_options``' parameters."""
+
+    keys: Any
+    trusted_signers: Any
+    require_signature: bool
+    require_encryption: bool
+    policy_input: Any
+    max_decompressed_len: Optional[int]
+    storage_options: Optional[Mapping[str, Any]]
+    max_kdf_work: Optional[int]
 
 
 def read_options(
@@ -210,7 +225,7 @@ class DtFile:
     """
 
     @with_read_options
-    def __init__(self, path: PathLike, verify: bool = False, **options: Any) -> None:
+    def __init__(self, path: PathLike, verify: bool = False, **options: Unpack[ReadKeywords]) -> None:
         """Opens ``path`` with :func:`open`'s keywords (``keys=``,
         ``trusted_signers=``, ...)."""
         self._open(path, read_options(**options), verify)
@@ -596,7 +611,7 @@ def refuse_hidden_tensors(reader: Any, path: Any) -> None:
 
 
 @with_read_options
-def open(path: PathLike, verify: bool = False, **options: Any) -> DtFile:  # noqa: A001 - the seed's name
+def open(path: PathLike, verify: bool = False, **options: Unpack[ReadKeywords]) -> DtFile:  # noqa: A001 - the seed's name
     """Open a file lazily: a context manager returning :class:`DtFile`.
 
     ``keys`` decrypt an encrypted file (JWK dicts, key files,

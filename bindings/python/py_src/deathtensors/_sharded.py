@@ -17,7 +17,7 @@ import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
 from . import _convert, _native, _remote
-from ._file import DtFile, PathLike, _check_metadata, read_options, with_read_options, write_options
+from ._file import DtFile, PathLike, ReadKeywords, _check_metadata, read_options, with_read_options, write_options
 from ._legacy import expand_path
 from ._native import ShardedIndex, save_sharded as _native_save_sharded
 from .errors import DeathTensorsError, TensorNotFoundError
@@ -110,7 +110,7 @@ class ShardedFile:
     :class:`DtFile`, over all shards."""
 
     @with_read_options
-    def __init__(self, index_path: PathLike, verify: bool = False, **options: Any) -> None:
+    def __init__(self, index_path: PathLike, verify: bool = False, **options: Unpack[ReadKeywords]) -> None:
         """Opens the index with :func:`deathtensors.open`'s keywords, built
         once into native read options that every shard is opened with
         (``storage_options``: the index's and every shard's store)."""
@@ -253,7 +253,7 @@ ShardedReader = ShardedFile
 
 
 @with_read_options
-def open_sharded(index_path: PathLike, verify: bool = False, **options: Any) -> ShardedFile:
+def open_sharded(index_path: PathLike, verify: bool = False, **options: Unpack[ReadKeywords]) -> ShardedFile:
     """Open a sharded checkpoint from its index (ours, Hugging Face's, or
     deathtensors 0.3.0's tensor-less index file), or a single file. The key
     and trust arguments are :func:`deathtensors.open`'s, applied to every
