@@ -21,5 +21,5 @@ pub fn parse_storage_options(entries: &[String]) -> anyhow::Result<Vec<(String, 
 
 /// The URL `path` holds, if it is one.
 pub fn url(path: &Path) -> Option<&str> {
-    path.to_str().filter(|p| deathtensors_remote::is_url(p))
+    deathtensors_remote::url_of(path)
 }

@@ -57,7 +57,7 @@ mod upload;
 
 pub use crate::{
     cache::Cache,
-    open::{is_url, open, open_any, open_sharded, open_sharded_any, open_sharded_from, prefetch, RemoteOpener},
+    open::{is_url, open, open_any, open_sharded, open_sharded_any, open_sharded_from, prefetch, url_of, RemoteOpener},
     options::RemoteOptions,
     stats::Stats,
     upload::{delete, get, list, put, size, upload},

@@ -17,6 +17,12 @@ pub fn is_url(location: &str) -> bool {
     SCHEMES.iter().any(|s| location.len() > s.len() && location[..s.len()].eq_ignore_ascii_case(s))
 }
 
+/// The URL `location` holds, if it is one ([`is_url`]), else `None` (a
+/// local path): the test every `*_any` opener makes.
+pub fn url_of(location: &Path) -> Option<&str> {
+    location.to_str().filter(|l| is_url(l))
+}
+
 /// The object at `url`, and its length (the first request).
 fn object(url: &str, options: &RemoteOptions) -> Result<(Object, u64)> {
     let name = Path::new(url);
@@ -67,7 +73,7 @@ pub fn open_sharded(url: &str, options: &RemoteOptions, read_options: ReadOption
 /// As [`open`] for a URL, as `Reader::open_with` for a path.
 pub fn open_any(location: impl AsRef<Path>, options: &RemoteOptions, read_options: ReadOptions) -> Result<Reader> {
     let location = location.as_ref();
-    match location.to_str().filter(|l| is_url(l)) {
+    match url_of(location) {
         Some(url) => open(url, options, read_options),
         None => Reader::open_with(location, read_options),
     }
@@ -85,7 +91,7 @@ pub fn open_sharded_any(
     read_options: ReadOptions,
 ) -> Result<ShardedReader> {
     let location = location.as_ref();
-    match location.to_str().filter(|l| is_url(l)) {
+    match url_of(location) {
         Some(url) => open_sharded(url, options, read_options),
         None => ShardedReader::open_with(location, read_options),
     }
@@ -104,7 +110,7 @@ pub fn open_sharded_from(
     reader: Reader,
 ) -> Result<ShardedReader> {
     let location = location.as_ref();
-    let opener: Box<dyn Opener> = match location.to_str().filter(|l| is_url(l)) {
+    let opener: Box<dyn Opener> = match url_of(location) {
         Some(_) => Box::new(RemoteOpener::new(options.clone(), read_options)),
         None => Box::new(LocalOpener::new(read_options)),
     };

@@ -133,13 +133,7 @@ impl Reader {
     /// tensors (and the raw tensors) shared out to all cores.
     pub(super) fn read_unpacked_into(&self, buf: &mut [u8]) -> Result<()> {
         let (layout, len) = self.data_layout();
-        if buf.len() as u64 != len {
-            return Err(Error::input(
-                format!("buffer is {} bytes, the tensors take {len}", buf.len()),
-                &self.path,
-                "cannot read",
-            ));
-        }
+        self.check_buffer(buf, len, "the tensors take")?;
         let tensors = self.head.header.tensors();
         let mut order: Vec<usize> = (0..tensors.len()).collect();
         order.sort_by_key(|&i| layout[i]);

@@ -33,6 +33,15 @@ pub(crate) fn read_parallel(file: &File, buf: &mut [u8], offset: u64) -> std::io
 }
 
 impl Reader {
+    /// Refuses a caller's buffer that is not `len` bytes: "buffer is N
+    /// bytes, {what} {len}".
+    pub(super) fn check_buffer(&self, buf: &[u8], len: u64, what: &str) -> Result<()> {
+        if buf.len() as u64 == len {
+            return Ok(());
+        }
+        Err(Error::input(format!("buffer is {} bytes, {what} {len}", buf.len()), &self.path, "cannot read"))
+    }
+
     /// Fetches the stored bytes of the named tensors ahead, for sources
     /// that read ranges remotely ([`Reader::open_source`]), which coalesce
     /// neighbours into one request; a local file ignores it. Names not in
@@ -170,14 +179,7 @@ impl Reader {
     /// - `Decompress` for a corrupt compressed blob.
     pub fn read_into(&self, name: &str, buf: &mut [u8]) -> Result<()> {
         let t = self.tensor(name)?;
-        let len = t.info.byte_len();
-        if buf.len() as u64 != len {
-            return Err(Error::input(
-                format!("buffer is {} bytes, tensor {name:?} is {len}", buf.len()),
-                &self.path,
-                "cannot read",
-            ));
-        }
+        self.check_buffer(buf, t.info.byte_len(), &format!("tensor {name:?} is"))?;
         if self.is_encrypted() {
             return self.decrypt_into(name, 0, buf);
         }
@@ -245,14 +247,7 @@ impl Reader {
         if self.head.is_chunk_compressed() {
             return self.read_unpacked_into(buf);
         }
-        let len = self.head.header.data_len();
-        if buf.len() as u64 != len {
-            return Err(Error::input(
-                format!("buffer is {} bytes, the data blob is {len}", buf.len()),
-                &self.path,
-                "cannot read",
-            ));
-        }
+        self.check_buffer(buf, self.head.header.data_len(), "the data blob is")?;
         if self.is_encrypted() {
             if self.head.header.encryption().is_some() {
                 if let Some(done) = trust::decrypt_all(&self.file, &self.path, &self.head, &self.trust, buf) {

@@ -1,7 +1,7 @@
 //! Verification: tensor digests, the footer, and checked reads (every
 //! byte checked as it is read).
 
-use deathtensors_format::FOOTER_LEN;
+use deathtensors_format::{TensorInfo, FOOTER_LEN};
 
 use super::{Reader, TensorRef};
 use crate::error::{Error, ErrorKind, Result};
@@ -57,15 +57,8 @@ impl Reader {
         let result = std::thread::scope(|s| {
             let checker = s.spawn(move || -> Result<()> {
                 for (at, bytes, group) in receiver {
-                    let inputs: Vec<Input<'_>> = group
-                        .iter()
-                        .map(|&i| {
-                            let (a, b) = tensors[i].data_offsets;
-                            Input::Bytes(&bytes[(a - at) as usize..(b - at) as usize])
-                        })
-                        .collect();
-                    let digests =
-                        crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
+                    let digests = window_digests(tensors, &group, bytes, at)
+                        .map_err(|e| Error::io(e, &self.path, "cannot hash"))?;
                     for (&i, d) in group.iter().zip(digests) {
                         let t = &tensors[i];
                         if t.sha256.is_some() || self.trust.checked_reads {
@@ -147,14 +140,7 @@ impl Reader {
                 buf.resize((end - start) as usize, 0);
                 source.read_exact_at(&mut buf, self.head.data_start + start).map_err(io)?;
                 footer.update(&buf);
-                let inputs: Vec<Input<'_>> = group
-                    .iter()
-                    .map(|&i| {
-                        let (a, b) = tensors[i].data_offsets;
-                        Input::Bytes(&buf[(a - start) as usize..(b - start) as usize])
-                    })
-                    .collect();
-                let digests = crate::sha_lanes::digests(&inputs).map_err(io)?;
+                let digests = window_digests(tensors, &group, &buf, start).map_err(io)?;
                 for (&i, d) in group.iter().zip(digests) {
                     if tensors[i].sha256.is_some() && bad.is_none() {
                         bad = self.check_digest(&tensors[i].name, |_| Ok(d)).err();
@@ -452,4 +438,17 @@ impl Reader {
         }
         Ok(())
     }
+}
+
+/// The SHA-256 of each tensor of `group` in a window of the data blob:
+/// `bytes`, which starts `at` bytes into the blob and holds them whole.
+fn window_digests(tensors: &[TensorInfo], group: &[usize], bytes: &[u8], at: u64) -> std::io::Result<Vec<[u8; 32]>> {
+    let inputs: Vec<Input<'_>> = group
+        .iter()
+        .map(|&i| {
+            let (a, b) = tensors[i].data_offsets;
+            Input::Bytes(&bytes[(a - at) as usize..(b - at) as usize])
+        })
+        .collect();
+    crate::sha_lanes::digests(&inputs)
 }
