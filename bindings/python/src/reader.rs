@@ -78,7 +78,7 @@ impl PyReader {
     ) -> PyResult<PyReader> {
         let (read, remote) = PyReadOptions::of(options);
         // A URL is never mapped: it is read with ranged requests.
-        let mappable = mmap && !path.to_str().is_some_and(deathtensors_remote::is_url);
+        let mappable = mmap && deathtensors_remote::url_of(&path).is_none();
         let reader = py
             .allow_threads(|| {
                 if mappable {
