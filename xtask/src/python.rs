@@ -109,12 +109,22 @@ fn pip_install(args: &[&str]) -> Result<(), String> {
             "uv",
         ]));
     if has_uv {
-        exec(
-            Command::new(python())
-                .args(["-m", "uv", "pip", "install", "--quiet", "--no-cache", "--python"])
-                .arg(python())
-                .args(args),
-        )
+        let mut uv = Command::new(python());
+        uv.args(["-m", "uv", "pip", "install", "--quiet", "--no-cache", "--python"]).arg(python()).args(args);
+        // pip's settings of the machine, for uv, which does not read them: a
+        // CA bundle, local wheels, an index, the timeout.
+        for (pip, uv_name) in [
+            ("PIP_CERT", "SSL_CERT_FILE"),
+            ("PIP_FIND_LINKS", "UV_FIND_LINKS"),
+            ("PIP_INDEX_URL", "UV_INDEX_URL"),
+            ("PIP_EXTRA_INDEX_URL", "UV_EXTRA_INDEX_URL"),
+            ("PIP_DEFAULT_TIMEOUT", "UV_HTTP_TIMEOUT"),
+        ] {
+            if let (Ok(value), Err(_)) = (std::env::var(pip), std::env::var(uv_name)) {
+                uv.env(uv_name, value);
+            }
+        }
+        exec(&mut uv)
     } else {
         eprintln!("xtask: uv is not to be had here; installing with pip");
         exec(Command::new(python()).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(args))
