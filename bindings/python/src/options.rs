@@ -196,6 +196,30 @@ impl<'py> FromPyObject<'py> for CompressMode {
     }
 }
 
+/// `checksum=`: False or None (none), True (a SHA-256 digest of every
+/// tensor and the footer over the file) or `"tensors"` (the digests alone:
+/// one hashing pass, for files read tensor by tensor).
+#[derive(Clone, Copy, Debug)]
+struct ChecksumMode {
+    checksum: bool,
+    footer: bool,
+}
+
+impl<'py> FromPyObject<'py> for ChecksumMode {
+    fn extract_bound(value: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if value.is_none() {
+            return Ok(ChecksumMode { checksum: false, footer: true });
+        }
+        if let Ok(b) = value.downcast::<PyBool>() {
+            return Ok(ChecksumMode { checksum: b.is_true(), footer: true });
+        }
+        if value.downcast::<PyString>().is_ok_and(|s| s.to_str().is_ok_and(|s| s == "tensors")) {
+            return Ok(ChecksumMode { checksum: true, footer: false });
+        }
+        Err(error(value.py(), format!("checksum must be False, True or 'tensors', got {}", value.repr()?)))
+    }
+}
+
 /// `compress_level=`: a Python int (not a bool) that io's rule accepts
 /// (`Compress::is_valid_level`), checked when the options are built so that
 /// a bad level fails before anything is written.
@@ -229,16 +253,17 @@ impl std::fmt::Debug for PyWriteOptions {
 #[pymethods]
 impl PyWriteOptions {
     /// `format` is "deathtensors", "safetensors" or "bintensors";
+    /// `checksum` False, True or "tensors" (digests without the footer);
     /// `compress` False, True or "blob" at `compress_level` (1 to 22);
     /// `encrypt` (a key ring of recipients) with `cipher`, `chunk_size` and
     /// `seal_header`; `sign` (a key ring of Ed25519 signing keys).
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, global_metadata = None, checksum = false, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false, compress_level = Level(3), compress = CompressMode::Off))]
+    #[pyo3(signature = (*, global_metadata = None, checksum = ChecksumMode { checksum: false, footer: true }, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false, compress_level = Level(3), compress = CompressMode::Off))]
     fn new(
         py: Python<'_>,
         global_metadata: Option<Metadata>,
-        checksum: bool,
+        checksum: ChecksumMode,
         durable: bool,
         format: &str,
         alignment: u64,
@@ -260,7 +285,8 @@ impl PyWriteOptions {
         };
         let mut inner = deathtensors_io::WriteOptions {
             format: parse_format(format)?,
-            checksum,
+            checksum: checksum.checksum,
+            footer: checksum.footer,
             durable,
             metadata: global_metadata,
             alignment,

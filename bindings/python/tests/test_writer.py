@@ -143,6 +143,34 @@ def test_random_dicts_round_trip(tmp_path_factory, tensors, checksum):
             assert got.dtype == v.dtype and got.shape == v.shape and got.tobytes() == v.tobytes()
 
 
+def test_checksum_tensors_keeps_the_digests_and_drops_the_footer(tmp_path):
+    tensors = {"a": np.arange(1000, dtype=np.float32), "b": np.ones((3, 4), dtype=np.int64)}
+    full, lean = tmp_path / "full.dt", tmp_path / "lean.dt"
+    dt.save(full, tensors, checksum=True)
+    dt.save(lean, tensors, checksum="tensors")
+    assert lean.stat().st_size == full.stat().st_size - 32
+    with dt.open(lean) as f:
+        assert not f.has_checksum()
+        assert all(len(f.info(k)["sha256"]) == 64 for k in tensors)
+        assert f.verify()
+    with dt.open(full) as f, dt.open(lean) as g:
+        assert [f.info(k)["sha256"] for k in tensors] == [g.info(k)["sha256"] for k in tensors]
+    # A flipped byte is named by the tensor's digest.
+    with dt.open(lean) as f:
+        at = f.info("a")["file_offset"]
+    data = bytearray(lean.read_bytes())
+    data[at + 5] ^= 1
+    lean.write_bytes(bytes(data))
+    with dt.open(lean) as f, pytest.raises(dt.IntegrityError, match='"a"'):
+        f.verify()
+    for bad in ("footer", 1, "True"):
+        with pytest.raises(ValueError, match="checksum must be False, True or 'tensors'"):
+            dt.save(tmp_path / "x.dt", tensors, checksum=bad)
+    with pytest.raises(ValueError, match="without a footer are for plain saves, not compressed"):
+        dt.save(tmp_path / "x.dt", tensors, checksum="tensors", compress=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["full.dt", "lean.dt"]
+
+
 def test_torch_works_without_numpy(tmp_path):
     """numpy is optional: saving and loading torch tensors must not need it."""
     import subprocess

@@ -122,6 +122,15 @@ pub struct WriteOptions {
     /// Record a SHA-256 digest of every tensor in the header and a SHA-256
     /// footer over the file (deathtensors only). Default off.
     pub checksum: bool,
+    /// With `checksum`: the footer too. Off records the per-tensor digests
+    /// alone, which hashes every byte once instead of twice (the footer
+    /// covers the header, so it is a second pass once the digests are in
+    /// it): for files read tensor by tensor against their digests, such as
+    /// the rank files of distributed checkpoints. Such a file opens in
+    /// deathtensors 0.3.0; `verify` checks its tensors. Plain saves only
+    /// (signed files always have a footer; compressed and encrypted saves
+    /// refuse it off). Default on.
+    pub footer: bool,
     /// fsync the file before it replaces the target, and the directory
     /// after. Default on: without it a power loss can leave an empty or
     /// partial file under the target's name. Off only skips the fsyncs; the
@@ -157,6 +166,7 @@ impl std::fmt::Debug for WriteOptions {
             .field("format", &self.format)
             .field("alignment", &self.alignment)
             .field("checksum", &self.checksum)
+            .field("footer", &self.footer)
             .field("durable", &self.durable)
             .field("metadata", &self.metadata)
             .field("created_by", &self.created_by)
@@ -174,6 +184,7 @@ impl Default for WriteOptions {
             format: Format::Deathtensors,
             alignment: DEFAULT_ALIGNMENT,
             checksum: false,
+            footer: true,
             durable: true,
             metadata: None,
             created_by: Some(CREATED_BY.to_string()),
@@ -213,8 +224,27 @@ impl WriteOptions {
         Ok(())
     }
 
+    /// Whether the file gets the SHA-256 footer (flag `CHECKSUM`): asked
+    /// for, or signed (a signature covers the footer).
+    pub(crate) fn writes_footer(&self) -> bool {
+        self.checksum && self.footer || !self.signers.is_empty()
+    }
+
+    /// Refuses `footer` off where the file is not a plain save.
+    pub(crate) fn check_footer(&self, what: &str, path: &Path) -> Result<()> {
+        if self.checksum && !self.footer {
+            return Err(Error::input(
+                format!("per-tensor digests without a footer are for plain saves, not {what} ones"),
+                path,
+                DOING,
+            ));
+        }
+        Ok(())
+    }
+
     /// Refuses what compression at `level` does not combine with.
     pub(crate) fn check_compress(&self, level: i32, path: &Path) -> Result<()> {
+        self.check_footer("compressed", path)?;
         if self.format != Format::Deathtensors {
             return Err(Error::input("only deathtensors files can be compressed", path, DOING));
         }

@@ -119,6 +119,7 @@ pub(crate) fn save_encrypted(
     let fmt = |e| Error::format(e, path, DOING);
     let io = |e| Error::io(e, path, DOING);
     crate::options::check_encryption(enc, path)?;
+    options.check_footer("encrypted", path)?;
     let plain = options.deathtensors_header(specs).map_err(fmt)?;
     let keys = new_file_keys(enc).map_err(|m| Error::input(m, path, DOING))?;
     let (dk, file_id) = (&keys.data_key, keys.file_id);

@@ -20,8 +20,7 @@ fn plan(path: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<(
     match options.format {
         Format::Deathtensors => {
             let header = options.deathtensors_header(specs).map_err(fmt)?;
-            let mut flags =
-                if options.checksum || !options.signers.is_empty() { Flags::CHECKSUM } else { Flags::EMPTY };
+            let mut flags = if options.writes_footer() { Flags::CHECKSUM } else { Flags::EMPTY };
             if !options.signers.is_empty() {
                 flags = flags | Flags::SIGNED;
             }
@@ -220,6 +219,8 @@ pub struct Writer {
     flags: Flags,
     data_start: u64,
     written: Vec<bool>,
+    /// Whether each tensor's digest goes into the header.
+    hashing: bool,
     digests: Vec<[u8; 32]>,
 }
 
@@ -255,6 +256,7 @@ impl Writer {
             flags,
             data_start,
             written: vec![false; n],
+            hashing: options.checksum,
             digests: vec![[0; 32]; n],
         })
     }
@@ -289,7 +291,7 @@ impl Writer {
         self.writeback
             .write_at(self.temp.file(), bytes, self.data_start + info.data_offsets.0)
             .map_err(|e| Error::io(e, path, DOING))?;
-        if self.flags.contains(Flags::CHECKSUM) {
+        if self.hashing {
             self.digests[i] = hash::sha256(bytes);
         }
         self.written[i] = true;
@@ -319,7 +321,7 @@ impl Writer {
         let info = &self.header.tensors()[i];
         let (start, len) = (self.data_start + info.data_offsets.0, info.byte_len());
         let mut buf = vec![0u8; (len.min(chunk.max(1) as u64)) as usize];
-        let mut hasher = self.flags.contains(Flags::CHECKSUM).then(Hasher::new);
+        let mut hasher = self.hashing.then(Hasher::new);
         let mut done = 0u64;
         while done < len {
             let n = (len - done).min(buf.len() as u64) as usize;
@@ -350,25 +352,28 @@ impl Writer {
             let name = &self.header.tensors()[i].name;
             return Err(Error::input(format!("tensor {name:?} was never written"), path, DOING));
         }
+        if !self.hashing {
+            return self.temp.persist().map_err(io);
+        }
+        let specs = self
+            .header
+            .tensors()
+            .iter()
+            .zip(&self.digests)
+            .map(|(t, d)| TensorSpec { sha256: Some(*d), ..t.to_spec() })
+            .collect();
+        let header = Header::new_deathtensors(
+            specs,
+            self.header.metadata().cloned().unwrap_or_default(),
+            self.header.alignment(),
+            self.header.created_by().map(str::to_string),
+            &Limits::DEFAULT,
+        )
+        .map_err(|e| Error::format(e, path, DOING))?;
+        let head = Head::encode(&header, self.flags).map_err(|e| Error::format(e, path, DOING))?;
+        debug_assert_eq!(head.len() as u64, self.data_start);
+        write_all_at(self.temp.file(), &head, 0).map_err(io)?;
         if self.flags.contains(Flags::CHECKSUM) {
-            let specs = self
-                .header
-                .tensors()
-                .iter()
-                .zip(&self.digests)
-                .map(|(t, d)| TensorSpec { sha256: Some(*d), ..t.to_spec() })
-                .collect();
-            let header = Header::new_deathtensors(
-                specs,
-                self.header.metadata().cloned().unwrap_or_default(),
-                self.header.alignment(),
-                self.header.created_by().map(str::to_string),
-                &Limits::DEFAULT,
-            )
-            .map_err(|e| Error::format(e, path, DOING))?;
-            let head = Head::encode(&header, self.flags).map_err(|e| Error::format(e, path, DOING))?;
-            debug_assert_eq!(head.len() as u64, self.data_start);
-            write_all_at(self.temp.file(), &head, 0).map_err(io)?;
             // The footer covers the final header and the data: hash it back
             // from the file (page cache).
             let mut h = Hasher::new();

@@ -125,7 +125,7 @@ def save(
     tensors: Mapping[str, Any],
     metadata: Optional[Mapping[str, Mapping[str, str]]] = None,
     global_metadata: Optional[Mapping[str, str]] = None,
-    checksum: bool = False,
+    checksum: Union[bool, str] = False,
     compress: Union[bool, str] = False,
     compress_level: int = 3,
     durable: bool = True,
@@ -147,7 +147,10 @@ def save(
     ``(dtype, shape, bytes)`` tuples, or objects with the buffer protocol.
     ``metadata`` maps tensor names to string dicts; ``global_metadata`` is a
     string dict for the file. ``checksum`` records a SHA-256 digest of every
-    tensor and a SHA-256 footer. ``durable`` (default) fsyncs before the file
+    tensor and a SHA-256 footer; ``checksum="tensors"`` records the digests
+    alone, hashing every byte once instead of twice, for files read tensor by
+    tensor (each read can be checked; ``verify`` checks every tensor; there
+    is no footer for whole-file checks). ``durable`` (default) fsyncs before the file
     replaces the target; ``durable=False`` skips only the fsyncs.
 
     ``compress=True`` compresses each tensor on its own with zstd at

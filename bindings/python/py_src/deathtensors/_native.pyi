@@ -45,7 +45,7 @@ class WriteOptions:
         self,
         *,
         global_metadata: Optional[Mapping[str, str]] = None,
-        checksum: bool = False,
+        checksum: bool | str | None = False,
         durable: bool = True,
         format: str = "deathtensors",
         alignment: int = 64,

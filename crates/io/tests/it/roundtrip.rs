@@ -128,8 +128,8 @@ fn safetensors_output_is_byte_identical_to_safetensors() {
 fn incremental_writer_matches_save_whatever_the_order() {
     let dir = crate::scratch("incremental");
     let corpus = corpus();
-    for checksum in [false, true] {
-        let options = WriteOptions { checksum, durable: false, ..WriteOptions::default() };
+    for (checksum, footer) in [(false, true), (true, true), (true, false)] {
+        let options = WriteOptions { checksum, footer, durable: false, ..WriteOptions::default() };
         save(dir.join("saved"), borrowed(&corpus), &options).unwrap();
         let specs = corpus.iter().map(|(s, _)| s.clone()).collect();
         let mut w = Writer::create(dir.join("streamed"), specs, &options).unwrap();
@@ -140,7 +140,7 @@ fn incremental_writer_matches_save_whatever_the_order() {
         assert_eq!(
             std::fs::read(dir.join("saved")).unwrap(),
             std::fs::read(dir.join("streamed")).unwrap(),
-            "checksum={checksum}"
+            "checksum={checksum} footer={footer}"
         );
     }
 }
@@ -180,6 +180,49 @@ fn corrupted_tensor_is_named_by_verification() {
     assert!(reader.read_verified("t.F32").is_err());
     reader.read_verified("t.F64").unwrap();
     assert!(matches!(reader.verify_footer().unwrap_err().kind(), ErrorKind::ChecksumMismatch { .. }));
+}
+
+#[test]
+fn digests_without_a_footer_are_the_same_file_less_the_footer_and_still_checked() {
+    let dir = crate::scratch("no-footer");
+    let corpus = corpus();
+    let full = dir.join("full.dt");
+    let lean = dir.join("lean.dt");
+    save(&full, borrowed(&corpus), &WriteOptions { checksum: true, ..WriteOptions::default() }).unwrap();
+    save(&lean, borrowed(&corpus), &WriteOptions { checksum: true, footer: false, ..WriteOptions::default() }).unwrap();
+    // The same header (digests included) but for the CHECKSUM flag, the
+    // same data, and no footer.
+    let (f, l) = (std::fs::read(&full).unwrap(), std::fs::read(&lean).unwrap());
+    assert_eq!(l.len() + 32, f.len());
+    // Bytes 12 to 15 are the flags (u32 LE); bit 1 is CHECKSUM.
+    assert_eq!(f[..12], l[..12], "magic, version");
+    assert_eq!((f[12], l[12]), (0x2, 0x0), "CHECKSUM flag");
+    assert_eq!(f[13..f.len() - 32], l[13..]);
+    let reader = Reader::open(&lean).unwrap();
+    assert!(!reader.has_footer());
+    assert!(reader.header().tensors().iter().all(|t| t.sha256.is_some()));
+    reader.verify().unwrap();
+    let victim = reader.tensor("t.F32").unwrap().file_offset as usize;
+    drop(reader);
+    let mut bad = l.clone();
+    bad[victim] ^= 1;
+    std::fs::write(&lean, &bad).unwrap();
+    let reader = Reader::open(&lean).unwrap();
+    match reader.verify().unwrap_err().kind() {
+        ErrorKind::TensorDigestMismatch { tensor, .. } => assert_eq!(tensor, "t.F32"),
+        other => panic!("{other:?}"),
+    }
+    assert!(reader.read_verified("t.F32").is_err());
+    // Only plain saves leave the footer out.
+    let compressed = WriteOptions {
+        checksum: true,
+        footer: false,
+        compress: deathtensors_io::Compress::Chunked { level: 3 },
+        ..WriteOptions::default()
+    };
+    let err = save(dir.join("z.dt"), borrowed(&corpus), &compressed).unwrap_err();
+    assert!(err.to_string().contains("without a footer are for plain saves, not compressed"), "{err}");
+    assert!(!dir.join("z.dt").exists());
 }
 
 #[test]

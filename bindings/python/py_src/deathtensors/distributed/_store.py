@@ -34,6 +34,13 @@ def open_store(path: Any, storage_options: Optional[Mapping[str, Any]]) -> "Stor
     return LocalStore(expand_path(path))
 
 
+def _checksum(fmt: str) -> Any:
+    """A rank file's digests: per tensor (each block is read and checked on
+    its own), without the whole-file footer, which would hash every byte a
+    second time; safetensors files keep theirs in the metadata."""
+    return "tensors" if fmt == "deathtensors" else False
+
+
 class RankFile:
     """One rank file, open for checked reads of its blocks."""
 
@@ -139,7 +146,7 @@ class LocalStore(Store):
         target = self.describe(name)
         # The durable writer: written to an unnamed temp file, fsynced,
         # linked into place, directory fsynced.
-        _file.save(target, tensors, global_metadata=global_metadata, checksum=fmt == "deathtensors", durable=durable, format=fmt)
+        _file.save(target, tensors, global_metadata=global_metadata, checksum=_checksum(fmt), durable=durable, format=fmt)
         return os.stat(target).st_size
 
     def size(self, name: str) -> Optional[int]:
@@ -220,7 +227,7 @@ class RemoteStore(Store):
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".upload", dir=os.environ.get("DEATHTENSORS_UPLOAD_DIR"))
         os.close(fd)
         try:
-            _file.save(tmp, tensors, global_metadata=global_metadata, checksum=fmt == "deathtensors", durable=False, format=fmt)
+            _file.save(tmp, tensors, global_metadata=global_metadata, checksum=_checksum(fmt), durable=False, format=fmt)
             return _native.remote_upload(tmp, self.describe(name), self.pairs)
         finally:
             with contextlib.suppress(FileNotFoundError):
