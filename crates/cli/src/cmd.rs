@@ -35,6 +35,6 @@ pub fn run(command: Command, ctx: &RunContext) -> anyhow::Result<ExitCode> {
         Command::Decrypt(args) => convert::run_with(args, true, ctx),
         Command::Sign(args) => crypt::sign(args),
         Command::Blob(args) => blob::run(args, ctx),
-        Command::Consolidate(args) => consolidate::run(args),
+        Command::Consolidate(args) => consolidate::run(args, ctx),
     }
 }

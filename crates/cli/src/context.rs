@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
-use deathtensors_io::{is_legacy_index, ErrorKind, KeyRing, ReadOptions, Reader, ShardedReader};
+use deathtensors_io::{is_legacy_index, ConsolidateOptions, ErrorKind, KeyRing, ReadOptions, Reader, ShardedReader};
 use deathtensors_remote::RemoteOptions;
 
 use crate::args::Cli;
@@ -85,6 +85,18 @@ impl RunContext {
             Some(Ok(index)) => deathtensors_remote::open_sharded_from(path, &self.remote, options, index),
             _ => deathtensors_remote::open_sharded_any(path, &self.remote, options),
         }
+    }
+
+    /// Consolidates the distributed checkpoint at `checkpoint` (a directory
+    /// or a URL, reached with this run's storage options) into the local
+    /// `out`; returns the paths written.
+    pub fn consolidate(
+        &self,
+        checkpoint: &Path,
+        out: &Path,
+        options: &ConsolidateOptions,
+    ) -> deathtensors_io::Result<Vec<PathBuf>> {
+        deathtensors_remote::consolidate_any(checkpoint, out, &self.remote, options)
     }
 
     /// Keeps what opening the URL `path` gave, for the next open of it; a

@@ -4,7 +4,11 @@
 //! by block from the rank files (each block checked against its digest) and
 //! put together, then written as one file or as a Hugging Face sharded
 //! checkpoint. The command line's `consolidate` and Python's
-//! `deathtensors.distributed.consolidate` both run this code.
+//! `deathtensors.distributed.consolidate` both run this code, on a local
+//! directory or (through `deathtensors-remote`) an object store's prefix:
+//! the files are read through a [`CheckpointSource`] (`source.rs`).
+
+mod source;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -17,8 +21,8 @@ use crate::options::WriteOptions;
 use crate::reader::Reader;
 use crate::writer::save;
 
-/// The metadata document's name in a checkpoint directory.
-pub const DCP_METADATA: &str = "deathtensors.json";
+pub use source::{CheckpointDir, CheckpointSource, DCP_METADATA};
+
 /// The largest metadata document read (as `deathtensors.distributed`).
 const MAX_METADATA_BYTES: u64 = 512 << 20;
 /// Tensors of more dimensions are refused.
@@ -261,18 +265,23 @@ fn block_name(fqn: &str, c: &Chunk, r0: u64) -> String {
 
 /// Rank files opened and checked on first use.
 struct RankFiles<'a> {
-    dir: &'a Path,
+    source: &'a dyn CheckpointSource,
     doc: &'a Document,
     open: HashMap<String, Reader>,
 }
 
 impl RankFiles<'_> {
+    /// What errors name for the rank file `name`.
+    fn path(&self, name: &str) -> PathBuf {
+        self.source.location().join(name)
+    }
+
     fn get(&mut self, name: &str) -> Result<&Reader> {
         if !self.open.contains_key(name) {
-            let path = self.dir.join(name);
-            let reader = Reader::open(&path)?;
+            let path = self.path(name);
+            let reader = self.source.open(name)?;
             let (rank, size) = self.doc.files[name];
-            let actual = std::fs::metadata(&path).map_err(|e| Error::io(e, &path, DOING))?.len();
+            let actual = reader.file_len();
             if actual != size {
                 return Err(Error::checkpoint(
                     format!("rank file is {actual} bytes, the checkpoint metadata says {size}"),
@@ -346,7 +355,7 @@ fn assemble(fqn: &str, t: &Tensor, files: &mut RankFiles<'_>) -> Result<Vec<u8>>
                     let actual = crate::hash::sha256(&bytes);
                     let hex = actual.iter().map(|b| format!("{b:02x}")).collect::<String>();
                     if hex != digests[i] {
-                        let path = files.dir.join(&c.file);
+                        let path = files.path(&c.file);
                         let kind = match parse_digest(&digests[i]) {
                             Some(expected) => {
                                 ErrorKind::TensorDigestMismatch { tensor: name.clone(), expected, actual }
@@ -368,7 +377,7 @@ fn assemble(fqn: &str, t: &Tensor, files: &mut RankFiles<'_>) -> Result<Vec<u8>>
             if bytes.len() as u64 != want {
                 return Err(Error::checkpoint(
                     format!("block {name:?} is {} bytes, its chunk needs {want}", bytes.len()),
-                    &files.dir.join(&c.file),
+                    &files.path(&c.file),
                     DOING,
                 ));
             }
@@ -382,33 +391,20 @@ fn assemble(fqn: &str, t: &Tensor, files: &mut RankFiles<'_>) -> Result<Vec<u8>>
     Ok(full)
 }
 
-/// Reads the checkpoint directory's metadata, checked; a directory with
-/// rank files and no metadata is named incomplete.
-fn read_document(dir: &Path) -> Result<Document> {
-    let path = dir.join(DCP_METADATA);
-    match std::fs::metadata(&path) {
-        Ok(m) if m.len() > MAX_METADATA_BYTES => {
-            return Err(Error::checkpoint(
-                format!("invalid checkpoint metadata: {} bytes, more than the {MAX_METADATA_BYTES} allowed", m.len()),
-                &path,
-                DOING,
-            ));
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let names = std::fs::read_dir(dir).map_err(|e| Error::io(e, dir, DOING))?;
-            let ranks = names.filter_map(|n| n.ok()).any(|n| n.file_name().to_string_lossy().starts_with("rank-"));
-            return Err(if ranks {
-                let why =
-                    format!("incomplete checkpoint: rank files but no {DCP_METADATA} (a save that did not commit)");
-                Error::checkpoint(why, dir, DOING)
-            } else {
-                Error::input(format!("no checkpoint: {DCP_METADATA} is missing"), dir, DOING)
-            });
-        }
-        _ => {}
-    }
-    let data = std::fs::read(&path).map_err(|e| Error::io(e, &path, DOING))?;
-    parse(&data, &path)
+/// Reads the checkpoint's metadata, checked; a checkpoint with rank files
+/// and no metadata is named incomplete.
+fn read_document(source: &dyn CheckpointSource) -> Result<Document> {
+    let dir = source.location();
+    let Some(data) = source.read_metadata(MAX_METADATA_BYTES)? else {
+        let ranks = source.names()?.iter().any(|n| n.starts_with("rank-"));
+        return Err(if ranks {
+            let why = format!("incomplete checkpoint: rank files but no {DCP_METADATA} (a save that did not commit)");
+            Error::checkpoint(why, dir, DOING)
+        } else {
+            Error::input(format!("no checkpoint: {DCP_METADATA} is missing"), dir, DOING)
+        });
+    };
+    parse(&data, &dir.join(DCP_METADATA))
 }
 
 /// Writes the full tensors of the distributed checkpoint in the directory
@@ -431,15 +427,35 @@ fn read_document(dir: &Path) -> Result<Document> {
 /// - As [`Reader::open`] and [`Reader::read_verified`] for the rank files
 ///   (missing, damaged, a digest mismatch), and as [`save`] for the outputs.
 pub fn consolidate(checkpoint: &Path, out: &Path, options: &ConsolidateOptions) -> Result<Vec<PathBuf>> {
-    let doc = read_document(checkpoint)?;
+    consolidate_from(&CheckpointDir::new(checkpoint), out, options)
+}
+
+/// [`consolidate`] of the checkpoint whose files `source` reads: a local
+/// directory ([`CheckpointDir`]) or a prefix of an object store
+/// (`deathtensors-remote`'s `RemoteCheckpoint`). The output is local.
+/// Every check of [`consolidate`] runs, whatever the source: the
+/// metadata's fields, the rank files' lengths (asked of the source before
+/// any tensor's buffer is allocated), each rank file's length, save id and
+/// rank once opened, each block's digest. Errors name the source's
+/// location joined with the file's name (a path, or a URL).
+///
+/// # Errors
+/// As [`consolidate`], and as the source's methods.
+pub fn consolidate_from(
+    source: &dyn CheckpointSource,
+    out: &Path,
+    options: &ConsolidateOptions,
+) -> Result<Vec<PathBuf>> {
+    let doc = read_document(source)?;
     // The rank files must hold every tensor's bytes: checked before any
     // buffer is allocated, so a hostile size cannot ask for more memory
     // than the checkpoint has bytes.
     let mut stored = 0u64;
-    for name in doc.files.keys() {
-        let path = checkpoint.join(name);
-        let len = std::fs::metadata(&path).map_err(|e| Error::io(e, &path, DOING))?.len();
-        stored = stored.saturating_add(len);
+    let mut names: Vec<&String> = doc.files.keys().collect();
+    // In name order, so the first missing file named is always the same.
+    names.sort();
+    for name in names {
+        stored = stored.saturating_add(source.file_len(name)?);
     }
     if let Some((fqn, t)) = doc.tensors.iter().find(|(_, t)| t.byte_len() > stored) {
         return Err(Error::checkpoint(
@@ -447,11 +463,11 @@ pub fn consolidate(checkpoint: &Path, out: &Path, options: &ConsolidateOptions) 
                 "invalid checkpoint metadata: tensor {fqn:?} needs {} bytes, its rank files hold {stored}",
                 t.byte_len()
             ),
-            &checkpoint.join(DCP_METADATA),
+            &source.location().join(DCP_METADATA),
             DOING,
         ));
     }
-    let mut files = RankFiles { dir: checkpoint, doc: &doc, open: HashMap::new() };
+    let mut files = RankFiles { source, doc: &doc, open: HashMap::new() };
     let sharded = out.is_dir() || out.as_os_str().to_string_lossy().ends_with(std::path::MAIN_SEPARATOR);
     let durable = options.durable;
     if !sharded {

@@ -68,7 +68,10 @@ pub use crate::{
         X25519PublicKey, X25519SecretKey, KEY_ENV_VARS,
     },
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
-    dcp::{consolidate, ConsolidateOptions, DCP_METADATA, DEFAULT_MAX_SHARD_BYTES},
+    dcp::{
+        consolidate, consolidate_from, CheckpointDir, CheckpointSource, ConsolidateOptions, DCP_METADATA,
+        DEFAULT_MAX_SHARD_BYTES,
+    },
     diff::{diff, Compare, Diff, MetadataChange, ValueDiff},
     error::{Error, ErrorKind, Result},
     huge_pages::{huge_pages_pay, HUGE_PAGE},

@@ -23,6 +23,8 @@
 //!   the shards that hold the tensors asked for.
 //! - An optional local [`Cache`] keeps fetched ranges, content-checked and
 //!   bounded ([`RemoteOptions::cache`]).
+//! - A distributed checkpoint on a store ([`RemoteCheckpoint`]) is
+//!   consolidated into a local file by io's code ([`consolidate_any`]).
 //!
 //! The API is blocking: a tokio runtime owned by this crate runs
 //! object_store's futures, so callers (the CLI, the Python bindings) stay
@@ -47,6 +49,7 @@
 #![forbid(unsafe_code)]
 
 mod cache;
+mod checkpoint;
 mod object;
 mod open;
 mod options;
@@ -57,6 +60,7 @@ mod upload;
 
 pub use crate::{
     cache::Cache,
+    checkpoint::{consolidate_any, RemoteCheckpoint},
     open::{is_url, open, open_any, open_sharded, open_sharded_any, open_sharded_from, prefetch, url_of, RemoteOpener},
     options::RemoteOptions,
     stats::Stats,

@@ -17,7 +17,7 @@ const ACCOUNT: &str = "devstoreaccount1";
 const KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
 /// Options reaching `server` as a plain-HTTP Azure endpoint.
-fn azure_options(server: &Server) -> RemoteOptions {
+pub(crate) fn azure_options(server: &Server) -> RemoteOptions {
     crate::http::options()
         .with("azure_storage_account_name", ACCOUNT)
         .with("azure_storage_account_key", KEY)
@@ -51,7 +51,7 @@ fn signed(server: &Server, method: &str, path: &str, query: &[(&str, &str)], ms:
 }
 
 /// Creates `container` and uploads `files` into it as block blobs.
-fn upload(server: &Server, container: &str, files: &[std::path::PathBuf]) {
+pub(crate) fn upload(server: &Server, container: &str, files: &[std::path::PathBuf]) {
     let status = signed(server, "PUT", &format!("/{container}"), &[("restype", "container")], &[], b"");
     assert_eq!(status, 201, "Azurite did not create the container {container}");
     for f in files {

@@ -13,7 +13,7 @@ use crate::{scratch, write_model};
 const NO_OAUTH_KEY: &str = r#"{"private_key": "", "private_key_id": "", "client_email": "", "disable_oauth": true}"#;
 
 /// Options reaching `server` as a plain-HTTP GCS endpoint.
-fn gcs_options(server: &Server) -> RemoteOptions {
+pub(crate) fn gcs_options(server: &Server) -> RemoteOptions {
     crate::http::options()
         .with("google_service_account_key", NO_OAUTH_KEY)
         .with("google_base_url", format!("http://127.0.0.1:{}", server.port))
@@ -21,7 +21,7 @@ fn gcs_options(server: &Server) -> RemoteOptions {
 
 /// Creates `bucket` and uploads `files` into it through the JSON API (this
 /// emulator's XML API serves reads, not uploads).
-fn upload(server: &Server, bucket: &str, files: &[std::path::PathBuf]) {
+pub(crate) fn upload(server: &Server, bucket: &str, files: &[std::path::PathBuf]) {
     let body = format!(r#"{{"name": "{bucket}"}}"#);
     assert_eq!(request(server.port, "POST", "/storage/v1/b", body.as_bytes()), 200, "creating the bucket {bucket}");
     for f in files {

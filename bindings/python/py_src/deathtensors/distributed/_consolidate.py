@@ -43,19 +43,24 @@ def consolidate(
 
     Memory: one output shard (the whole model for one file) plus one block
     (16 MiB by default) at a time. Every block read is checked against its
-    digest. A checkpoint of ours on a file system is consolidated by the
-    same Rust code as ``deathtensors consolidate`` (byte for byte the same
-    output); object stores and torch's checkpoints by this module.
+    digest. A checkpoint of ours, on a file system or an object store, is
+    consolidated by the same Rust code as ``deathtensors consolidate`` (byte
+    for byte the same output); torch's HuggingFaceStorageWriter checkpoints
+    by this module.
     """
     store = _store.open_store(checkpoint, storage_options)
-    if isinstance(store, _store.LocalStore) and os.path.exists(os.path.join(store.path, METADATA_NAME)):
-        # Ours, on a file system: the Rust code `deathtensors consolidate`
-        # runs (deathtensors-io's dcp.rs), which reads, checks and writes
-        # with the GIL released.
+    if store.size(METADATA_NAME) is not None:
+        # Ours: the Rust code `deathtensors consolidate` runs
+        # (deathtensors-io's dcp.rs, objects read through
+        # deathtensors-remote), which reads, checks and writes with the GIL
+        # released.
         out_s = expand_path(out)
         if os.fspath(out).endswith(("/", os.sep)):
             out_s += os.sep  # normpath drops it; it asks for a directory
-        written = _native.consolidate(store.path, out_s, max_shard_bytes, format)
+        if isinstance(store, _store.RemoteStore):
+            written = _native.consolidate(store.url, out_s, max_shard_bytes, format, store.pairs)
+        else:
+            written = _native.consolidate(store.path, out_s, max_shard_bytes, format)
         return [os.fspath(p) for p in written]
     doc = _store.read_document(store)
     tensors = {
