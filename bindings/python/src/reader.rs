@@ -352,12 +352,12 @@ impl PyReader {
             // for its lifetime, which covers this call; it is contiguous and
             // `len` bytes long.
             let slice = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
-            r.read_into(name, slice)?;
             if verify {
-                // Hash what was read, not the file again.
-                r.check_bytes(name, slice)?;
+                // Hashes what is read as it is read, not the file again.
+                r.read_verified_into(name, slice)
+            } else {
+                r.read_into(name, slice)
             }
-            Ok(())
         })
         .py(py)
     }

@@ -190,9 +190,46 @@ impl Reader {
     /// As [`Reader::read`], plus `NoChecksum` if the tensor has no digest and
     /// `TensorDigestMismatch` if the bytes do not match it.
     pub fn read_verified(&self, name: &str) -> Result<Vec<u8>> {
-        let bytes = self.read(name)?;
-        self.check_bytes(name, &bytes)?;
-        Ok(bytes)
+        let mut buf = vec![0u8; self.unpacked_tensor_len(name)? as usize];
+        self.read_verified_into(name, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// [`Reader::read_into`] then [`Reader::check_bytes`], in one pass for a
+    /// plain local file: the tensor is read in pieces of 256 KiB, each
+    /// hashed right after it is read, while it is still in the core's cache
+    /// (the digest is of the bytes in `buf`, not of the file again). A
+    /// failed digest zeroes `buf`.
+    ///
+    /// # Errors
+    /// As [`Reader::read_into`] and [`Reader::check_bytes`].
+    pub fn read_verified_into(&self, name: &str, buf: &mut [u8]) -> Result<()> {
+        let t = self.tensor(name)?;
+        let fused = !self.is_encrypted()
+            && !self.is_remote()
+            && !self.head.is_compressed()
+            && self.packed(name).is_none()
+            && t.info.sha256.is_some();
+        if !fused {
+            self.read_into(name, buf)?;
+            // A checked read (signed file, requirement) was checked already.
+            return if self.trust.checked_reads && !self.is_encrypted() { Ok(()) } else { self.check_bytes(name, buf) };
+        }
+        self.check_buffer(buf, t.info.byte_len(), &format!("tensor {name:?} is"))?;
+        const PIECE: usize = 256 << 10;
+        let mut h = hash::Hasher::new();
+        let mut at = t.file_offset;
+        for piece in buf.chunks_mut(PIECE) {
+            read_exact_at(&self.file, piece, at).map_err(|e| Error::io(e, &self.path, "cannot read"))?;
+            h.update(piece);
+            at += piece.len() as u64;
+        }
+        let actual = h.finish();
+        let result = self.check_digest(name, |_| Ok(actual));
+        if result.is_err() {
+            buf.fill(0);
+        }
+        result
     }
 
     /// Checks bytes already read for `name` against its `sha256` digest.

@@ -180,6 +180,44 @@ fn corrupted_tensor_is_named_by_verification() {
     assert!(reader.read_verified("t.F32").is_err());
     reader.read_verified("t.F64").unwrap();
     assert!(matches!(reader.verify_footer().unwrap_err().kind(), ErrorKind::ChecksumMismatch { .. }));
+    // The one-pass read: the same bytes where the digest holds, an error
+    // naming the tensor and a zeroed buffer where it does not.
+    for (spec, bytes) in &corpus {
+        let mut buf = vec![0xAAu8; bytes.len()];
+        let got = reader.read_verified_into(&spec.name, &mut buf);
+        if spec.name == "t.F32" {
+            match got.unwrap_err().kind() {
+                ErrorKind::TensorDigestMismatch { tensor, .. } => assert_eq!(tensor, "t.F32"),
+                other => panic!("{other:?}"),
+            }
+            assert!(buf.iter().all(|&b| b == 0));
+        } else {
+            got.unwrap();
+            assert!(&buf == bytes, "{}", spec.name);
+        }
+    }
+    let mut short = vec![0u8; 3];
+    assert!(reader.read_verified_into("t.F64", &mut short).is_err());
+    // A tensor of several pieces (256 KiB each), damaged in its third.
+    let big = dir.join("big.dt");
+    let bytes = pattern(7, (1 << 20) + 3);
+    let spec = TensorSpec::new("big", Dtype::U8, [bytes.len() as u64]);
+    save(&big, vec![(spec, &bytes[..])], &WriteOptions { checksum: true, ..WriteOptions::default() }).unwrap();
+    let mut buf = vec![0u8; bytes.len()];
+    Reader::open(&big).unwrap().read_verified_into("big", &mut buf).unwrap();
+    assert!(buf == bytes);
+    let at = Reader::open(&big).unwrap().tensor("big").unwrap().file_offset as usize + (600 << 10);
+    let mut file = std::fs::read(&big).unwrap();
+    file[at] ^= 0x40;
+    std::fs::write(&big, &file).unwrap();
+    let err = Reader::open(&big).unwrap().read_verified_into("big", &mut buf).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::TensorDigestMismatch { .. }), "{err}");
+    // Without digests there is nothing to check against.
+    let plain = dir.join("plain.dt");
+    save(&plain, borrowed(&corpus), &WriteOptions::default()).unwrap();
+    let mut buf = vec![0u8; corpus[0].1.len()];
+    let err = Reader::open(&plain).unwrap().read_verified_into(&corpus[0].0.name, &mut buf).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::NoChecksum { .. }), "{err}");
 }
 
 #[test]
