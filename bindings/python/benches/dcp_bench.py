@@ -1,11 +1,13 @@
 """torch.distributed.checkpoint storage benchmark: deathtensors'
 StorageWriter/StorageReader against torch's FileSystemWriter/Reader and
-HuggingFaceStorageWriter, and against writing the same bytes to the page
-cache with one file per rank.
+HuggingFaceStorageWriter, and against the floors: writing the same bytes to
+the page cache with one file per rank (`raw`), and the same with an fsync
+(`raw_sync`, the disk's own time, under every durable save).
 
 4 ranks (gloo on loopback, one process each) save a state dict of DTensors
 sharded Shard(0) (64 tensors, 2 GiB in all by default), then 2 ranks load it
-with resharding (Shard(1)). One run each, same data, warm cache. Each job is
+with resharding (Shard(1)). One run each, same data, warm cache; the disk
+is synced before each save. Each job is
 a fresh set of processes, so each peak RSS is that job's; RSS is reported
 above what the process held before it built its state dict.
 
@@ -56,11 +58,15 @@ def _job(rank, world, port, kind, path, gib, n_tensors, q):
     share = sum(t.to_local().numel() * 4 for t in sd.values())
     dist.barrier()
     t0 = time.perf_counter()
-    if kind == "raw":
-        # The floor: the same bytes into the page cache, one file per rank.
+    if kind in ("raw", "raw_sync"):
+        # The floors: the same bytes into the page cache, one file per rank;
+        # and to the disk (fsynced), the floor of every durable save.
         with open(os.path.join(path, f"rank{rank}.bin"), "wb") as f:
             for t in sd.values():
                 f.write(t.to_local().numpy().data)
+            if kind == "raw_sync":
+                f.flush()
+                os.fsync(f.fileno())
     elif kind == "ours":
         dcp.save(sd, storage_writer=StorageWriter(path))
     elif kind == "ours_nosync":
@@ -115,12 +121,16 @@ def main():
     root = a.dir or tempfile.mkdtemp(prefix="dcp-bench-")
     rows = []
     dirs = {}
-    for kind in ("raw", "fs", "hf", "ours", "ours_nosync"):
+    for kind in ("raw", "raw_sync", "fs", "hf", "ours", "ours_nosync"):
         d = dirs[kind] = os.path.join(root, kind)
         _drop(d)
+        # Each save starts with the disk idle: the dirty pages of the save
+        # before it would otherwise still be going to disk during this one's
+        # fsyncs.
+        os.sync()
         t, rss, share = run(kind, 4, d, a.gib, a.tensors)
         rows.append((f"save, 4 ranks: {kind}", t, rss, share))
-        if kind in ("raw", "hf"):
+        if kind in ("raw", "raw_sync", "hf"):
             shutil.rmtree(d)
         print(rows[-1], file=sys.stderr, flush=True)
     for kind, d in (("load_fs", dirs["fs"]), ("load_ours", dirs["ours"])):
