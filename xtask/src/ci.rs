@@ -64,7 +64,8 @@ fn test_steps(steps: &mut Steps) -> Result<(), String> {
     steps.run("cargo test --workspace", || cargo(&["test", "--workspace"]))?;
     // The dev build of the tests above, plus pyo3 and the bindings.
     steps.run("python: dev wheel into .venv", || crate::python::install_wheel_of("dev"))?;
-    steps.run("pytest", crate::python::pytest)
+    let not_slow = format!("not {}", crate::python::SLOW);
+    steps.run("pytest (all but the slow crash tests)", || crate::python::pytest(Some(&not_slow)))
 }
 
 /// The checks that rarely fail and take long: lints, docs, other builds,
@@ -94,6 +95,8 @@ fn check_steps(steps: &mut Steps, fuzz_seconds: u64) -> Result<(), String> {
     })?;
     // safetensors 0.8.0's own test suite against our drop-in, on that wheel.
     steps.run("compat (safetensors 0.8.0's suite)", crate::compat::run_on_dist_wheel)?;
+    // The Python tests `test` leaves out, on that release wheel.
+    steps.run("pytest: the slow crash tests (release wheel)", || crate::python::pytest(Some(crate::python::SLOW)))?;
     steps.run("fuzz smoke", || crate::fuzz::smoke(fuzz_seconds))
 }
 

@@ -212,19 +212,27 @@ fn path_str(p: &std::path::Path) -> Result<&str, String> {
     p.to_str().ok_or_else(|| format!("{} is not UTF-8", p.display()))
 }
 
-/// Runs the Python tests.
+/// Runs the Python tests (all of them).
 pub fn test() -> Result<(), String> {
     setup()?;
     install_wheel()?;
-    pytest()
+    pytest(None)
 }
 
-/// The pytest suite against the package installed in `.venv`; the slowest
+/// The marker of the Python tests that `cargo xtask test` leaves to
+/// `cargo xtask checks`: minute-long crash tests (a SIGKILL at every step
+/// of a commit), which rarely fail and took a minute of the 20 that
+/// `test` may take.
+pub const SLOW: &str = "slow";
+
+/// The pytest suite against the package installed in `.venv`, only the
+/// tests `marker` selects (a pytest `-m` expression) if given; the slowest
 /// tests are listed, so that the next slow one is seen.
-pub fn pytest() -> Result<(), String> {
-    exec(
-        Command::new(python())
-            .args(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--durations=15"])
-            .arg(root().join("bindings/python/tests")),
-    )
+pub fn pytest(marker: Option<&str>) -> Result<(), String> {
+    let mut cmd = Command::new(python());
+    cmd.args(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--durations=15"]);
+    if let Some(m) = marker {
+        cmd.args(["-m", m]);
+    }
+    exec(cmd.arg(root().join("bindings/python/tests")))
 }

@@ -383,6 +383,7 @@ def print_stats(title, stats):
 LINEAGES = [(3, 17), (7, 17), (16, 17), (1, 17)]
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_the_last_committed_state(tmp_path):
     """Random plans on one collection per block size, each round killed
     (after a random delay, or paused inside an operation) and checked
@@ -511,6 +512,7 @@ def fresh_copy(tmp, init, name):
     return path
 
 
+@pytest.mark.slow
 def test_sigkill_at_each_syscall_of_a_commit(tmp_path):
     """strace kills the writer on entering the Nth call of each syscall the
     writes and commits make (every N the plan reaches): inside copy on
