@@ -20,15 +20,20 @@ impl Reader {
     /// With checked reads, or from a remote source, checks the bytes of a
     /// plaintext tensor about to be returned against its digest.
     pub(super) fn check_read(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        if self.is_encrypted() {
-            return Ok(());
-        }
-        if self.trust.checked_reads
-            || self.head.header.get(name).is_some_and(|t| t.sha256.is_some()) && self.is_remote()
-        {
+        if self.checks_every_read(name) {
             return self.check_bytes(name, bytes);
         }
         Ok(())
+    }
+
+    /// Whether every read of `name` is checked against its digest
+    /// ([`Reader::check_read`]): under a signature or requirement, or from
+    /// a remote source when the tensor has a digest. Encrypted tensors are
+    /// authenticated as they are decrypted instead.
+    fn checks_every_read(&self, name: &str) -> bool {
+        !self.is_encrypted()
+            && (self.trust.checked_reads
+                || self.head.header.get(name).is_some_and(|t| t.sha256.is_some()) && self.is_remote())
     }
 
     /// Refuses mappings under checked reads: a mapping's pages come from the
@@ -212,8 +217,8 @@ impl Reader {
             && t.info.sha256.is_some();
         if !fused {
             self.read_into(name, buf)?;
-            // A checked read (signed file, requirement) was checked already.
-            return if self.trust.checked_reads && !self.is_encrypted() { Ok(()) } else { self.check_bytes(name, buf) };
+            // Not twice: read_into checked already what it checks on every read.
+            return if self.checks_every_read(name) { Ok(()) } else { self.check_bytes(name, buf) };
         }
         self.check_buffer(buf, t.info.byte_len(), &format!("tensor {name:?} is"))?;
         const PIECE: usize = 256 << 10;
