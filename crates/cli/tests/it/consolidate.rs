@@ -8,7 +8,8 @@ use deathtensors_io::format::{Dtype, Metadata, TensorSpec};
 use deathtensors_io::{save, Reader, WriteOptions};
 use serde_json::json;
 
-use crate::remote::{moto, nginx};
+use crate::remote::{moto_options, nginx};
+use crate::servers::{moto, request};
 use crate::{assert_one_error_line, check, f32s, Scratch};
 
 const RANK_FILE: &str = "rank-00000-00000000000000ff.dt";
@@ -105,15 +106,16 @@ fn consolidate_reads_a_checkpoint_on_s3_as_the_same_bytes() {
     let dir = Scratch::new("consolidate-s3");
     let ckpt = checkpoint(&dir);
     let Some(server) = moto(&dir.0) else { return };
-    assert_eq!(server.request("PUT", "/ckpt", b""), 200);
+    assert_eq!(request(server.port, "PUT", "/ckpt", b""), 200);
     for name in [RANK_FILE, "deathtensors.json"] {
-        let status = server.request("PUT", &format!("/ckpt/step-1/{name}"), &std::fs::read(ckpt.join(name)).unwrap());
+        let status =
+            request(server.port, "PUT", &format!("/ckpt/step-1/{name}"), &std::fs::read(ckpt.join(name)).unwrap());
         assert_eq!(status, 200, "upload of {name}");
     }
     let local = consolidated(&ckpt.to_string_lossy(), &dir, "local.dt", &[]);
     // A trailing `/` names the same prefix.
     for url in ["s3://ckpt/step-1", "s3://ckpt/step-1/"] {
-        assert!(consolidated(url, &dir, "s3.dt", &server.options()) == local, "{url}");
+        assert!(consolidated(url, &dir, "s3.dt", &moto_options(&server)) == local, "{url}");
     }
 }
 
@@ -122,7 +124,7 @@ fn consolidate_names_a_missing_damaged_or_hostile_rank_object() {
     let dir = Scratch::new("consolidate-s3-bad");
     let ckpt = checkpoint(&dir);
     let Some(server) = moto(&dir.0) else { return };
-    assert_eq!(server.request("PUT", "/ckpt", b""), 200);
+    assert_eq!(request(server.port, "PUT", "/ckpt", b""), 200);
     let doc = std::fs::read_to_string(ckpt.join("deathtensors.json")).unwrap();
     let rank = std::fs::read(ckpt.join(RANK_FILE)).unwrap();
     let out = dir.path("out.dt");
@@ -132,11 +134,11 @@ fn consolidate_names_a_missing_damaged_or_hostile_rank_object() {
     let case = |prefix: &str, doc: Option<&str>, rank: Option<&[u8]>, code: i32, parts: &[&str]| {
         let objects = [("deathtensors.json", doc.map(str::as_bytes)), (RANK_FILE, rank)];
         for (name, bytes) in objects.into_iter().filter_map(|(n, b)| Some((n, b?))) {
-            assert_eq!(server.request("PUT", &format!("/ckpt/{prefix}/{name}"), bytes), 200, "{prefix}/{name}");
+            assert_eq!(request(server.port, "PUT", &format!("/ckpt/{prefix}/{name}"), bytes), 200, "{prefix}/{name}");
         }
         let url = format!("s3://ckpt/{prefix}");
         let mut args = vec!["consolidate".to_string(), url, out.to_string_lossy().into_owned()];
-        args.extend(server.options());
+        args.extend(moto_options(&server));
         assert_one_error_line(&check(&args, code), parts);
         assert!(!out.exists(), "{prefix}");
     };

@@ -14,6 +14,11 @@ mod inspect;
 mod integrity;
 mod meta;
 mod remote;
+// The test servers of deathtensors-remote's suite (moto, nginx, Azurite,
+// fake-gcs-server), one file for both crates; the CLI's tests use moto.
+#[allow(dead_code)]
+#[path = "../../../remote/tests/it/servers.rs"]
+mod servers;
 mod sharded;
 mod stats;
 mod verify;

@@ -2,9 +2,7 @@
 //! on loopback (started and stopped here; skipped with a message when nginx
 //! is not installed), its output the same as for the local file; a URL
 //! is fetched once by each command (requests counted in nginx's access log).
-//! The servers of other modules' tests are here too (moto's S3 server).
 
-use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -22,80 +20,16 @@ impl Drop for Nginx {
     }
 }
 
-/// Waits until `port` accepts connections, at most 20 s, or the child exits.
-fn wait_for(port: u16, child: &mut Child, what: &str) {
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("{what} exited at start: {status}");
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "{what} did not listen on port {port} within 20 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// moto's S3 server on loopback, killed on drop.
-pub(crate) struct Moto(Child, pub(crate) u16);
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Moto {
-    /// `--storage-option` arguments reaching this server (moto's fixed
-    /// test credentials).
-    pub(crate) fn options(&self) -> Vec<String> {
-        let pairs = [
-            format!("aws_endpoint=http://127.0.0.1:{}", self.1),
-            "aws_access_key_id=testing".into(),
-            "aws_secret_access_key=testing".into(),
-            "aws_region=us-east-1".into(),
-        ];
-        pairs.into_iter().flat_map(|p| ["--storage-option".to_string(), p]).collect()
-    }
-
-    /// One plain HTTP request (moto checks no signatures): the status code.
-    pub(crate) fn request(&self, method: &str, path: &str, body: &[u8]) -> u16 {
-        let mut s = TcpStream::connect(("127.0.0.1", self.1)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            self.1,
-            body.len()
-        );
-        s.write_all(head.as_bytes()).unwrap();
-        s.write_all(body).unwrap();
-        let mut response = Vec::new();
-        let _ = s.read_to_end(&mut response);
-        let text = String::from_utf8_lossy(&response[..response.len().min(64)]).to_string();
-        text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
-    }
-}
-
-/// moto's S3 server, or `None` with a message when it is not installed
-/// (`cargo xtask setup` installs `moto[server]` into `.venv`).
-pub(crate) fn moto(dir: &Path) -> Option<Moto> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/moto_server");
-    let Some(bin) = std::env::split_paths(&path).map(|d| d.join("moto_server")).chain([venv]).find(|p| p.is_file())
-    else {
-        eprintln!("SKIP: moto_server is not installed (cargo xtask setup installs moto[server] into .venv)");
-        return None;
-    };
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new(bin)
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("moto.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let mut server = Moto(child, port);
-    wait_for(port, &mut server.0, "moto_server");
-    Some(server)
+/// `--storage-option` arguments reaching moto's S3 server `server` (its
+/// fixed test credentials).
+pub(crate) fn moto_options(server: &crate::servers::Server) -> Vec<String> {
+    let pairs = [
+        format!("aws_endpoint=http://127.0.0.1:{}", server.port),
+        "aws_access_key_id=testing".into(),
+        "aws_secret_access_key=testing".into(),
+        "aws_region=us-east-1".into(),
+    ];
+    pairs.into_iter().flat_map(|p| ["--storage-option".to_string(), p]).collect()
 }
 
 pub(crate) fn nginx(dir: &Path) -> Option<Nginx> {

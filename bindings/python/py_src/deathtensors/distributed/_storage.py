@@ -15,6 +15,7 @@ own commit. So a save killed at any instant leaves the previous checkpoint
 
 import dataclasses
 import hashlib
+import math
 import os
 import secrets
 from concurrent.futures import ThreadPoolExecutor
@@ -432,10 +433,7 @@ class _Scratch:
         self.buf = torch.empty(0, dtype=torch.uint8)
 
     def take(self, shape: List[int], dtype: torch.dtype) -> torch.Tensor:
-        n = 1
-        for d in shape:
-            n *= d
-        size = n * torch.empty((), dtype=dtype).element_size()
+        size = math.prod(shape) * dtype.itemsize
         if size > self.buf.numel():
             self.buf = torch.empty(size, dtype=torch.uint8)
         return self.buf[:size].view(dtype).view(shape)
@@ -448,9 +446,11 @@ def read_block(f: "_store.RankFile", where: ChunkInfo, b0: int, out: torch.Tenso
     ``scratch``'s when given)."""
     name = where.block_name(b0)
     direct = out.is_contiguous() and out.dtype == where.dtype and out.device.type == "cpu"
+    # A scratch view is contiguous and of the stored dtype: never both `out`
+    # and the buffer here.
     if direct:
         buf = out
-    elif scratch is not None and not _shares(out, scratch):
+    elif scratch is not None:
         buf = scratch.take(list(out.shape), where.dtype)
     else:
         buf = torch.empty(out.shape, dtype=where.dtype)
@@ -459,11 +459,6 @@ def read_block(f: "_store.RankFile", where: ChunkInfo, b0: int, out: torch.Tenso
         f.read_into(name, _bytes_of(buf), digest, checked=where.foreign_name is None)
     if not direct:
         out.copy_(buf)
-
-
-def _shares(t: torch.Tensor, scratch: _Scratch) -> bool:
-    """Whether ``t`` is (a view of) the scratch buffer."""
-    return t.untyped_storage().data_ptr() == scratch.buf.untyped_storage().data_ptr()
 
 
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner  # noqa: E402
