@@ -3,8 +3,8 @@
 use std::os::raw::c_int;
 use std::sync::{Arc, RwLock};
 
-use deathtensors_io::format::{hex_digest, Format, Metadata, TensorInfo};
-use deathtensors_io::{ErrorKind, Reader, TensorRef};
+use deathtensors_io::format::{hex_digest, parse_hex_digest, Format, Metadata, TensorInfo};
+use deathtensors_io::{ErrorKind, Reader, RegionCheck, TensorRef};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
@@ -358,6 +358,47 @@ impl PyReader {
             } else {
                 r.read_into(name, slice)
             }
+        })
+        .py(py)
+    }
+
+    /// Reads a region of the tensor, `(start, length)` in each dimension,
+    /// into a writable, C-contiguous buffer of exactly the region's size, in
+    /// row-major order, with the GIL released: a column band of a stored
+    /// block, say, gathered as the tensor is read. With `verify`, every byte
+    /// of the tensor is hashed as it is read and checked against `sha256`
+    /// (hex) when given, else the stored digest.
+    #[pyo3(signature = (name, region, out, verify = false, sha256 = None))]
+    fn read_region_into(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        region: Vec<(u64, u64)>,
+        out: &Bound<'_, PyAny>,
+        verify: bool,
+        sha256: Option<&str>,
+    ) -> PyResult<()> {
+        let r = self.get()?;
+        let check = match (verify, sha256) {
+            (false, _) => RegionCheck::Unchecked,
+            (true, None) => RegionCheck::Stored,
+            (true, Some(hex)) => RegionCheck::Digest(
+                parse_hex_digest(hex)
+                    .ok_or_else(|| PyValueError::new_err(format!("sha256 {hex:?} is not 64 hex digits")))?,
+            ),
+        };
+        let buf = PyBuffer::<u8>::get(out)?;
+        if buf.readonly() || !buf.is_c_contiguous() {
+            return Err(PyBufferError::new_err("read_region_into needs a writable C-contiguous buffer"));
+        }
+        let (start, length): (Vec<u64>, Vec<u64>) = region.into_iter().unzip();
+        let ptr = buf.buf_ptr() as usize;
+        let len = buf.len_bytes();
+        py.allow_threads(|| {
+            // SAFETY: as in `read_into`: `buf` keeps the exporter's memory
+            // alive and writable for this call; it is contiguous, `len` bytes.
+            let slice = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
+            r.read_region_into(name, &start, &length, slice, check)
         })
         .py(py)
     }

@@ -242,6 +242,57 @@ def test_tampered_tensor_fails_its_digest(tmp_path):
             _load_small(path)
 
 
+def _read_band(path, start, length):
+    """What a resharded rank asks of ``w``: the region ``start``/``length``
+    of the saved tensor, through StorageReader.read_data (no process
+    group), into a fresh contiguous tensor."""
+    from torch.distributed.checkpoint.metadata import MetadataIndex
+    from torch.distributed.checkpoint.planner import LoadItemType, LoadPlan, ReadItem
+
+    reader = StorageReader(path)
+    reader.set_up_storage_reader(reader.read_metadata(), True)
+    out = torch.full(length, -1.0)
+
+    class Planner:
+        def resolve_tensor(self, item):
+            return out
+
+        def commit_tensor(self, item, tensor):
+            assert tensor is not None
+
+    item = ReadItem(LoadItemType.TENSOR, MetadataIndex("w", [0, 0]), [0, 0], MetadataIndex("w", [0, 0]), start, length)
+    reader.read_data(LoadPlan([item]), Planner()).wait()
+    return out
+
+
+def test_column_bands_are_gathered_from_their_blocks_and_checked_whole(tmp_path):
+    """A rank that needs some columns of a saved chunk (Shard(0) saved,
+    Shard(1) loaded) reads each block once, straight into its tensor; the
+    whole block is still checked, so damage in columns it does not take
+    fails the load too."""
+    import struct
+
+    w = torch.arange(40 * 24, dtype=torch.float32).reshape(40, 24)
+    for fmt in ("deathtensors", "safetensors"):
+        path = tmp_path / fmt
+        # Blocks of 10 rows (960 bytes): the band crosses four of them.
+        dcp.save({"w": w}, storage_writer=StorageWriter(path, format=fmt, block_bytes=1000), no_dist=True)
+        for start, length in (([3, 5], [30, 7]), ([0, 12], [40, 12]), ([39, 23], [1, 1]), ([10, 0], [10, 24])):
+            got = _read_band(path, start, length)
+            assert torch.equal(got, w[start[0]:start[0] + length[0], start[1]:start[1] + length[1]]), (fmt, start, length)
+        (rank_file,) = [n for n in os.listdir(path) if n.startswith("rank-")]
+        data = bytearray((path / rank_file).read_bytes())
+        # Element (14, 20): block "w@10,0", a column outside the band.
+        at = data.find(struct.pack("<f", 14 * 24 + 20))
+        assert at > 0 and data.find(struct.pack("<f", 14 * 24 + 20), at + 1) < 0
+        data[at] ^= 0x01
+        (path / rank_file).write_bytes(bytes(data))
+        with fails(r"(?i)w@10,0.*(sha-?256)"):
+            _read_band(path, [3, 5], [30, 7])
+        # The blocks the band does not touch still load.
+        assert torch.equal(_read_band(path, [20, 5], [20, 7]), w[20:40, 5:12])
+
+
 HOSTILE = [
     (b"\x80\x04\x95...", "pickle"),
     (b"[]", "not a JSON object"),

@@ -205,6 +205,12 @@ pub enum ErrorKind {
         /// The format.
         format: &'static str,
     },
+    /// A region (a start and a length in each dimension) that does not
+    /// fit the tensor it selects from.
+    InvalidRegion {
+        /// What is wrong, naming the dimension.
+        message: Box<str>,
+    },
 }
 
 impl Error {
@@ -344,6 +350,7 @@ impl fmt::Display for ErrorKind {
             InvalidCollection { message } => write!(f, "invalid collection: {message}"),
             InvalidBintensors { what, problem } => write!(f, "invalid bintensors header: {what} is {problem}"),
             UnsupportedDtype { dtype, format } => write!(f, "{format} files cannot store dtype {dtype}"),
+            InvalidRegion { message } => write!(f, "invalid region: {message}"),
         }
     }
 }

@@ -41,7 +41,7 @@ extern crate std;
 // Modules, bottom to top: each uses only modules named before it (rustfmt
 // keeps the `mod` lines sorted, so the order is written here):
 // limits, error, fork, dtype, reader (the byte cursor), varint (bincode's),
-// sniff, prefix, signature; shape, name, tensor (plain types), layout, tree, json; crypt
+// sniff, prefix, signature; shape, name, tensor (plain types), layout, region, tree, json; crypt
 // (the encryption section), compression (the compression section and chunk
 // tables), raw, fast, de, bintensors (the decoders, and
 // bintensors' encoder); header (`Header`), enc, head (`Head`),
@@ -66,6 +66,7 @@ mod name;
 mod prefix;
 mod raw;
 mod reader;
+mod region;
 mod shape;
 mod signature;
 mod sniff;
@@ -102,6 +103,7 @@ pub use crate::{
     limits::{Limits, DEFAULT_ALIGNMENT, MAX_ALIGNMENT},
     name::Name,
     prefix::{Flags, Prefix, MAGIC, VERSION},
+    region::{Region, Runs},
     shape::Shape,
     signature::{
         encode_signatures, parse_signatures, signature_block_len, signed_message, SignatureRecord, MAX_SIGNATURES,

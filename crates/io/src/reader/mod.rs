@@ -1,13 +1,17 @@
 //! Opening files lazily and reading tensors: the [`Reader`] type here,
 //! and one file per idea: `open` (the head and the trust checks), `read`
 //! (mapped and positioned reads), `compressed` (decompression), `decrypt`
-//! (encrypted and signed files) and `verify` (digests and the footer).
+//! (encrypted and signed files), `verify` (digests and the footer) and
+//! `region` (a slice of a tensor gathered as it is read).
 
 mod compressed;
 mod decrypt;
 mod open;
 mod read;
+mod region;
 mod verify;
+
+pub use region::RegionCheck;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -30,7 +30,7 @@ impl Reader {
     /// ([`Reader::check_read`]): under a signature or requirement, or from
     /// a remote source when the tensor has a digest. Encrypted tensors are
     /// authenticated as they are decrypted instead.
-    fn checks_every_read(&self, name: &str) -> bool {
+    pub(super) fn checks_every_read(&self, name: &str) -> bool {
         !self.is_encrypted()
             && (self.trust.checked_reads
                 || self.head.header.get(name).is_some_and(|t| t.sha256.is_some()) && self.is_remote())

@@ -11,6 +11,7 @@ mod cryptotensors;
 mod dcp;
 mod fixtures;
 mod parity;
+mod region;
 mod roundtrip;
 mod safety;
 mod sharded;

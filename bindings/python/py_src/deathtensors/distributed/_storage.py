@@ -411,6 +411,13 @@ class StorageReader(dcp_storage.StorageReader):
                 if full_rows and lo == b0 and hi == b1:
                     read_block(f, where, b0, part, scratch)
                     continue
+                if _gathers(part, where):
+                    # Straight into `part`: the block read once, each piece
+                    # hashed and its part of the region copied out.
+                    name = where.block_name(b0)
+                    start, length = [lo - b0, *so[1:]], [hi - lo, *ln[1:]]
+                    f.read_region_into(name, start, length, _bytes_of(part), _digest(where, b0), checked=where.foreign_name is None)
+                    continue
                 tmp = scratch.take([b1 - b0, *where.sizes[1:]], where.dtype)
                 read_block(f, where, b0, tmp, scratch)
                 src = tmp.narrow(0, lo - b0, hi - lo)
@@ -439,6 +446,20 @@ class _Scratch:
         return self.buf[:size].view(dtype).view(shape)
 
 
+def _digest(where: ChunkInfo, b0: int) -> Optional[str]:
+    """The checkpoint's digest of the block starting ``b0`` rows into the
+    chunk (safetensors rank files), or ``None`` (the file holds its own)."""
+    return None if where.sha256 is None else where.sha256[b0 // where.rows]
+
+
+def _gathers(part: torch.Tensor, where: ChunkInfo) -> bool:
+    """Whether a region of a stored block can be read straight into
+    ``part``: contiguous, on the CPU, of the stored dtype (not one a
+    safetensors rank file keeps as bytes)."""
+    as_bytes = where.dtype in _SAFETENSORS_LACKS and where.file.endswith(".safetensors")
+    return part.is_contiguous() and part.dtype == where.dtype and part.device.type == "cpu" and not as_bytes
+
+
 def read_block(f: "_store.RankFile", where: ChunkInfo, b0: int, out: torch.Tensor, scratch: Optional[_Scratch] = None) -> None:
     """Reads the block starting ``b0`` rows into the chunk ``where``,
     checked against its digest, into ``out`` (directly when ``out`` is
@@ -455,8 +476,7 @@ def read_block(f: "_store.RankFile", where: ChunkInfo, b0: int, out: torch.Tenso
     else:
         buf = torch.empty(out.shape, dtype=where.dtype)
     if buf.numel():
-        digest = None if where.sha256 is None else where.sha256[b0 // where.rows]
-        f.read_into(name, _bytes_of(buf), digest, checked=where.foreign_name is None)
+        f.read_into(name, _bytes_of(buf), _digest(where, b0), checked=where.foreign_name is None)
     if not direct:
         out.copy_(buf)
 

@@ -6,7 +6,7 @@ import hashlib
 import os
 import secrets
 import tempfile
-from typing import Any, Dict, Iterator, Mapping, Optional, Set, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Union
 
 from .. import _file, _native, _remote
 from .._legacy import expand_path
@@ -61,6 +61,24 @@ class RankFile:
         actual = hashlib.sha256(out).hexdigest()
         if actual != sha256:
             raise IntegrityError(f"tensor {name!r} of {self.where}: SHA-256 {actual} differs from the checkpoint's {sha256}")
+
+    def read_region_into(
+        self, name: str, start: List[int], length: List[int], out: Any, sha256: Optional[str], checked: bool = True
+    ) -> None:
+        """Reads a region of the block ``name`` (a start and a length in
+        each dimension) into ``out``, contiguous: the block is read once,
+        each piece hashed (when checked) and its part of the region copied
+        out, so a column band costs no block-sized buffer nor a second
+        pass."""
+        if name not in self.reader:
+            raise FormatError(f"rank file {self.where} has no tensor {name!r}, which the checkpoint metadata names")
+        if not checked or sha256 is None:
+            self.reader.read_region_into(name, list(zip(start, length)), out, verify=checked)
+            return
+        try:
+            self.reader.read_region_into(name, list(zip(start, length)), out, verify=True, sha256=sha256)
+        except IntegrityError as e:
+            raise IntegrityError(f"tensor {name!r} of {self.where}: its SHA-256 differs from the checkpoint's {sha256} ({e})") from None
 
 
 class Store:
