@@ -96,7 +96,16 @@ impl Reader {
         let Some(h) = h else { return Ok(()) };
         let actual = h.finish();
         let result = match check {
-            RegionCheck::Digest(expected) => self.check_against(name, expected, actual),
+            // The caller's digest, and the header's too where every read is
+            // checked against it (a signature commits to it, not to the
+            // caller's).
+            RegionCheck::Digest(expected) => self.check_against(name, expected, actual).and_then(|()| {
+                if self.checks_every_read(name) {
+                    self.check_digest(name, |_| Ok(actual))
+                } else {
+                    Ok(())
+                }
+            }),
             _ => self.check_digest(name, |_| Ok(actual)),
         };
         if result.is_err() {

@@ -175,4 +175,12 @@ fn encrypted_compressed_and_signed_files_give_the_same_regions() {
     .unwrap();
     let err = region(&r, [200, 0], [10, 10], RegionCheck::Unchecked).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::TensorDigestMismatch { .. }), "{err}");
+    // A caller's digest of the damaged bytes does not stand in for the
+    // signed one.
+    let t = r.tensor("m").unwrap();
+    let start = t.file_offset as usize;
+    let damaged = &file[start..start + t.info.byte_len() as usize];
+    let digest: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, damaged).as_ref().try_into().unwrap();
+    let err = region(&r, [200, 0], [10, 10], RegionCheck::Digest(digest)).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::TensorDigestMismatch { .. }), "{err}");
 }
