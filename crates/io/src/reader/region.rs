@@ -55,8 +55,7 @@ impl Reader {
         let region = Region::new(t.info.dtype, &t.info.shape, start, len)
             .map_err(|e| Error::input(format!("tensor {name:?}: {e}"), &self.path, "cannot read"))?;
         self.check_buffer(buf, region.byte_len(), &format!("the region of tensor {name:?} is"))?;
-        let streamed =
-            !self.is_encrypted() && !self.is_remote() && !self.head.is_compressed() && self.packed(name).is_none();
+        let streamed = self.stored_plain(name);
         let hashing = check != RegionCheck::Unchecked || self.checks_every_read(name);
         if !streamed {
             // Decrypted, decompressed or fetched whole (and checked as
@@ -112,18 +111,6 @@ impl Reader {
             buf.fill(0);
         }
         result
-    }
-
-    /// The error of a digest the caller gave that the bytes do not match.
-    fn check_against(&self, name: &str, expected: [u8; 32], actual: [u8; 32]) -> Result<()> {
-        if actual == expected {
-            return Ok(());
-        }
-        Err(Error::new(
-            crate::ErrorKind::TensorDigestMismatch { tensor: name.to_string(), expected, actual },
-            Some(&self.path),
-            "verification failed for",
-        ))
     }
 }
 

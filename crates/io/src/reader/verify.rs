@@ -210,12 +210,7 @@ impl Reader {
     /// As [`Reader::read_into`] and [`Reader::check_bytes`].
     pub fn read_verified_into(&self, name: &str, buf: &mut [u8]) -> Result<()> {
         let t = self.tensor(name)?;
-        let fused = !self.is_encrypted()
-            && !self.is_remote()
-            && !self.head.is_compressed()
-            && self.packed(name).is_none()
-            && t.info.sha256.is_some();
-        if !fused {
+        if !self.stored_plain(name) || t.info.sha256.is_none() {
             self.read_into(name, buf)?;
             // Not twice: read_into checked already what it checks on every read.
             return if self.checks_every_read(name) { Ok(()) } else { self.check_bytes(name, buf) };
@@ -261,15 +256,27 @@ impl Reader {
                 "cannot verify",
             ));
         };
-        let actual = hash(t)?;
-        if actual != expected {
-            return Err(Error::new(
-                ErrorKind::TensorDigestMismatch { tensor: name.to_string(), expected, actual },
-                Some(&self.path),
-                "verification failed for",
-            ));
+        self.check_against(name, expected, hash(t)?)
+    }
+
+    /// Compares the digest of `name`'s bytes with `expected` (the header's,
+    /// or one the caller holds).
+    pub(super) fn check_against(&self, name: &str, expected: [u8; 32], actual: [u8; 32]) -> Result<()> {
+        if actual == expected {
+            return Ok(());
         }
-        Ok(())
+        Err(Error::new(
+            ErrorKind::TensorDigestMismatch { tensor: name.to_string(), expected, actual },
+            Some(&self.path),
+            "verification failed for",
+        ))
+    }
+
+    /// Whether `name`'s bytes lie in the local file as they are (not
+    /// encrypted, compressed nor remote): read in pieces, each hashed as
+    /// it lands.
+    pub(super) fn stored_plain(&self, name: &str) -> bool {
+        !self.is_encrypted() && !self.is_remote() && !self.head.is_compressed() && self.packed(name).is_none()
     }
 
     /// Checks one tensor against its `sha256` digest, without keeping its bytes.
