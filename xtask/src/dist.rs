@@ -241,6 +241,19 @@ fn build_cli(env: &BuildEnv, version: &str, target: &str, zig: &str, out: &Path)
     )
 }
 
+/// The host's wheel, built exactly as `dist` builds it (same profile,
+/// flags, target directory and zig), into `out`: `cargo xtask test` runs
+/// pytest on it, and the `dist` that follows finds it built. The work tree
+/// may be dirty: it is for the tests, not a release.
+pub fn host_wheel(out: &Path) -> Result<(), String> {
+    let host = host();
+    if !WHEEL_TARGETS.contains(&host.as_str()) {
+        return Err(format!("dist: no wheel is built for {host}"));
+    }
+    tools::install(&[&host])?;
+    build_wheel(&BuildEnv::new()?, &host, out)
+}
+
 fn build_wheel(env: &BuildEnv, target: &str, out: &Path) -> Result<(), String> {
     exec(
         env.command(tools::bin("maturin"))

