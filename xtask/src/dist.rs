@@ -241,13 +241,18 @@ fn build_cli(env: &BuildEnv, version: &str, target: &str, zig: &str, out: &Path)
     )
 }
 
+/// Whether `dist` builds a wheel for the host (Linux x86_64 or aarch64).
+pub fn builds_host_wheel() -> bool {
+    WHEEL_TARGETS.contains(&host().as_str())
+}
+
 /// The host's wheel, built exactly as `dist` builds it (same profile,
 /// flags, target directory and zig), into `out`: `cargo xtask test` runs
 /// pytest on it, and the `dist` that follows finds it built. The work tree
 /// may be dirty: it is for the tests, not a release.
 pub fn host_wheel(out: &Path) -> Result<(), String> {
     let host = host();
-    if !WHEEL_TARGETS.contains(&host.as_str()) {
+    if !builds_host_wheel() {
         return Err(format!("dist: no wheel is built for {host}"));
     }
     tools::install(&[&host])?;

@@ -162,20 +162,24 @@ pub fn install_develop() -> Result<(), String> {
     )
 }
 
-/// Builds the host's release wheel as `cargo xtask dist` builds it (so
-/// that a `dist` after it has no wheel to build), checks what it ships, and
-/// installs it into `.venv`: the tests run against the wheel that ships,
-/// not a development tree.
+/// Builds the host's release wheel, checks what it ships, and installs it
+/// into `.venv`: the tests run against the wheel that ships, not a
+/// development tree. On a host `dist` builds wheels for, it is built as
+/// `cargo xtask dist` builds it (so that a `dist` after it has no wheel to
+/// build); elsewhere (macOS, say) with maturin's own release build.
 pub fn install_wheel() -> Result<(), String> {
-    install_built(crate::dist::host_wheel)
-}
-
-/// Builds a wheel with `build` into an empty directory, checks that it
-/// ships the stubs, the typing marker and the extension, and installs it.
-fn install_built(build: impl FnOnce(&std::path::Path) -> Result<(), String>) -> Result<(), String> {
     let out = root().join("target/wheels");
     let _ = std::fs::remove_dir_all(&out);
-    build(&out)?;
+    if crate::dist::builds_host_wheel() {
+        crate::dist::host_wheel(&out)?;
+    } else {
+        exec(
+            Command::new(venv().join("bin/maturin"))
+                .args(["build", "--release", "--quiet", "-m", "bindings/python/Cargo.toml", "-o"])
+                .arg(&out)
+                .env("VIRTUAL_ENV", venv()),
+        )?;
+    }
     let wheel = std::fs::read_dir(&out)
         .map_err(|e| format!("no wheel in {}: {e}", out.display()))?
         .flatten()
