@@ -202,18 +202,20 @@ pub fn workspace_version() -> Result<String, String> {
     crate::util::workspace_package("version")
 }
 
+/// Where the CLIs are built: not the wheels' target directory. cargo-zigbuild
+/// and maturin's own zig each link through a wrapper of their own, and
+/// cargo counts the linker in every crate's fingerprint: in one directory
+/// each build would redo every crate the other built (the wheel that
+/// `cargo xtask test` builds, then the CLI, then the wheel again, in CI).
+const CLI_TARGET_DIR: &str = "target/dist-build-cli";
+
 fn build_cli(env: &BuildEnv, version: &str, target: &str, zig: &str, out: &Path) -> Result<(), String> {
-    exec(env.command(tools::bin("cargo-zigbuild")).args([
-        "zigbuild",
-        "--locked",
-        "--profile",
-        "dist",
-        "-p",
-        "deathtensors-cli",
-        "--target",
-        zig,
-    ]))?;
-    let binary = root().join("target/dist-build").join(target).join("dist/deathtensors");
+    exec(
+        env.command(tools::bin("cargo-zigbuild"))
+            .args(["zigbuild", "--locked", "--profile", "dist", "-p", "deathtensors-cli", "--target", zig])
+            .env("CARGO_TARGET_DIR", root().join(CLI_TARGET_DIR)),
+    )?;
+    let binary = root().join(CLI_TARGET_DIR).join(target).join("dist/deathtensors");
     let name = format!("deathtensors-{version}-{target}");
     let stage = root().join("target/dist-stage").join(&name);
     let _ = std::fs::remove_dir_all(&stage);
