@@ -8,10 +8,11 @@ use crate::setup::NO_STD_TARGET;
 use crate::steps::Steps;
 use crate::util::{cargo, cargo_bin, exec};
 
-/// The seconds each fuzz target runs in `checks`: `--fuzz-seconds N`.
+/// The seconds each fuzz target runs in `checks`: `--fuzz-seconds N`, 5 by
+/// default (a smoke test: `cargo xtask fuzz` is the long run).
 fn fuzz_seconds(args: &[String]) -> Result<u64, String> {
     match args {
-        [] => Ok(10),
+        [] => Ok(5),
         [flag, n] if flag == "--fuzz-seconds" => n.parse().map_err(|_| format!("bad number {n:?}")),
         _ => Err(format!("unexpected arguments {args:?}")),
     }
