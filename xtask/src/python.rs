@@ -170,9 +170,7 @@ pub fn install_develop() -> Result<(), String> {
 pub fn install_wheel() -> Result<(), String> {
     let out = root().join("target/wheels");
     let _ = std::fs::remove_dir_all(&out);
-    if crate::dist::builds_host_wheel() {
-        crate::dist::host_wheel(&out)?;
-    } else {
+    if !crate::dist::host_wheel(&out)? {
         exec(
             Command::new(venv().join("bin/maturin"))
                 .args(["build", "--release", "--quiet", "-m", "bindings/python/Cargo.toml", "-o"])
