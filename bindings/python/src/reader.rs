@@ -4,7 +4,7 @@ use std::os::raw::c_int;
 use std::sync::{Arc, RwLock};
 
 use deathtensors_io::format::{hex_digest, parse_hex_digest, Format, Metadata, TensorInfo};
-use deathtensors_io::{ErrorKind, Reader, RegionCheck, TensorRef};
+use deathtensors_io::{ErrorKind, Reader, RegionCheck, RegionRead, TensorRef};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
@@ -13,6 +13,11 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use crate::arena::PyArena;
 use crate::errors::IntoPy;
 use crate::options::PyReadOptions;
+
+/// One read of `Reader.read_regions_into`: name, `(start, length)` in each
+/// dimension (`None`: the whole tensor), the buffer, whether to verify, and
+/// a digest (hex) to verify against instead of the stored one.
+type RegionArg<'py> = (String, Option<Vec<(u64, u64)>>, Bound<'py, PyAny>, bool, Option<String>);
 
 /// An open deathtensors or safetensors file.
 #[derive(Debug)]
@@ -378,27 +383,71 @@ impl PyReader {
         verify: bool,
         sha256: Option<&str>,
     ) -> PyResult<()> {
+        self.read_regions_into(
+            py,
+            vec![(name.to_string(), Some(region), out.clone(), verify, sha256.map(str::to_string))],
+        )
+    }
+
+    /// [`read_region_into`] for each `(name, region, out, verify, sha256)`
+    /// of `reads` (a region of `None` is the whole tensor), in one call with
+    /// the GIL released: every read is checked
+    /// before any byte is read, and two tensors are hashed side by side (the
+    /// batch goes at nearly twice the speed of one read after the other).
+    /// The buffers must not overlap. On an error every buffer is zeroed.
+    fn read_regions_into(&self, py: Python<'_>, reads: Vec<RegionArg<'_>>) -> PyResult<()> {
         let r = self.get()?;
-        let check = match (verify, sha256) {
-            (false, _) => RegionCheck::Unchecked,
-            (true, None) => RegionCheck::Stored,
-            (true, Some(hex)) => RegionCheck::Digest(
-                parse_hex_digest(hex)
-                    .ok_or_else(|| PyValueError::new_err(format!("sha256 {hex:?} is not 64 hex digits")))?,
-            ),
-        };
-        let buf = PyBuffer::<u8>::get(out)?;
-        if buf.readonly() || !buf.is_c_contiguous() {
-            return Err(PyBufferError::new_err("read_region_into needs a writable C-contiguous buffer"));
+        let mut plans = Vec::with_capacity(reads.len());
+        for (name, region, out, verify, sha256) in reads {
+            let check = match (verify, sha256) {
+                (false, _) => RegionCheck::Unchecked,
+                (true, None) => RegionCheck::Stored,
+                (true, Some(hex)) => RegionCheck::Digest(
+                    parse_hex_digest(&hex)
+                        .ok_or_else(|| PyValueError::new_err(format!("sha256 {hex:?} is not 64 hex digits")))?,
+                ),
+            };
+            let buf = PyBuffer::<u8>::get(&out)?;
+            if buf.readonly() || !buf.is_c_contiguous() {
+                return Err(PyBufferError::new_err(format!(
+                    "reading a region of {name:?} needs a writable C-contiguous buffer"
+                )));
+            }
+            let (start, length): (Vec<u64>, Vec<u64>) = match region {
+                Some(region) => region.into_iter().unzip(),
+                // The whole tensor.
+                None => r.tensor(&name).py(py)?.info.shape.iter().map(|&n| (0, n)).unzip(),
+            };
+            let at = (buf.buf_ptr() as usize, buf.len_bytes());
+            plans.push((name, start, length, check, at, buf));
         }
-        let (start, length): (Vec<u64>, Vec<u64>) = region.into_iter().unzip();
-        let ptr = buf.buf_ptr() as usize;
-        let len = buf.len_bytes();
+        // Two reads into the same memory would be two writers of it.
+        let mut spans: Vec<(usize, usize, &str)> =
+            plans.iter().filter(|p| p.4 .1 > 0).map(|p| (p.4 .0, p.4 .0 + p.4 .1, p.0.as_str())).collect();
+        spans.sort_unstable();
+        if let Some(w) = spans.windows(2).find(|w| w[1].0 < w[0].1) {
+            return Err(PyValueError::new_err(format!(
+                "the buffers given for {:?} and {:?} overlap: each read needs its own",
+                w[0].2, w[1].2
+            )));
+        }
         py.allow_threads(|| {
-            // SAFETY: as in `read_into`: `buf` keeps the exporter's memory
-            // alive and writable for this call; it is contiguous, `len` bytes.
-            let slice = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
-            r.read_region_into(name, &start, &length, slice, check)
+            let mut batch: Vec<RegionRead<'_>> = plans
+                .iter()
+                .map(|(name, start, len, check, (ptr, n), _)| RegionRead {
+                    name,
+                    start,
+                    len,
+                    // SAFETY: each PyBuffer in `plans` keeps its exporter's
+                    // memory alive and writable until `plans` is dropped,
+                    // after this closure; it is contiguous, `n` bytes long,
+                    // and no two of them overlap (checked above). A length
+                    // of zero needs no valid address.
+                    buf: if *n == 0 { &mut [] } else { unsafe { std::slice::from_raw_parts_mut(*ptr as *mut u8, *n) } },
+                    check: *check,
+                })
+                .collect();
+            r.read_regions_into(&mut batch)
         })
         .py(py)
     }

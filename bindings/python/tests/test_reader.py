@@ -349,3 +349,48 @@ def test_views_of_f4_tensors_in_torch(tmp_path):
         v = f.get_tensor_view("f")
         assert v.dtype == torch.float4_e2m1fn_x2 and list(v.shape) == [2, 2]
         assert v.view(torch.uint8).flatten().tolist() == [0x12, 0x34, 0x56, 0x78]
+
+
+def test_a_batch_of_region_reads_checks_everything_first_and_zeroes_all_on_failure(tmp_path):
+    """The native batch the distributed reader uses: whole tensors (region
+    None) and column bands in one call, two tensors hashed side by side;
+    overlapping buffers, a bad region or a damaged tensor fail it with the
+    tensor named."""
+    from deathtensors import _native
+
+    a = np.arange(300 * 517, dtype=np.float32).reshape(300, 517)
+    b = np.arange(65 * 4096, dtype=np.int32).reshape(65, 4096)
+    path = tmp_path / "m.dt"
+    dt.save(path, {"a": a, "b": b}, checksum=True)
+    r = _native.Reader(str(path), mmap=False)
+    whole_a = np.full_like(a, -1)
+    band_b = np.zeros((65, 1000), dtype=np.int32)
+    r.read_regions_into([
+        ("a", None, whole_a.view(np.uint8), True, None),
+        ("b", [(0, 65), (3000, 1000)], band_b.view(np.uint8), True, None),
+    ])
+    assert np.array_equal(whole_a, a) and np.array_equal(band_b, b[:, 3000:4000])
+    # The checkpoint's digest instead of the file's.
+    band_b[:] = 0
+    r.read_regions_into([("b", [(0, 65), (3000, 1000)], band_b.view(np.uint8), True, sha256(b.tobytes()))])
+    assert np.array_equal(band_b, b[:, 3000:4000])
+    one = np.zeros(4, dtype=np.uint8)
+    with pytest.raises(ValueError, match="overlap"):
+        r.read_regions_into([("a", [(0, 1), (0, 1)], one, True, None), ("a", [(1, 1), (0, 1)], one[:], True, None)])
+    with pytest.raises(dt.DeathTensorsError, match=r'"b".*dimension 1 is 4096 long'):
+        r.read_regions_into([("a", None, whole_a.view(np.uint8), True, None), ("b", [(0, 1), (4096, 1)], one, True, None)])
+    r.close()
+    data = bytearray(path.read_bytes())
+    at = data.find(a[299, 516].tobytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+    r = _native.Reader(str(path), mmap=False)
+    whole_a[:] = 7
+    band_b[:] = 7
+    with pytest.raises(dt.IntegrityError, match='"a"'):
+        r.read_regions_into([
+            ("b", [(0, 65), (3000, 1000)], band_b.view(np.uint8), True, None),
+            ("a", None, whole_a.view(np.uint8), True, None),
+        ])
+    assert not whole_a.any() and not band_b.any()
+    r.close()

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use common::{bench_dir, clean_runs, clean_writes, fill, model, model_mib, ours, Model};
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use deathtensors_format::{Dtype, TensorSpec};
-use deathtensors_io::{save, Reader, WriteOptions};
+use deathtensors_io::{save, Reader, RegionCheck, RegionRead, WriteOptions};
 
 fn tiny(n: usize) -> Model {
     let tensors: Vec<_> = (0..n)
@@ -185,6 +185,37 @@ fn suite(c: &mut Criterion, label: &str, m: &Model) {
     g.bench_function("ours tensors (all cores)", |b| b.iter(|| r.verify_tensors().unwrap()));
     g.bench_function("ours footer", |b| b.iter(|| r.verify_footer().unwrap()));
     g.bench_function("ours all", |b| b.iter(|| r.verify().unwrap()));
+    g.finish();
+
+    // Checked reads on one core (a checkpoint's loading rank): each tensor
+    // read and hashed on its own, against a batch that hashes two side by
+    // side; the floor is a single-core SHA-256 pass over the same bytes
+    // (`write/sha256 single-core baseline`).
+    let mut g = c.benchmark_group(format!("{label}/checked_reads"));
+    g.throughput(Throughput::Bytes(m.bytes));
+    g.sample_size(10);
+    let names: Vec<&str> = m.tensors.iter().map(|(s, _)| s.name.as_str()).collect();
+    let mut bufs: Vec<Vec<u8>> = m.tensors.iter().map(|(_, d)| vec![0u8; d.len()]).collect();
+    g.bench_function("ours one by one", |b| {
+        b.iter(|| {
+            for (name, buf) in names.iter().zip(bufs.iter_mut()) {
+                r.read_verified_into(name, buf).unwrap();
+            }
+        })
+    });
+    let whole: Vec<Vec<u64>> = m.tensors.iter().map(|(s, _)| s.shape.clone()).collect();
+    let zeros: Vec<Vec<u64>> = whole.iter().map(|s| vec![0; s.len()]).collect();
+    g.bench_function("ours batch", |b| {
+        b.iter(|| {
+            let mut reads: Vec<RegionRead<'_>> = names
+                .iter()
+                .zip(bufs.iter_mut())
+                .zip(zeros.iter().zip(&whole))
+                .map(|((name, buf), (start, len))| RegionRead { name, start, len, buf, check: RegionCheck::Stored })
+                .collect();
+            r.read_regions_into(&mut reads).unwrap();
+        })
+    });
     g.finish();
     let _ = std::fs::remove_file(&out);
 }

@@ -1,13 +1,14 @@
-//! `Reader::read_region_into`: a region of a tensor gathered as it is read,
-//! from plain, digested, signed, encrypted and compressed files, checked
-//! against the stored digest or one the caller gives.
+//! `Reader::read_region_into` and `read_regions_into`: regions of tensors
+//! gathered as they are read (two at a time in a batch), from plain,
+//! digested, signed, encrypted and compressed files, checked against the
+//! stored digest or one the caller gives.
 
 use std::sync::Arc;
 
 use deathtensors_format::{Cipher, Dtype, TensorSpec};
 use deathtensors_io::{
-    save, Compress, EncryptOptions, ErrorKind, KeyRing, ReadOptions, Reader, RecipientKey, RegionCheck, SigningKey,
-    SymmetricKey, WriteOptions,
+    save, Compress, EncryptOptions, ErrorKind, KeyRing, ReadOptions, Reader, RecipientKey, RegionCheck, RegionRead,
+    SigningKey, SymmetricKey, WriteOptions,
 };
 
 use crate::scratch;
@@ -183,4 +184,153 @@ fn encrypted_compressed_and_signed_files_give_the_same_regions() {
     let digest: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, damaged).as_ref().try_into().unwrap();
     let err = region(&r, [200, 0], [10, 10], RegionCheck::Digest(digest)).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::TensorDigestMismatch { .. }), "{err}");
+}
+
+/// Tensors of several sizes around the piece (256 KiB) and the hash block
+/// (64 bytes): so that the two lanes of a batch end at different points
+/// and each takes the next read mid-way through the other's.
+/// A tensor of a batch's file: name, rows, columns, bytes.
+type Stored = (String, u64, u64, Vec<u8>);
+/// A read of a batch: tensor, start, length, the bytes it must give.
+type Wanted = (String, [u64; 2], [u64; 2], Vec<u8>);
+
+fn batch_file(dir: &std::path::Path) -> (std::path::PathBuf, Vec<Stored>) {
+    let shapes = [(300u64, 517u64), (1, 1), (64, 1024), (0, 5), (513, 129), (7, 3), (65, 4096), (2, 17)];
+    let tensors: Vec<Stored> = shapes
+        .iter()
+        .enumerate()
+        .map(|(k, &(rows, cols))| {
+            let bytes = (0..rows * cols).flat_map(|i| ((i * 7 + k as u64) as u32).to_le_bytes()).collect();
+            (format!("t{k}"), rows, cols, bytes)
+        })
+        .collect();
+    let path = dir.join("batch.dt");
+    let specs = tensors.iter().map(|(n, r, c, b)| (TensorSpec::new(n.clone(), Dtype::U32, [*r, *c]), &b[..])).collect();
+    save(&path, specs, &WriteOptions { checksum: true, footer: false, ..WriteOptions::default() }).unwrap();
+    (path, tensors)
+}
+
+/// Each tensor's left column band, its whole self and a middle block,
+/// element by element.
+fn batch_regions(tensors: &[Stored]) -> Vec<Wanted> {
+    let mut out = Vec::new();
+    for (name, rows, cols, bytes) in tensors {
+        let (rows, cols) = (*rows, *cols);
+        for (start, len) in
+            [([0, 0], [rows, cols.div_ceil(2)]), ([0, 0], [rows, cols]), ([rows / 3, cols / 4], [rows / 2, cols / 2])]
+        {
+            let mut want = Vec::new();
+            for r in start[0]..start[0] + len[0] {
+                let at = ((r * cols + start[1]) * 4) as usize;
+                want.extend_from_slice(&bytes[at..at + (len[1] * 4) as usize]);
+            }
+            out.push((name.clone(), start, len, want));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_batch_of_regions_reads_what_each_read_alone_reads() {
+    let dir = scratch("region-batch");
+    let (path, tensors) = batch_file(&dir);
+    let regions = batch_regions(&tensors);
+    let digests: std::collections::HashMap<&str, [u8; 32]> = tensors
+        .iter()
+        .map(|(n, _, _, b)| (n.as_str(), ring::digest::digest(&ring::digest::SHA256, b).as_ref().try_into().unwrap()))
+        .collect();
+    let r = Reader::open(&path).unwrap();
+    // Every check in turn, and all three mixed in one batch.
+    let checks = [
+        |_: &str, _: usize| RegionCheck::Stored,
+        |_: &str, _: usize| RegionCheck::Unchecked,
+        |_: &str, k: usize| if k.is_multiple_of(3) { RegionCheck::Unchecked } else { RegionCheck::Stored },
+    ];
+    for (c, check) in checks.iter().enumerate() {
+        let mut bufs: Vec<Vec<u8>> = regions.iter().map(|(_, _, _, want)| vec![0xAA; want.len()]).collect();
+        let mut reads: Vec<RegionRead<'_>> = regions
+            .iter()
+            .zip(bufs.iter_mut())
+            .enumerate()
+            .map(|(k, ((name, start, len, _), buf))| RegionRead { name, start, len, buf, check: check(name, k) })
+            .collect();
+        r.read_regions_into(&mut reads).unwrap();
+        for ((name, start, len, want), got) in regions.iter().zip(&bufs) {
+            assert!(got == want, "check {c}: {name} {start:?} {len:?}");
+        }
+    }
+    let mut bufs: Vec<Vec<u8>> = regions.iter().map(|(_, _, _, want)| vec![0; want.len()]).collect();
+    let mut reads: Vec<RegionRead<'_>> = regions
+        .iter()
+        .zip(bufs.iter_mut())
+        .map(|((name, start, len, _), buf)| RegionRead {
+            name,
+            start,
+            len,
+            buf,
+            check: RegionCheck::Digest(digests[name.as_str()]),
+        })
+        .collect();
+    r.read_regions_into(&mut reads).unwrap();
+    assert!(regions.iter().zip(&bufs).all(|((_, _, _, want), got)| got == want));
+}
+
+#[test]
+fn a_damaged_tensor_fails_its_batch_naming_it_and_zeroes_every_buffer() {
+    let dir = scratch("region-batch-damaged");
+    let (path, tensors) = batch_file(&dir);
+    let regions = batch_regions(&tensors);
+    // Damage the last byte of t6 (65 x 4096: the largest, read in the
+    // second lane while t5 and t7 pass through the first).
+    let end = {
+        let r = Reader::open(&path).unwrap();
+        let t = r.tensor("t6").unwrap();
+        t.file_offset + t.info.byte_len() - 1
+    };
+    let mut file = std::fs::read(&path).unwrap();
+    file[end as usize] ^= 0x80;
+    std::fs::write(&path, &file).unwrap();
+    let r = Reader::open(&path).unwrap();
+    let mut bufs: Vec<Vec<u8>> = regions.iter().map(|(_, _, _, want)| vec![0xAA; want.len()]).collect();
+    let mut reads: Vec<RegionRead<'_>> = regions
+        .iter()
+        .zip(bufs.iter_mut())
+        .map(|((name, start, len, _), buf)| RegionRead { name, start, len, buf, check: RegionCheck::Stored })
+        .collect();
+    let err = r.read_regions_into(&mut reads).unwrap_err();
+    match err.kind() {
+        ErrorKind::TensorDigestMismatch { tensor, .. } => assert_eq!(tensor, "t6"),
+        other => panic!("{other:?}"),
+    }
+    assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 0)), "a buffer kept bytes after the batch failed");
+    // Unchecked, the band left of the damage reads as it is.
+    let mut buf = vec![0u8; 65 * 2048 * 4];
+    r.read_regions_into(&mut [RegionRead {
+        name: "t6",
+        start: &[0, 0],
+        len: &[65, 2048],
+        buf: &mut buf,
+        check: RegionCheck::Unchecked,
+    }])
+    .unwrap();
+    assert!(buf == regions.iter().find(|(n, s, l, _)| n == "t6" && *s == [0, 0] && *l == [65, 2048]).unwrap().3);
+}
+
+#[test]
+fn a_batch_is_checked_whole_before_any_byte_is_read() {
+    let dir = scratch("region-batch-bad");
+    let (path, _) = batch_file(&dir);
+    let r = Reader::open(&path).unwrap();
+    let mut good = vec![0xAA; 4];
+    let mut bad = vec![0u8; 4];
+    let err = r
+        .read_regions_into(&mut [
+            RegionRead { name: "t1", start: &[0, 0], len: &[1, 1], buf: &mut good, check: RegionCheck::Stored },
+            RegionRead { name: "t7", start: &[1, 16], len: &[1, 2], buf: &mut bad, check: RegionCheck::Stored },
+        ])
+        .unwrap_err();
+    assert!(err.to_string().contains("\"t7\"") && err.to_string().contains("dimension 1 is 17 long"), "{err}");
+    assert_eq!(good, [0; 4]);
+    // An empty batch reads nothing and succeeds.
+    r.read_regions_into(&mut []).unwrap();
 }

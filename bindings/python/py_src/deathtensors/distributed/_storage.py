@@ -359,8 +359,10 @@ class StorageReader(dcp_storage.StorageReader):
         scratch = _Scratch()
         for name, items in by_file.items():
             with self.store.open_rank_file(name, self.doc) as f:
+                batch = _Batch(f)
                 for item in items:
-                    self._load_tensor(f, item, self.storage_data[item.storage_index], planner, scratch)
+                    self._load_tensor(batch, item, self.storage_data[item.storage_index], planner, scratch)
+                batch.flush()
         fut: Future = Future()
         fut.set_result(None)
         return fut
@@ -391,7 +393,7 @@ class StorageReader(dcp_storage.StorageReader):
         planner.load_bytes(item, buf)
 
     def _load_tensor(
-        self, f: "_store.RankFile", item: ReadItem, where: ChunkInfo, planner: LoadPlanner, scratch: "_Scratch"
+        self, batch: "_Batch", item: ReadItem, where: ChunkInfo, planner: LoadPlanner, scratch: "_Scratch"
     ) -> None:
         dest = planner.resolve_tensor(item).detach()
         so = [int(o) for o in item.storage_offsets]
@@ -399,7 +401,7 @@ class StorageReader(dcp_storage.StorageReader):
         if list(dest.shape) != ln:
             raise RuntimeError(f"{item.dest_index.fqn!r}: the planner's tensor has shape {list(dest.shape)}, the read {ln}")
         if not ln:
-            read_block(f, where, 0, dest, scratch)
+            read_block(batch, where, 0, dest, scratch)
         elif ln[0] and all(ln):
             r_start, r_end = so[0], so[0] + ln[0]
             full_rows = so[1:] == [0] * (len(so) - 1) and ln[1:] == list(where.sizes[1:])
@@ -409,22 +411,23 @@ class StorageReader(dcp_storage.StorageReader):
                     continue
                 part = dest.narrow(0, lo - r_start, hi - lo)
                 if full_rows and lo == b0 and hi == b1:
-                    read_block(f, where, b0, part, scratch)
+                    read_block(batch, where, b0, part, scratch)
                     continue
                 if _gathers(part, where):
                     # Straight into `part`: the block read once, each piece
                     # hashed and its part of the region copied out.
-                    name = where.block_name(b0)
-                    start, length = [lo - b0, *so[1:]], [hi - lo, *ln[1:]]
-                    f.read_region_into(name, start, length, _bytes_of(part), _digest(where, b0), checked=where.foreign_name is None)
+                    region = list(zip([lo - b0, *so[1:]], [hi - lo, *ln[1:]]))
+                    batch.add(_read(where, b0, region, part))
                     continue
+                # Read now, not batched: the buffer is copied from and
+                # reused at once.
                 tmp = scratch.take([b1 - b0, *where.sizes[1:]], where.dtype)
-                read_block(f, where, b0, tmp, scratch)
+                read_block(batch.f, where, b0, tmp, scratch)
                 src = tmp.narrow(0, lo - b0, hi - lo)
                 for d in range(1, len(so)):
                     src = src.narrow(d, so[d], ln[d])
                 part.copy_(src)
-        planner.commit_tensor(item, dest)
+        batch.then(lambda: planner.commit_tensor(item, dest))
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: PathOrUrl) -> bool:
@@ -460,25 +463,71 @@ def _gathers(part: torch.Tensor, where: ChunkInfo) -> bool:
     return part.is_contiguous() and part.dtype == where.dtype and part.device.type == "cpu" and not as_bytes
 
 
-def read_block(f: "_store.RankFile", where: ChunkInfo, b0: int, out: torch.Tensor, scratch: Optional[_Scratch] = None) -> None:
+class _Batch:
+    """Block reads of one rank file gathered into one native call (two
+    blocks hashed side by side), and what to do once they are done (commit
+    the tensors they fill). Flushed when the buffers it fills reach
+    ``limit`` bytes, so that a planner that hands out fresh tensors holds
+    at most that much in waiting."""
+
+    def __init__(self, f: "_store.RankFile", limit: int = 4 * BLOCK_BYTES) -> None:
+        self.f, self.limit = f, limit
+        self.reads: List[_store.Read] = []
+        self.after: List[Any] = []
+        self.pending = 0
+
+    def add(self, read: "_store.Read") -> None:
+        self.reads.append(read)
+        self.pending += read.out.nbytes
+
+    def then(self, done: Any) -> None:
+        self.after.append(done)
+        if self.pending >= self.limit:
+            self.flush()
+
+    def flush(self) -> None:
+        """The reads so far, then their commits (or nothing to commit, if a
+        read failed)."""
+        reads, after = self.reads, self.after
+        self.reads, self.after, self.pending = [], [], 0
+        if reads:
+            self.f.read(reads)
+        for done in after:
+            done()
+
+
+def _read(where: ChunkInfo, b0: int, region: Optional[List[Tuple[int, int]]], out: torch.Tensor) -> "_store.Read":
+    """The read of the block starting ``b0`` rows into the chunk ``where``
+    (``region`` of it, or all of it) into ``out``, contiguous."""
+    return _store.Read(where.block_name(b0), region, _bytes_of(out), _digest(where, b0), where.foreign_name is None)
+
+
+def read_block(
+    to: Union["_Batch", "_store.RankFile"], where: ChunkInfo, b0: int, out: torch.Tensor, scratch: Optional[_Scratch] = None
+) -> None:
     """Reads the block starting ``b0`` rows into the chunk ``where``,
-    checked against its digest, into ``out`` (directly when ``out`` is
-    contiguous and of the stored dtype, else through a block-sized buffer,
-    ``scratch``'s when given)."""
-    name = where.block_name(b0)
+    checked against its digest, into ``out``: queued in the batch ``to``
+    when ``out`` is contiguous and of the stored dtype, else read now
+    through a block-sized buffer (``scratch``'s when given) and copied."""
     direct = out.is_contiguous() and out.dtype == where.dtype and out.device.type == "cpu"
+    if direct:
+        if not out.numel():
+            return
+        if isinstance(to, _Batch):
+            to.add(_read(where, b0, None, out))
+        else:
+            to.read([_read(where, b0, None, out)])
+        return
     # A scratch view is contiguous and of the stored dtype: never both `out`
     # and the buffer here.
-    if direct:
-        buf = out
-    elif scratch is not None:
+    if scratch is not None:
         buf = scratch.take(list(out.shape), where.dtype)
     else:
         buf = torch.empty(out.shape, dtype=where.dtype)
     if buf.numel():
-        f.read_into(name, _bytes_of(buf), _digest(where, b0), checked=where.foreign_name is None)
-    if not direct:
-        out.copy_(buf)
+        f = to.f if isinstance(to, _Batch) else to
+        f.read([_read(where, b0, None, buf)])
+    out.copy_(buf)
 
 
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner  # noqa: E402

@@ -2,11 +2,10 @@
 an object store. The storage classes see only this interface."""
 
 import contextlib
-import hashlib
 import os
 import secrets
 import tempfile
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Set, Union
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from .. import _file, _native, _remote
 from .._legacy import expand_path
@@ -48,37 +47,36 @@ class RankFile:
         self.reader = reader
         self.where = where
 
-    def read_into(self, name: str, out: Any, sha256: Optional[str], checked: bool = True) -> None:
-        if name not in self.reader:
-            raise FormatError(f"rank file {self.where} has no tensor {name!r}, which the checkpoint metadata names")
-        if not checked:
-            self.reader.read_into(name, out, verify=False)
-            return
-        if sha256 is None:
-            self.reader.read_into(name, out, verify=True)
-            return
-        self.reader.read_into(name, out, verify=False)
-        actual = hashlib.sha256(out).hexdigest()
-        if actual != sha256:
-            raise IntegrityError(f"tensor {name!r} of {self.where}: SHA-256 {actual} differs from the checkpoint's {sha256}")
-
-    def read_region_into(
-        self, name: str, start: List[int], length: List[int], out: Any, sha256: Optional[str], checked: bool = True
-    ) -> None:
-        """Reads a region of the block ``name`` (a start and a length in
-        each dimension) into ``out``, contiguous: the block is read once,
-        each piece hashed (when checked) and its part of the region copied
-        out, so a column band costs no block-sized buffer nor a second
-        pass."""
-        if name not in self.reader:
-            raise FormatError(f"rank file {self.where} has no tensor {name!r}, which the checkpoint metadata names")
-        if not checked or sha256 is None:
-            self.reader.read_region_into(name, list(zip(start, length)), out, verify=checked)
-            return
+    def read(self, reads: Sequence["Read"]) -> None:
+        """Reads blocks, whole or a region of each, into their buffers in
+        one call with the GIL released: each block is read once and checked
+        against the checkpoint's digest when it gives one (safetensors rank
+        files), else the file's own, unless the read is unchecked (a file
+        torch wrote, which has none); two blocks are hashed side by side. On
+        an error every buffer is zeroed."""
+        for r in reads:
+            if r.name not in self.reader:
+                raise FormatError(f"rank file {self.where} has no tensor {r.name!r}, which the checkpoint metadata names")
+        batch = [(r.name, r.region, r.out, r.checked, r.sha256 if r.checked else None) for r in reads]
         try:
-            self.reader.read_region_into(name, list(zip(start, length)), out, verify=True, sha256=sha256)
+            self.reader.read_regions_into(batch)
         except IntegrityError as e:
-            raise IntegrityError(f"tensor {name!r} of {self.where}: its SHA-256 differs from the checkpoint's {sha256} ({e})") from None
+            if any(r.checked and r.sha256 for r in reads):
+                raise IntegrityError(f"{e} (a digest of the checkpoint metadata, for rank file {self.where})") from None
+            raise
+
+
+class Read(NamedTuple):
+    """One block read of :meth:`RankFile.read`: the block's name, its region
+    as ``(start, length)`` in each dimension (``None``: all of it), the
+    buffer (contiguous, exactly the region's bytes), the checkpoint's digest
+    of the block (hex) if it gives one, and whether to check it at all."""
+
+    name: str
+    region: Optional[List[Tuple[int, int]]]
+    out: Any
+    sha256: Optional[str]
+    checked: bool
 
 
 class Store:
