@@ -61,7 +61,9 @@ fn zeros<'a>(n: u64) -> impl Iterator<Item = &'a [u8]> {
 /// With `checksum`, the per-tensor digests are computed first on all cores,
 /// two streams per core (the header that contains them comes first in the
 /// file), then the footer is hashed on another thread while the file is
-/// written.
+/// written. Without the footer (and unsigned), the digests are computed on
+/// all cores while the data is written behind a header of placeholders,
+/// which the real header (of the same length) then overwrites.
 ///
 /// Returns the header written. Same tensors and options, same bytes.
 ///
@@ -97,13 +99,24 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
     if let (Some(enc), Format::Deathtensors) = (&options.encryption, options.format) {
         return crate::seal::save_encrypted(path, specs, &data, options, enc);
     }
-    if options.checksum || (!options.signers.is_empty() && options.format == Format::Deathtensors) {
+    // Per-tensor digests with nothing over the header (no footer, no
+    // signature) are computed while the data is written, behind a header
+    // whose digests are placeholders of the same length, written over at
+    // the end: a write held back by the page cache's dirty limit leaves
+    // cores idle, and the hashing takes them (a checkpoint's rank files).
+    let digests_later = options.checksum && options.format == Format::Deathtensors && !options.writes_footer();
+    if digests_later {
+        for spec in &mut specs {
+            spec.sha256 = Some([0; 32]);
+        }
+    } else if options.checksum || (!options.signers.is_empty() && options.format == Format::Deathtensors) {
         let inputs: Vec<_> = data.iter().map(|b| crate::sha_lanes::Input::Bytes(b)).collect();
         let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, path, DOING))?;
         for (spec, d) in specs.iter_mut().zip(digests) {
             spec.sha256 = Some(d);
         }
     }
+    let placeholders = digests_later.then(|| specs.clone());
     // deathtensors keeps the given order; safetensors and bintensors sort,
     // so remember the names to find each tensor's bytes again.
     let names: Vec<String> = match options.format {
@@ -162,10 +175,52 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
                 .map_err(|e| Error::format(e, path, DOING))?;
             f.write_all(&block).map_err(|e| Error::io(e, path, DOING))?;
         }
+    } else if let Some(specs) = placeholders {
+        let (written, digests) = std::thread::scope(|s| {
+            let hashing = s.spawn(|| {
+                let inputs: Vec<_> = data.iter().map(|b| crate::sha_lanes::Input::Bytes(b)).collect();
+                crate::sha_lanes::digests(&inputs)
+            });
+            let written = write();
+            (written, hashing.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        });
+        written.map_err(|e| Error::io(e, path, DOING))?;
+        let digests = digests.map_err(|e| Error::io(e, path, DOING))?;
+        let header = finish_digests(path, &temp, specs, digests, options, flags, head.len())?;
+        temp.persist().map_err(|e| Error::io(e, path, DOING))?;
+        return Ok(header);
     } else {
         write().map_err(|e| Error::io(e, path, DOING))?;
     }
     temp.persist().map_err(|e| Error::io(e, path, DOING))?;
+    Ok(header)
+}
+
+/// Writes the header of a save whose digests were computed as its data was
+/// written over the placeholder header, and returns it. `specs` are the
+/// specs as planned, in the caller's order (deathtensors keeps it), `len`
+/// the placeholder head's length, which the real one has too (a digest is
+/// 64 hex digits either way).
+fn finish_digests(
+    path: &Path,
+    temp: &TempFile,
+    specs: Vec<TensorSpec>,
+    digests: Vec<[u8; 32]>,
+    options: &WriteOptions,
+    flags: Flags,
+    len: usize,
+) -> Result<Header> {
+    let specs = specs.into_iter().zip(digests).map(|(s, d)| TensorSpec { sha256: Some(d), ..s }).collect();
+    let header = options.deathtensors_header(specs).map_err(|e| Error::format(e, path, DOING))?;
+    let head = Head::encode(&header, flags).map_err(|e| Error::format(e, path, DOING))?;
+    if head.len() != len {
+        return Err(Error::input(
+            format!("the header with digests is {} bytes, its placeholder was {len}", head.len()),
+            path,
+            DOING,
+        ));
+    }
+    write_all_at(temp.file(), &head, 0).map_err(|e| Error::io(e, path, DOING))?;
     Ok(header)
 }
 
