@@ -4,7 +4,9 @@
 //! `cargo xtask bench --compress [ARGS]` runs only the compression
 //! benchmark (`bindings/python/benches/compress_bench.py`);
 //! `cargo xtask bench --remote [ARGS]` the remote one (nginx on loopback,
-//! side by side with curl: `crates/remote/examples/remote_bench.rs`).
+//! side by side with curl: `crates/remote/examples/remote_bench.rs`);
+//! `cargo xtask bench --dcp [ARGS]` the distributed checkpoint one (4 ranks
+//! against torch's storages: `bindings/python/benches/dcp_bench.py`).
 
 use std::process::Command;
 
@@ -20,10 +22,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
             let example = ["run", "--release", "-p", "deathtensors-remote", "--example", "remote_bench", "--"];
             return cargo(&[&example[..], &args[1..].iter().map(String::as_str).collect::<Vec<_>>()].concat());
         }
-        Some("--compress") => {
+        Some(flag @ ("--compress" | "--dcp")) => {
             crate::python::setup()?;
             crate::python::install_wheel()?;
-            let script = "bindings/python/benches/compress_bench.py";
+            let script = if flag == "--dcp" {
+                "bindings/python/benches/dcp_bench.py"
+            } else {
+                "bindings/python/benches/compress_bench.py"
+            };
             return exec(Command::new(crate::python::python()).arg(script).args(&args[1..]));
         }
         _ => (true, true, args),

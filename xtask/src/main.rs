@@ -85,8 +85,9 @@ tasks:
   setup              install rustup targets and tools the build needs
   fuzz [--seconds N] [TARGET]
                      fuzz every target (or TARGET) for N seconds each (default 60)
-  bench [--rust|--python] [ARGS]
-                     criterion benches, then the Python comparison (bindings/python/benches/bench.py ARGS)
+  bench [--rust|--python|--compress|--remote|--dcp] [ARGS]
+                     criterion benches, then the Python comparison (bindings/python/benches/bench.py ARGS);
+                     --compress, --remote, --dcp: only that benchmark (--dcp: torch.distributed.checkpoint, 4 ranks)
   msrv               check the workspace and test the format crate with the rust-version toolchain
   dist [--host] [--signing-key KEY.jwk] [--no-test] [--allow-dirty] [--compare DIR]
                      release artifacts in target/dist: CLI (x86_64/aarch64, glibc/musl), abi3 wheels

@@ -12,7 +12,12 @@ a fresh set of processes, so each peak RSS is that job's; RSS is reported
 above what the process held before it built its state dict (after torch's
 first DTensor, whose dispatch machinery is the harness's cost).
 
-    python benches/dcp_bench.py [--gib 2] [--dir /tmp/dcp-bench]
+With ``--repeat N`` every job runs N times, the jobs interleaved (each
+round runs them all in order), and each row gives the median time and the
+largest RSS: this machine's timings of the same job vary by up to a third
+from one run to the next.
+
+    python benches/dcp_bench.py [--gib 2] [--dir /tmp/dcp-bench] [--repeat 3]
 """
 
 import argparse
@@ -22,6 +27,7 @@ import os
 import resource
 import shutil
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -116,14 +122,8 @@ def _drop(path):
     os.makedirs(path)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--gib", type=int, default=2)
-    ap.add_argument("--tensors", type=int, default=64)
-    ap.add_argument("--dir", default=None)
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
-    root = a.dir or tempfile.mkdtemp(prefix="dcp-bench-")
+def _round(root, gib, n_tensors):
+    """Every job once: the saves, then the loads of two of them."""
     rows = []
     dirs = {}
     for kind in ("raw", "raw_sync", "fs", "hf", "ours", "ours_nosync"):
@@ -133,28 +133,55 @@ def main():
         # before it would otherwise still be going to disk during this one's
         # fsyncs.
         os.sync()
-        t, rss, share = run(kind, 4, d, a.gib, a.tensors)
+        t, rss, share = run(kind, 4, d, gib, n_tensors)
         rows.append((f"save, 4 ranks: {kind}", t, rss, share))
         if kind in ("raw", "raw_sync", "hf"):
             shutil.rmtree(d)
-        print(rows[-1], file=sys.stderr, flush=True)
     for kind, d in (("load_fs", dirs["fs"]), ("load_ours", dirs["ours"])):
         # Warm cache: read once first.
         for name in os.listdir(d):
             with open(os.path.join(d, name), "rb") as f:
                 while f.read(64 << 20):
                     pass
-        t, rss, share = run(kind, 2, d, a.gib, a.tensors)
+        t, rss, share = run(kind, 2, d, gib, n_tensors)
         rows.append((f"load 4 -> 2 ranks, Shard(0) -> Shard(1): {kind}", t, rss, share))
-        print(rows[-1], file=sys.stderr, flush=True)
+    for d in dirs.values():
+        shutil.rmtree(d, ignore_errors=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gib", type=int, default=2)
+    ap.add_argument("--tensors", type=int, default=64)
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1)
+    a = ap.parse_args()
+    root = a.dir or tempfile.mkdtemp(prefix="dcp-bench-")
+    runs = {}
+    for _ in range(a.repeat):
+        for name, t, rss, share in _round(root, a.gib, a.tensors):
+            runs.setdefault(name, []).append((t, rss, share))
+            print((name, t, rss, share), file=sys.stderr, flush=True)
+    rows = [(name, statistics.median(r[0] for r in rs), max(r[1] for r in rs), rs[0][2]) for name, rs in runs.items()]
     shutil.rmtree(root, ignore_errors=True)
     if a.json:
         print(json.dumps(rows))
         return
-    print(f"| {a.gib} GiB state dict, {a.tensors} tensors | seconds | peak RSS above start, largest rank (MiB) | rank's share (MiB) |")
+    seconds = "seconds" if a.repeat == 1 else f"seconds (median of {a.repeat})"
+    print(f"| {a.gib} GiB state dict, {a.tensors} tensors | {seconds} | peak RSS above start, largest rank (MiB) | rank's share (MiB) |")
     print("|---|---:|---:|---:|")
     for name, t, rss, share in rows:
         print(f"| {name} | {t:.2f} | {rss / 2**20:.0f} | {share / 2**20:.0f} |")
+    t = {name.split(": ")[-1]: t for name, t, _, _ in rows}
+    print()
+    print(f"durable save: {t['ours'] / t['fs']:.2f}x FileSystemWriter, {t['ours'] / t['hf']:.2f}x HuggingFaceStorageWriter, "
+          f"{t['ours'] / t['raw_sync']:.2f}x the fsync'd raw write")
+    print(f"save without fsync: {t['ours_nosync'] / t['raw']:.2f}x the page-cache raw write")
+    print(f"load with resharding: {t['load_ours'] / t['load_fs']:.2f}x FileSystemReader")
+    ours = [r - s for name, _, r, s in rows if "ours" in name]
+    print(f"peak RSS of ours above the rank's share: {max(ours) / 2**20:.0f} MiB at most")
 
 
 if __name__ == "__main__":
