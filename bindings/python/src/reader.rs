@@ -393,7 +393,7 @@ impl PyReader {
     /// of `reads` (a region of `None` is the whole tensor), in one call with
     /// the GIL released: every read is checked
     /// before any byte is read, and two tensors are hashed side by side (the
-    /// batch goes at nearly twice the speed of one read after the other).
+    /// SHA extensions' two lanes, faster than one read after the other).
     /// The buffers must not overlap. On an error every buffer is zeroed.
     fn read_regions_into(&self, py: Python<'_>, reads: Vec<RegionArg<'_>>) -> PyResult<()> {
         let r = self.get()?;
