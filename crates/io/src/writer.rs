@@ -102,8 +102,8 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
     // Per-tensor digests with nothing over the header (no footer, no
     // signature) are computed while the data is written, behind a header
     // whose digests are placeholders of the same length, written over at
-    // the end: a write held back by the page cache's dirty limit leaves
-    // cores idle, and the hashing takes them (a checkpoint's rank files).
+    // the end: while a durable write waits for the disk, the hashing takes
+    // the cores it leaves idle (a checkpoint's rank files).
     let digests_later = options.checksum && options.format == Format::Deathtensors && !options.writes_footer();
     if digests_later {
         for spec in &mut specs {
