@@ -116,7 +116,6 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
             spec.sha256 = Some(d);
         }
     }
-    let placeholders = digests_later.then(|| specs.clone());
     // deathtensors keeps the given order; safetensors and bintensors sort,
     // so remember the names to find each tensor's bytes again.
     let names: Vec<String> = match options.format {
@@ -175,7 +174,7 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
                 .map_err(|e| Error::format(e, path, DOING))?;
             f.write_all(&block).map_err(|e| Error::io(e, path, DOING))?;
         }
-    } else if let Some(specs) = placeholders {
+    } else if digests_later {
         let (written, digests) = std::thread::scope(|s| {
             let hashing = s.spawn(|| {
                 let inputs: Vec<_> = data.iter().map(|b| crate::sha_lanes::Input::Bytes(b)).collect();
@@ -186,7 +185,8 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
         });
         written.map_err(|e| Error::io(e, path, DOING))?;
         let digests = digests.map_err(|e| Error::io(e, path, DOING))?;
-        let header = finish_digests(path, &temp, specs, digests, options, flags, head.len())?;
+        // deathtensors keeps the caller's order: the header's is `data`'s.
+        let (header, _) = write_digests(path, &temp, &header, &digests, flags, &options.limits)?;
         temp.persist().map_err(|e| Error::io(e, path, DOING))?;
         return Ok(header);
     } else {
@@ -196,32 +196,41 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
     Ok(header)
 }
 
-/// Writes the header of a save whose digests were computed as its data was
-/// written over the placeholder header, and returns it. `specs` are the
-/// specs as planned, in the caller's order (deathtensors keeps it), `len`
-/// the placeholder head's length, which the real one has too (a digest is
-/// 64 hex digits either way).
-fn finish_digests(
+/// Writes over the placeholder head of `header` (a deathtensors file
+/// written with zero digests) the head with `digests` (in header order),
+/// and returns the header they make. The two heads have the same length (a
+/// digest is 64 hex digits either way); `limits` are the ones the header
+/// was planned under. Returns the new header and its head.
+fn write_digests(
     path: &Path,
     temp: &TempFile,
-    specs: Vec<TensorSpec>,
-    digests: Vec<[u8; 32]>,
-    options: &WriteOptions,
+    header: &Header,
+    digests: &[[u8; 32]],
     flags: Flags,
-    len: usize,
-) -> Result<Header> {
-    let specs = specs.into_iter().zip(digests).map(|(s, d)| TensorSpec { sha256: Some(d), ..s }).collect();
-    let header = options.deathtensors_header(specs).map_err(|e| Error::format(e, path, DOING))?;
-    let head = Head::encode(&header, flags).map_err(|e| Error::format(e, path, DOING))?;
-    if head.len() != len {
+    limits: &Limits,
+) -> Result<(Header, Vec<u8>)> {
+    let fmt = |e| Error::format(e, path, DOING);
+    let placeholder = Head::encode(header, flags).map_err(fmt)?.len();
+    let specs =
+        header.tensors().iter().zip(digests).map(|(t, d)| TensorSpec { sha256: Some(*d), ..t.to_spec() }).collect();
+    let header = Header::new_deathtensors(
+        specs,
+        header.metadata().cloned().unwrap_or_default(),
+        header.alignment(),
+        header.created_by().map(str::to_string),
+        limits,
+    )
+    .map_err(fmt)?;
+    let head = Head::encode(&header, flags).map_err(fmt)?;
+    if head.len() != placeholder {
         return Err(Error::input(
-            format!("the header with digests is {} bytes, its placeholder was {len}", head.len()),
+            format!("the header with digests is {} bytes, its placeholder was {placeholder}", head.len()),
             path,
             DOING,
         ));
     }
     write_all_at(temp.file(), &head, 0).map_err(|e| Error::io(e, path, DOING))?;
-    Ok(header)
+    Ok((header, head))
 }
 
 /// Saves tensors whose bytes `fill(name, offset, buf)` produces, streaming
@@ -277,6 +286,8 @@ pub struct Writer {
     /// Whether each tensor's digest goes into the header.
     hashing: bool,
     digests: Vec<[u8; 32]>,
+    /// The limits the header was planned under (and is again, digests in).
+    limits: Limits,
 }
 
 impl Writer {
@@ -313,6 +324,7 @@ impl Writer {
             written: vec![false; n],
             hashing: options.checksum,
             digests: vec![[0; 32]; n],
+            limits: options.limits.clone(),
         })
     }
 
@@ -410,24 +422,7 @@ impl Writer {
         if !self.hashing {
             return self.temp.persist().map_err(io);
         }
-        let specs = self
-            .header
-            .tensors()
-            .iter()
-            .zip(&self.digests)
-            .map(|(t, d)| TensorSpec { sha256: Some(*d), ..t.to_spec() })
-            .collect();
-        let header = Header::new_deathtensors(
-            specs,
-            self.header.metadata().cloned().unwrap_or_default(),
-            self.header.alignment(),
-            self.header.created_by().map(str::to_string),
-            &Limits::DEFAULT,
-        )
-        .map_err(|e| Error::format(e, path, DOING))?;
-        let head = Head::encode(&header, self.flags).map_err(|e| Error::format(e, path, DOING))?;
-        debug_assert_eq!(head.len() as u64, self.data_start);
-        write_all_at(self.temp.file(), &head, 0).map_err(io)?;
+        let (header, head) = write_digests(path, &self.temp, &self.header, &self.digests, self.flags, &self.limits)?;
         if self.flags.contains(Flags::CHECKSUM) {
             // The footer covers the final header and the data: hash it back
             // from the file (page cache).

@@ -385,3 +385,26 @@ fn private_map_refuses_compressed_and_resized_files() {
     let err = unsafe { reader.map_private() }.unwrap_err();
     assert!(err.to_string().contains("changed size"), "{err}");
 }
+
+#[test]
+fn digests_are_written_under_the_limits_the_header_was_planned_with() {
+    // A name longer than the default limit allows, under a larger one: the
+    // header written again with its digests is checked against the same
+    // limits, by both the incremental writer and a save without a footer.
+    let dir = crate::scratch("digest-limits");
+    let limits = deathtensors_format::Limits { max_name_len: 8192, ..deathtensors_format::Limits::DEFAULT };
+    let name = "w".repeat(5000);
+    let bytes = [7u8; 12];
+    let options = WriteOptions { checksum: true, footer: false, limits: limits.clone(), ..WriteOptions::default() };
+    let streamed = dir.join("streamed.dt");
+    let mut w = Writer::create(&streamed, vec![TensorSpec::new(name.clone(), Dtype::F32, [3])], &options).unwrap();
+    w.write_tensor(&name, &bytes).unwrap();
+    w.finish().unwrap();
+    let saved = dir.join("saved.dt");
+    save(&saved, vec![(TensorSpec::new(name.clone(), Dtype::F32, [3]), &bytes[..])], &options).unwrap();
+    assert_eq!(std::fs::read(&streamed).unwrap(), std::fs::read(&saved).unwrap());
+    let read = deathtensors_io::ReadOptions { limits, ..deathtensors_io::ReadOptions::default() };
+    let r = Reader::open_with(&saved, read).unwrap();
+    r.verify().unwrap();
+    assert_eq!(r.read_verified(&name).unwrap(), bytes);
+}
