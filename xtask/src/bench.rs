@@ -22,25 +22,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
             let example = ["run", "--release", "-p", "deathtensors-remote", "--example", "remote_bench", "--"];
             return cargo(&[&example[..], &args[1..].iter().map(String::as_str).collect::<Vec<_>>()].concat());
         }
-        Some(flag @ ("--compress" | "--dcp")) => {
-            crate::python::setup()?;
-            crate::python::install_wheel()?;
-            let script = if flag == "--dcp" {
-                "bindings/python/benches/dcp_bench.py"
-            } else {
-                "bindings/python/benches/compress_bench.py"
-            };
-            return exec(Command::new(crate::python::python()).arg(script).args(&args[1..]));
-        }
+        Some("--compress") => return python_bench("compress_bench.py", &args[1..]),
+        Some("--dcp") => return python_bench("dcp_bench.py", &args[1..]),
         _ => (true, true, args),
     };
     if rust {
         cargo(&["bench", "-p", "deathtensors-format", "-p", "deathtensors-io"])?;
     }
     if python {
-        crate::python::setup()?;
-        crate::python::install_wheel()?;
-        exec(Command::new(crate::python::python()).arg("bindings/python/benches/bench.py").args(rest))?;
+        python_bench("bench.py", rest)?;
     }
     Ok(())
+}
+
+/// Runs `bindings/python/benches/SCRIPT ARGS` on the release wheel.
+fn python_bench(script: &str, args: &[String]) -> Result<(), String> {
+    crate::python::setup()?;
+    crate::python::install_wheel()?;
+    exec(Command::new(crate::python::python()).arg(format!("bindings/python/benches/{script}")).args(args))
 }

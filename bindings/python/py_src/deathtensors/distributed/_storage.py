@@ -401,7 +401,7 @@ class StorageReader(dcp_storage.StorageReader):
         if list(dest.shape) != ln:
             raise RuntimeError(f"{item.dest_index.fqn!r}: the planner's tensor has shape {list(dest.shape)}, the read {ln}")
         if not ln:
-            read_block(batch, where, 0, dest, scratch)
+            read_block(batch.f, where, 0, dest, scratch, batch)
         elif ln[0] and all(ln):
             r_start, r_end = so[0], so[0] + ln[0]
             full_rows = so[1:] == [0] * (len(so) - 1) and ln[1:] == list(where.sizes[1:])
@@ -411,7 +411,7 @@ class StorageReader(dcp_storage.StorageReader):
                     continue
                 part = dest.narrow(0, lo - r_start, hi - lo)
                 if full_rows and lo == b0 and hi == b1:
-                    read_block(batch, where, b0, part, scratch)
+                    read_block(batch.f, where, b0, part, scratch, batch)
                     continue
                 if _gathers(part, where):
                     # Straight into `part`: the block read once, each piece
@@ -503,20 +503,27 @@ def _read(where: ChunkInfo, b0: int, region: Optional[List[Tuple[int, int]]], ou
 
 
 def read_block(
-    to: Union["_Batch", "_store.RankFile"], where: ChunkInfo, b0: int, out: torch.Tensor, scratch: Optional[_Scratch] = None
+    f: "_store.RankFile",
+    where: ChunkInfo,
+    b0: int,
+    out: torch.Tensor,
+    scratch: Optional[_Scratch] = None,
+    batch: Optional[_Batch] = None,
 ) -> None:
     """Reads the block starting ``b0`` rows into the chunk ``where``,
-    checked against its digest, into ``out``: queued in the batch ``to``
-    when ``out`` is contiguous and of the stored dtype, else read now
-    through a block-sized buffer (``scratch``'s when given) and copied."""
+    checked against its digest, into ``out``: straight into it when it is
+    contiguous and of the stored dtype (queued in ``batch`` when given),
+    else now, through a block-sized buffer (``scratch``'s when given), and
+    copied."""
     direct = out.is_contiguous() and out.dtype == where.dtype and out.device.type == "cpu"
     if direct:
         if not out.numel():
             return
-        if isinstance(to, _Batch):
-            to.add(_read(where, b0, None, out))
+        read = _read(where, b0, None, out)
+        if batch is not None:
+            batch.add(read)
         else:
-            to.read([_read(where, b0, None, out)])
+            f.read([read])
         return
     # A scratch view is contiguous and of the stored dtype: never both `out`
     # and the buffer here.
@@ -525,7 +532,6 @@ def read_block(
     else:
         buf = torch.empty(out.shape, dtype=where.dtype)
     if buf.numel():
-        f = to.f if isinstance(to, _Batch) else to
         f.read([_read(where, b0, None, buf)])
     out.copy_(buf)
 
