@@ -12,6 +12,7 @@
 use std::ffi::CStr;
 
 use deathtensors_io::format::{Dtype, Metadata, TensorSpec};
+use deathtensors_io::{Strided, TensorBytes};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -29,13 +30,63 @@ enum Source {
         len: usize,
         _owner: Py<PyAny>,
     },
+    /// A view of rows of a torch tensor's memory (a column tile, a slice of
+    /// columns): `count` runs of `run` bytes, `stride` bytes apart, from
+    /// `ptr`, owned by the tensor.
+    Strided {
+        ptr: *const u8,
+        run: usize,
+        stride: usize,
+        count: usize,
+        _owner: Py<PyAny>,
+    },
+}
+
+/// Where a tensor's bytes are, as addresses that cross into a thread
+/// without the GIL (`Tensors` keeps what they point to alive).
+#[derive(Clone, Copy)]
+pub(crate) enum Place {
+    Contiguous { ptr: usize, len: usize },
+    Strided { ptr: usize, run: usize, stride: usize, count: usize },
+}
+
+impl Place {
+    /// The bytes as the io writers take them.
+    ///
+    /// # Safety
+    /// The memory must be valid (and unmodified) for `'a`, as `Tensors`
+    /// keeps it while it lives.
+    unsafe fn bytes<'a>(self) -> TensorBytes<'a> {
+        match self {
+            Place::Contiguous { len: 0, .. } => TensorBytes::Contiguous(&[]),
+            // SAFETY: as the caller promises.
+            Place::Contiguous { ptr, len } => {
+                TensorBytes::Contiguous(unsafe { std::slice::from_raw_parts(ptr as *const u8, len) })
+            }
+            Place::Strided { ptr, run, stride, count } => {
+                let span = if count == 0 || run == 0 { 0 } else { (count - 1) * stride + run };
+                // SAFETY: as the caller promises; `from_torch` checked that
+                // the runs lie in the tensor's memory.
+                let span: &[u8] =
+                    if span == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr as *const u8, span) } };
+                // The span is exactly as long as the runs need.
+                TensorBytes::Strided(Strided::new(span, run, stride, count).unwrap_or_else(|| unreachable!()))
+            }
+        }
+    }
 }
 
 impl Source {
-    fn bytes(&self) -> (*const u8, usize) {
+    fn place(&self) -> Place {
         match self {
-            Source::Buffer(b) => b.bytes(),
-            Source::Raw { ptr, len, .. } => (*ptr, *len),
+            Source::Buffer(b) => {
+                let (ptr, len) = b.bytes();
+                Place::Contiguous { ptr: ptr as usize, len }
+            }
+            Source::Raw { ptr, len, .. } => Place::Contiguous { ptr: *ptr as usize, len: *len },
+            Source::Strided { ptr, run, stride, count, .. } => {
+                Place::Strided { ptr: *ptr as usize, run: *run, stride: *stride, count: *count }
+            }
         }
     }
 }
@@ -107,9 +158,9 @@ impl Tensors {
 
     /// The specs and bytes, for a write with the GIL released: the slices
     /// stay valid while `self` lives.
-    pub(crate) fn take(&mut self) -> (Vec<TensorSpec>, Vec<(usize, usize)>) {
-        let bytes = self.sources.iter().map(|s| s.bytes()).map(|(p, n)| (p as usize, n)).collect();
-        (std::mem::take(&mut self.specs), bytes)
+    pub(crate) fn take(&mut self) -> (Vec<TensorSpec>, Vec<Place>) {
+        let places = self.sources.iter().map(Source::place).collect();
+        (std::mem::take(&mut self.specs), places)
     }
 }
 
@@ -148,10 +199,9 @@ fn from_torch(
         return Ok(None);
     };
     // F4 (two values a byte) counts its shape differently, and lazy views
-    // (a conjugate or negative bit, other strides) are not their memory:
-    // the fallback resolves them.
+    // (a conjugate or negative bit) are not their memory: the fallback
+    // resolves them.
     if dtype == Dtype::F4
-        || !t.call_method0(intern!(py, "is_contiguous"))?.is_truthy()?
         || t.call_method0(intern!(py, "is_neg"))?.is_truthy()?
         || (matches!(dtype, Dtype::C64 | Dtype::C128) && t.call_method0(intern!(py, "is_conj"))?.is_truthy()?)
     {
@@ -160,7 +210,44 @@ fn from_torch(
     let shape: Vec<u64> = t.getattr(intern!(py, "shape"))?.extract()?;
     let len: usize = t.getattr(intern!(py, "nbytes"))?.extract()?;
     let ptr: usize = if len == 0 { 0 } else { t.call_method0(intern!(py, "data_ptr"))?.extract()? };
-    Ok(Some((dtype, shape, Source::Raw { ptr: ptr as *const u8, len, _owner: t.clone().unbind() })))
+    let owner = t.clone().unbind();
+    if t.call_method0(intern!(py, "is_contiguous"))?.is_truthy()? {
+        return Ok(Some((dtype, shape, Source::Raw { ptr: ptr as *const u8, len, _owner: owner })));
+    }
+    // Rows of a larger tensor (each row contiguous, rows at a stride): the
+    // writer takes them where they are. Other layouts go to the fallback.
+    let strides: Vec<i64> = t.call_method0(intern!(py, "stride"))?.extract()?;
+    let item = (dtype.bits() / 8) as usize;
+    match row_runs(&shape, &strides, item) {
+        Some((run, stride, count)) => {
+            Ok(Some((dtype, shape, Source::Strided { ptr: ptr as *const u8, run, stride, count, _owner: owner })))
+        }
+        None => Ok(None),
+    }
+}
+
+/// `(run, stride, count)` in bytes of a tensor of `shape` and element
+/// `strides` whose rows (all dimensions but the first) are each contiguous
+/// and do not overlap: `count` rows of `run` bytes, `stride` bytes apart.
+/// `None` for any other layout.
+fn row_runs(shape: &[u64], strides: &[i64], item: usize) -> Option<(usize, usize, usize)> {
+    let (&rows, rest) = shape.split_first()?;
+    if strides.len() != shape.len() || item == 0 {
+        return None;
+    }
+    // The strides a contiguous row would have (dimensions of size one may
+    // have any stride).
+    let mut expected: u64 = 1;
+    for (d, &n) in rest.iter().enumerate().rev() {
+        if n != 1 && u64::try_from(strides[d + 1]).ok()? != expected {
+            return None;
+        }
+        expected = expected.checked_mul(n)?;
+    }
+    let run = usize::try_from(expected).ok()?.checked_mul(item)?;
+    let stride = usize::try_from(strides[0]).ok()?.checked_mul(item)?;
+    let count = usize::try_from(rows).ok()?;
+    (count <= 1 || stride >= run).then_some((run, stride, count))
 }
 
 /// Collects a dict of name to tensor (`tensors`), with per-tensor metadata
@@ -248,11 +335,32 @@ pub(crate) enum TensorsArg {
 }
 
 /// Runs `write` on the tensors' specs and bytes with the GIL released,
-/// borrowing each buffer's memory without a copy.
+/// borrowing each buffer's memory without a copy (views of rows of a torch
+/// tensor are copied into one buffer each: see [`with_tensor_views`]).
 pub(crate) fn with_tensors<R: Send>(
     py: Python<'_>,
     tensors: &Bound<'_, PyAny>,
     write: impl FnOnce(Vec<(TensorSpec, &[u8])>) -> deathtensors_io::Result<R> + Send,
+) -> PyResult<R> {
+    with_tensor_views(py, tensors, |data| {
+        let owned: Vec<Option<Vec<u8>>> =
+            data.iter().map(|(_, b)| b.as_contiguous().is_none().then(|| b.to_vec())).collect();
+        let data = data
+            .iter()
+            .zip(&owned)
+            .map(|((s, b), o)| (s.clone(), o.as_deref().or(b.as_contiguous()).unwrap_or_default()))
+            .collect();
+        write(data)
+    })
+}
+
+/// Runs `write` on the tensors' specs and bytes with the GIL released,
+/// borrowing each buffer's memory without a copy, views of rows of a torch
+/// tensor included.
+pub(crate) fn with_tensor_views<R: Send>(
+    py: Python<'_>,
+    tensors: &Bound<'_, PyAny>,
+    write: impl FnOnce(Vec<(TensorSpec, TensorBytes<'_>)>) -> deathtensors_io::Result<R> + Send,
 ) -> PyResult<R> {
     let mut arg = tensors_arg(tensors)?;
     let mut guard;
@@ -263,20 +371,15 @@ pub(crate) fn with_tensors<R: Send>(
             &mut guard
         }
     };
-    let (specs, bytes) = tensors.take();
+    let (specs, places) = tensors.take();
     let result = py.allow_threads(|| {
         let data = specs
             .into_iter()
-            .zip(bytes)
+            .zip(places)
             // SAFETY: `tensors` keeps each exporter's buffer (or torch
-            // tensor) alive and its memory contiguous, `len` bytes long,
-            // until it is dropped, after this closure returns. A length of
-            // zero needs no valid address.
-            .map(|(s, (ptr, len))| {
-                let bytes: &[u8] =
-                    if len == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr as *const u8, len) } };
-                (s, bytes)
-            })
+            // tensor) alive, and its memory where `place` says, until it is
+            // dropped, after this closure returns.
+            .map(|(s, place)| (s, unsafe { place.bytes() }))
             .collect();
         write(data)
     });

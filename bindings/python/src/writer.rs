@@ -1,14 +1,14 @@
 //! `deathtensors._native.save`: streaming, atomic writes from Python buffers.
 
-use deathtensors_io::save as io_save;
+use deathtensors_io::save_views;
 use pyo3::prelude::*;
 
 use crate::options::PyWriteOptions;
-use crate::tensors::with_tensors;
+use crate::tensors::with_tensor_views;
 
 /// Saves tensors (a list of items, or what `collect` made of a dict)
-/// atomically, as `options` say. The buffers' memory goes to the file
-/// without a copy, with the GIL released; they must not be modified
+/// atomically, as `options` say. The buffers' memory (and views of rows of
+/// torch tensors) goes to the file without a copy, with the GIL released; they must not be modified
 /// meanwhile.
 #[pyfunction]
 pub fn save(
@@ -18,5 +18,5 @@ pub fn save(
     options: Bound<'_, PyWriteOptions>,
 ) -> PyResult<()> {
     let options = &options.get().inner;
-    with_tensors(py, &tensors, |data| io_save(&path, data, options).map(|_| ()))
+    with_tensor_views(py, &tensors, |data| save_views(&path, data, options).map(|_| ()))
 }

@@ -45,6 +45,9 @@ TORCH_VIEWS = {
     "expanded": lambda d: _base(d, 1, torch.float16)[:1].expand(3, 4),
     "channels_last": lambda d: _base(d, 4, torch.bfloat16).contiguous(memory_format=torch.channels_last),
     "offset": lambda d: _base(d, 2, torch.int64).repeat(2, 1)[1:],
+    # Rows of a larger tensor (written from where they are, not copied).
+    "column_tile": lambda d: _base(d, 2, torch.float32).repeat(1, 3)[:, 1:],
+    "inner_tile": lambda d: _base(d, 3, torch.int16).repeat(1, 2, 1)[:, 1:, :],
     "plain": lambda d: _base(d, 2, torch.float32),
 }
 
@@ -248,3 +251,12 @@ def test_contiguous_values_are_not_copied():
     n = torch._neg_view(t)
     r = _convert.torch_resolved("n", n)
     assert not r.is_neg() and r.is_contiguous() and torch.equal(r, -t)
+
+
+@pytest.mark.parametrize("kw", [{}, {"checksum": True}, {"format": "safetensors"}, {"compress": True}])
+def test_views_of_rows_save_the_file_of_their_contiguous_copy(tmp_path, kw):
+    m = torch.arange(300 * 257, dtype=torch.int16).reshape(300, 257)
+    views = {"cols": m[:, 100:], "every_third_row": m[::3], "one_col": m[:, 5:6], "cube": m[:294].reshape(6, 49, 257)[:, 1:40]}
+    dt.save(tmp_path / "views.dt", views, **kw)
+    dt.save(tmp_path / "copies.dt", {k: v.contiguous() for k, v in views.items()}, **kw)
+    assert (tmp_path / "views.dt").read_bytes() == (tmp_path / "copies.dt").read_bytes()

@@ -51,6 +51,7 @@ mod sidecar;
 mod signing;
 mod stats;
 mod stream_check;
+mod strided;
 mod trust;
 pub mod values;
 mod writeback;
@@ -88,7 +89,8 @@ pub use crate::{
     sidecar::{manifest, write_manifest},
     signing::sign_file,
     stats::{tensor_stats, Stats},
-    writer::{save, save_from, Writer},
+    strided::{Strided, TensorBytes},
+    writer::{save, save_from, save_views, Writer},
 };
 pub use deathtensors_format as format;
 

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::hash::{self, Hasher};
 use crate::options::{Compress, WriteOptions};
 use crate::pread::{read_exact_at, write_all_at};
+use crate::strided::TensorBytes;
 use crate::writeback::{Sequential, Writeback};
 
 const DOING: &str = "cannot write";
@@ -74,8 +75,24 @@ fn zeros<'a>(n: u64) -> impl Iterator<Item = &'a [u8]> {
 /// - `Io` if the file cannot be written; the target is then untouched and
 ///   no temp file remains.
 pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: &WriteOptions) -> Result<Header> {
+    save_views(path, tensors.into_iter().map(|(s, b)| (s, TensorBytes::Contiguous(b))).collect(), options)
+}
+
+/// [`save`] of tensors given as [`TensorBytes`]: a slice each, or strided
+/// runs (rows of a view of a larger tensor), written and hashed where they
+/// are, without a contiguous copy. Compressed and encrypted files take each
+/// strided tensor copied into one buffer first. The file is the same as
+/// [`save`] of the same bytes made contiguous.
+///
+/// # Errors
+/// As [`save`].
+pub fn save_views(
+    path: impl AsRef<Path>,
+    tensors: Vec<(TensorSpec, TensorBytes<'_>)>,
+    options: &WriteOptions,
+) -> Result<Header> {
     let path = path.as_ref();
-    let (mut specs, data): (Vec<TensorSpec>, Vec<&[u8]>) = tensors.into_iter().unzip();
+    let (mut specs, data): (Vec<TensorSpec>, Vec<TensorBytes<'_>>) = tensors.into_iter().unzip();
     // Check lengths before any hashing.
     for (spec, bytes) in specs.iter().zip(&data) {
         let want = spec.byte_len().map_err(|e| Error::format(e, path, DOING))?;
@@ -87,17 +104,24 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
             ));
         }
     }
-    match options.compress {
-        Compress::Off => {}
-        Compress::Chunked { level } => {
-            return crate::pack::save_chunked(path, specs, crate::pack::Source::Slices(&data), options, level);
-        }
-        Compress::Blob { level } => {
-            return crate::pack::save_blob(path, specs, crate::pack::Source::Slices(&data), options, level);
-        }
-    }
-    if let (Some(enc), Format::Deathtensors) = (&options.encryption, options.format) {
-        return crate::seal::save_encrypted(path, specs, &data, options, enc);
+    let encrypted = options.encryption.is_some() && options.format == Format::Deathtensors;
+    if options.compress != Compress::Off || encrypted {
+        // These writers take each tensor as one slice: strided tensors are
+        // copied into one first.
+        let owned: Vec<Option<Vec<u8>>> =
+            data.iter().map(|b| b.as_contiguous().is_none().then(|| b.to_vec())).collect();
+        let slices: Vec<&[u8]> =
+            data.iter().zip(&owned).map(|(b, o)| o.as_deref().or(b.as_contiguous()).unwrap_or_default()).collect();
+        return match (options.compress, &options.encryption) {
+            (Compress::Chunked { level }, _) => {
+                crate::pack::save_chunked(path, specs, crate::pack::Source::Slices(&slices), options, level)
+            }
+            (Compress::Blob { level }, _) => {
+                crate::pack::save_blob(path, specs, crate::pack::Source::Slices(&slices), options, level)
+            }
+            (Compress::Off, Some(enc)) => crate::seal::save_encrypted(path, specs, &slices, options, enc),
+            (Compress::Off, None) => unreachable!("neither compressed nor encrypted"),
+        };
     }
     // Per-tensor digests with nothing over the header (no footer, no
     // signature) are computed while the data is written, behind a header
@@ -110,8 +134,7 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
             spec.sha256 = Some([0; 32]);
         }
     } else if options.checksum || (!options.signers.is_empty() && options.format == Format::Deathtensors) {
-        let inputs: Vec<_> = data.iter().map(|b| crate::sha_lanes::Input::Bytes(b)).collect();
-        let digests = crate::sha_lanes::digests(&inputs).map_err(|e| Error::io(e, path, DOING))?;
+        let digests = crate::sha_lanes::digests(&hash_inputs(&data)).map_err(|e| Error::io(e, path, DOING))?;
         for (spec, d) in specs.iter_mut().zip(digests) {
             spec.sha256 = Some(d);
         }
@@ -124,11 +147,11 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
     };
     let (header, flags) = plan(path, specs, options)?;
     let head = Head::encode(&header, flags).map_err(|e| Error::format(e, path, DOING))?;
-    let mut ordered: Vec<&[u8]> = data.clone();
+    let mut ordered: Vec<TensorBytes<'_>> = data.clone();
     if !names.is_empty() {
         for (name, bytes) in names.iter().zip(&data) {
             if let Some(pos) = header.position(name) {
-                ordered[pos] = bytes;
+                ordered[pos] = *bytes;
             }
         }
     }
@@ -139,7 +162,7 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
     let mut offset = 0u64;
     for (k, t) in header.tensors().iter().enumerate() {
         pieces.extend(zeros(t.data_offsets.0 - offset));
-        pieces.push(ordered[k]);
+        pieces.extend(ordered[k].runs());
         offset = t.data_offsets.1;
     }
     let pieces = &pieces;
@@ -176,10 +199,7 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
         }
     } else if digests_later {
         let (written, digests) = std::thread::scope(|s| {
-            let hashing = s.spawn(|| {
-                let inputs: Vec<_> = data.iter().map(|b| crate::sha_lanes::Input::Bytes(b)).collect();
-                crate::sha_lanes::digests(&inputs)
-            });
+            let hashing = s.spawn(|| crate::sha_lanes::digests(&hash_inputs(&data)));
             let written = write();
             (written, hashing.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
         });
@@ -194,6 +214,17 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
     }
     temp.persist().map_err(|e| Error::io(e, path, DOING))?;
     Ok(header)
+}
+
+/// The inputs that hash each tensor of `data`: its slice, or its strided
+/// runs read chunk by chunk.
+fn hash_inputs<'a>(data: &'a [TensorBytes<'a>]) -> Vec<crate::sha_lanes::Input<'a>> {
+    data.iter()
+        .map(|b| match b {
+            TensorBytes::Contiguous(b) => crate::sha_lanes::Input::Bytes(b),
+            TensorBytes::Strided(s) => crate::sha_lanes::Input::File { file: s, offset: 0, len: s.len() as u64 },
+        })
+        .collect()
 }
 
 /// Writes over the placeholder head of `header` (a deathtensors file

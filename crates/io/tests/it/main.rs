@@ -15,6 +15,7 @@ mod region;
 mod roundtrip;
 mod safety;
 mod sharded;
+mod strided;
 mod vectors;
 
 use std::path::PathBuf;
