@@ -276,7 +276,7 @@ def test_column_bands_are_gathered_from_their_blocks_and_checked_whole(tmp_path)
     for fmt in ("deathtensors", "safetensors"):
         path = tmp_path / fmt
         # Blocks of 10 rows (960 bytes): the band crosses four of them.
-        dcp.save({"w": w}, storage_writer=StorageWriter(path, format=fmt, block_bytes=1000), no_dist=True)
+        dcp.save({"w": w}, storage_writer=StorageWriter(path, format=fmt, block_bytes=1000, tiles=1), no_dist=True)
         for start, length in (([3, 5], [30, 7]), ([0, 12], [40, 12]), ([39, 23], [1, 1]), ([10, 0], [10, 24])):
             got = _read_band(path, start, length)
             assert torch.equal(got, w[start[0]:start[0] + length[0], start[1]:start[1] + length[1]]), (fmt, start, length)
@@ -291,6 +291,41 @@ def test_column_bands_are_gathered_from_their_blocks_and_checked_whole(tmp_path)
             _read_band(path, [3, 5], [30, 7])
         # The blocks the band does not touch still load.
         assert torch.equal(_read_band(path, [20, 5], [20, 7]), w[20:40, 5:12])
+
+
+def test_column_tiles_are_read_and_checked_only_where_a_load_needs_them(tmp_path):
+    """Chunks are saved as column tiles, each with its own digest: a rank
+    that needs some columns (Shard(0) saved, Shard(1) loaded) reads and
+    checks only the tiles of those columns, so damage in a tile it does not
+    need does not stop it, and damage in one it needs is named."""
+    import struct
+
+    w = torch.arange(40 * 24, dtype=torch.float32).reshape(40, 24)
+    for fmt in ("deathtensors", "safetensors"):
+        path = tmp_path / fmt
+        # Tiles of 6 columns (4 across), 20 rows (480 bytes): 8 tiles.
+        dcp.save({"w": w}, storage_writer=StorageWriter(path, format=fmt, block_bytes=500, tiles=4), no_dist=True)
+        (rank_file,) = [n for n in os.listdir(path) if n.startswith("rank-")]
+        with dt.open(path / rank_file) as f:
+            assert sorted(f.keys()) == sorted(f"w@{r},{c}" for r in (0, 20) for c in (0, 6, 12, 18))
+            assert f.info("w@20,6")["shape"] == [20, 6]
+        doc = json.loads((path / "deathtensors.json").read_text())
+        assert doc["tensors"]["w"]["chunks"][0]["cols"] == 6
+        bands = (([3, 5], [30, 7]), ([0, 12], [40, 12]), ([39, 23], [1, 1]), ([10, 0], [10, 24]), ([0, 0], [40, 24]))
+        for start, length in bands:
+            got = _read_band(path, start, length)
+            assert torch.equal(got, w[start[0]:start[0] + length[0], start[1]:start[1] + length[1]]), (fmt, start, length)
+        data = bytearray((path / rank_file).read_bytes())
+        # Element (14, 20): tile "w@0,18".
+        at = data.find(struct.pack("<f", 14 * 24 + 20))
+        assert at > 0 and data.find(struct.pack("<f", 14 * 24 + 20), at + 1) < 0
+        data[at] ^= 0x01
+        (path / rank_file).write_bytes(bytes(data))
+        # Columns 5..12 (tiles 0 and 6) and rows 20.. of every column load.
+        assert torch.equal(_read_band(path, [3, 5], [30, 7]), w[3:33, 5:12])
+        assert torch.equal(_read_band(path, [20, 0], [20, 24]), w[20:, :])
+        with fails(r"(?i)w@0,18.*(sha-?256)"):
+            _read_band(path, [0, 12], [40, 12])
 
 
 HOSTILE = [
@@ -331,6 +366,17 @@ def test_hostile_metadata_fields(tmp_path):
     refused(lambda d: d["values"].update({"v.step": {"$eval": "1"}}), "unknown tag")
     refused(lambda d: d["files"][name].update(size=1), "bytes, the checkpoint metadata says")
     refused(lambda d: d.update(planner_data={"$pickle": "AAAA"}), "stored pickled")
+    # Tiles: "a" is saved in column tiles of 1 (4 across), 32 rows.
+    assert good["tensors"]["a"]["chunks"][0]["cols"] == 1 and good["tensors"]["a"]["chunks"][0]["rows"] == 32
+    refused(lambda d: d["tensors"]["a"]["chunks"][0].update(cols=0), "cols must be a positive integer")
+    refused(lambda d: d["tensors"]["a"]["chunks"][0].update(cols="1"), "cols must be a positive integer")
+    refused(lambda d: d["tensors"]["b"]["chunks"][0].update(cols=1), "on a chunk of 2 or more dimensions")
+    huge = {"size": [1 << 40, 4]}
+    refused(lambda d: (d["tensors"]["a"].update(huge), d["tensors"]["a"]["chunks"][0].update(sizes=[1 << 40, 4], rows=1)),
+            "tiles, more than the")
+    # Tiles of another shape than the rank file's tensors.
+    refused(lambda d: d["tensors"]["a"]["chunks"][0].update(cols=2), "a@0,0")
+    refused(lambda d: d["tensors"]["a"]["chunks"][0].pop("cols"), "a@0,0")
 
 
 class _Opaque:

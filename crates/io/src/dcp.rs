@@ -1,7 +1,7 @@
 //! Consolidation of distributed checkpoints (`deathtensors.distributed`'s
 //! `StorageWriter`, `docs/DISTRIBUTED.md`): the JSON metadata
-//! (`deathtensors.json`) read and checked, each tensor's chunks read block
-//! by block from the rank files (each block checked against its digest) and
+//! (`deathtensors.json`) read and checked, each tensor's chunks read tile
+//! by tile from the rank files (each tile checked against its digest) and
 //! put together, then written as one file or as a Hugging Face sharded
 //! checkpoint. The command line's `consolidate` and Python's
 //! `deathtensors.distributed.consolidate` both run this code, on a local
@@ -27,6 +27,10 @@ pub use source::{CheckpointDir, CheckpointSource, DCP_METADATA};
 const MAX_METADATA_BYTES: u64 = 512 << 20;
 /// Tensors of more dimensions are refused.
 const MAX_RANK: usize = 64;
+/// Chunks of more tiles are refused (as `deathtensors.distributed`): a
+/// hostile `rows` of 1 on a huge chunk is refused before its tiles are
+/// listed.
+const MAX_TILES: u64 = 1 << 20;
 /// Hugging Face's default largest shard.
 pub const DEFAULT_MAX_SHARD_BYTES: u64 = 5 << 30;
 const DOING: &str = "cannot consolidate";
@@ -50,14 +54,76 @@ impl Default for ConsolidateOptions {
     }
 }
 
-/// One saved chunk of a tensor: where its blocks are.
+/// One saved chunk of a tensor: where its tiles are.
 #[derive(Debug)]
 struct Chunk {
     offsets: Vec<u64>,
     sizes: Vec<u64>,
     file: String,
+    /// Rows a tile, along the first dimension.
     rows: u64,
+    /// Columns a tile, along the second (`None`: all of them).
+    cols: Option<u64>,
     sha256: Option<Vec<String>>,
+}
+
+/// A tile of a chunk: rows `r0..r1` and columns (indices of the second
+/// dimension) `c0..c1` within it; columns `0..0` for fewer than two
+/// dimensions.
+#[derive(Clone, Copy, Debug)]
+struct Tile {
+    r0: u64,
+    r1: u64,
+    c0: u64,
+    c1: u64,
+}
+
+impl Chunk {
+    /// How many tiles the chunk has, without listing them.
+    fn tile_count(&self) -> Option<u64> {
+        let (Some(&n), false) = (self.sizes.first(), self.sizes.contains(&0)) else { return Some(1) };
+        let across = match (self.cols, self.sizes.get(1)) {
+            (Some(c), Some(&w)) => w.div_ceil(c),
+            _ => 1,
+        };
+        n.div_ceil(self.rows).checked_mul(across)
+    }
+
+    /// The chunk's tiles in row-major order (the order of `sha256`); one
+    /// for a scalar or an empty chunk. The count is bounded at parse time.
+    fn tiles(&self) -> Vec<Tile> {
+        let width = self.sizes.get(1).copied().unwrap_or(0);
+        let Some(&n) = self.sizes.first().filter(|_| !self.sizes.contains(&0)) else {
+            return vec![Tile { r0: 0, r1: self.sizes.first().copied().unwrap_or(0), c0: 0, c1: width }];
+        };
+        let step = self.cols.filter(|_| width > 0).unwrap_or(width.max(1));
+        let mut out = Vec::new();
+        for r0 in (0..n).step_by(self.rows as usize) {
+            let r1 = (r0 + self.rows).min(n);
+            if width == 0 {
+                out.push(Tile { r0, r1, c0: 0, c1: 0 });
+            }
+            for c0 in (0..width).step_by(step as usize) {
+                out.push(Tile { r0, r1, c0, c1: (c0 + step).min(width) });
+            }
+        }
+        out
+    }
+
+    /// The shape of a tile's tensor, and its offsets in the chunk.
+    fn tile_box(&self, t: Tile) -> (Vec<u64>, Vec<u64>) {
+        let mut shape = self.sizes.clone();
+        let mut at = vec![0; self.sizes.len()];
+        if let Some(first) = shape.first_mut() {
+            *first = t.r1 - t.r0;
+            at[0] = t.r0;
+        }
+        if shape.len() > 1 {
+            shape[1] = t.c1 - t.c0;
+            at[1] = t.c0;
+        }
+        (shape, at)
+    }
 }
 
 /// A tensor of the checkpoint.
@@ -198,10 +264,25 @@ fn parse(data: &[u8], path: &Path) -> Result<Document> {
                     "{what}: chunk at {offsets:?} names file {file:?}, which files does not list"
                 )));
             }
-            let blocks = block_ranges(&sizes, rows).len();
+            let cols = match c.get("cols") {
+                None => None,
+                Some(v) => match nat(v).filter(|c| *c > 0) {
+                    Some(c) if sizes.len() >= 2 => Some(c),
+                    _ => {
+                        return Err(bad(format!(
+                            "{what}: chunk at {offsets:?}: cols must be a positive integer, on a chunk of 2 or more dimensions"
+                        )))
+                    }
+                },
+            };
+            let mut chunk = Chunk { offsets, sizes, file: file.to_string(), rows, cols, sha256: None };
+            let tiles = chunk.tile_count().filter(|n| *n <= MAX_TILES).ok_or_else(|| {
+                bad(format!("{what}: chunk at {:?}: more than the {MAX_TILES} tiles allowed", chunk.offsets))
+            })?;
+            let offsets = &chunk.offsets;
             let sha256 = match (ext, c.get("sha256")) {
                 ("safetensors", Some(Value::Array(list)))
-                    if list.len() == blocks
+                    if list.len() as u64 == tiles
                         && list.iter().all(|h| {
                             h.as_str().is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
                         }) =>
@@ -211,11 +292,12 @@ fn parse(data: &[u8], path: &Path) -> Result<Document> {
                 ("dt", None) => None,
                 _ => {
                     return Err(bad(format!(
-                    "{what}: chunk at {offsets:?}: sha256 must list a digest per block of safetensors rank files only"
+                    "{what}: chunk at {offsets:?}: sha256 must list a digest per tile of safetensors rank files only"
                 )))
                 }
             };
-            chunks.push(Chunk { offsets, sizes, file: file.to_string(), rows, sha256 });
+            chunk.sha256 = sha256;
+            chunks.push(chunk);
         }
         let tensor = Tensor { dtype: dt, size, chunks };
         check_cover(&tensor).map_err(|why| bad(format!("{what}: {why}")))?;
@@ -248,18 +330,11 @@ fn check_cover(t: &Tensor) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// A chunk's blocks as (first row, end row) within it.
-fn block_ranges(sizes: &[u64], rows: u64) -> Vec<(u64, u64)> {
-    match sizes.first() {
-        None | Some(0) => vec![(0, sizes.first().copied().unwrap_or(0))],
-        Some(&n) => (0..n).step_by(rows as usize).map(|r| (r, (r + rows).min(n))).collect(),
-    }
-}
-
-/// The tensor name of the block of `c` starting `r0` rows in.
-fn block_name(fqn: &str, c: &Chunk, r0: u64) -> String {
-    let offsets: Vec<String> =
-        c.offsets.iter().enumerate().map(|(d, o)| if d == 0 { o + r0 } else { *o }.to_string()).collect();
+/// The tensor name of tile `t` of `c`: the tensor's name and the tile's
+/// global offsets.
+fn block_name(fqn: &str, c: &Chunk, t: Tile) -> String {
+    let (_, at) = c.tile_box(t);
+    let offsets: Vec<String> = c.offsets.iter().zip(&at).map(|(o, a)| (o + a).to_string()).collect();
     format!("{fqn}@{}", offsets.join(","))
 }
 
@@ -339,15 +414,14 @@ fn place(full: &mut [u8], size: &[u64], block: &[u8], shape: &[u64], offsets: &[
     }
 }
 
-/// The full bytes of tensor `fqn`, read block by block, each checked.
+/// The full bytes of tensor `fqn`, read tile by tile, each checked.
 fn assemble(fqn: &str, t: &Tensor, files: &mut RankFiles<'_>) -> Result<Vec<u8>> {
     let elem = t.dtype.bits() / 8;
     let mut full = vec![0u8; t.byte_len() as usize];
     for c in &t.chunks {
-        let inner: u64 = c.sizes.iter().skip(1).product();
-        for (i, (r0, r1)) in block_ranges(&c.sizes, c.rows).into_iter().enumerate() {
+        for (i, tile) in c.tiles().into_iter().enumerate() {
             let reader = files.get(&c.file)?;
-            let name = block_name(fqn, c, r0);
+            let name = block_name(fqn, c, tile);
             let bytes = match &c.sha256 {
                 None => reader.read_verified(&name)?,
                 Some(digests) => {
@@ -369,22 +443,17 @@ fn assemble(fqn: &str, t: &Tensor, files: &mut RankFiles<'_>) -> Result<Vec<u8>>
                     bytes
                 }
             };
-            let mut shape = c.sizes.clone();
-            if let Some(first) = shape.first_mut() {
-                *first = r1 - r0;
-            }
-            let want = if c.sizes.is_empty() { elem } else { (r1 - r0) * inner * elem };
+            let (shape, within) = c.tile_box(tile);
+            // Fits: the tile lies in the chunk, the chunk in the tensor.
+            let want = shape.iter().product::<u64>() * elem;
             if bytes.len() as u64 != want {
                 return Err(Error::checkpoint(
-                    format!("block {name:?} is {} bytes, its chunk needs {want}", bytes.len()),
+                    format!("tile {name:?} is {} bytes, its chunk needs {want}", bytes.len()),
                     &files.path(&c.file),
                     DOING,
                 ));
             }
-            let mut at = c.offsets.clone();
-            if let Some(first) = at.first_mut() {
-                *first += r0;
-            }
+            let at: Vec<u64> = c.offsets.iter().zip(&within).map(|(o, w)| o + w).collect();
             place(&mut full, &t.size, &bytes, &shape, &at, elem);
         }
     }

@@ -24,6 +24,7 @@ fn full() -> BTreeMap<&'static str, (Vec<u64>, Vec<u8>)> {
         ("w", (vec![6, 4], f32s((0..24).map(|i| i as f32)))),
         ("v", (vec![4, 6], f32s((0..24).map(|i| 100.0 + i as f32)))),
         ("s", (vec![], f32s([7.5].into_iter()))),
+        ("t", (vec![6, 5, 2], f32s((0..60).map(|i| 200.0 + i as f32)))),
     ])
 }
 
@@ -37,8 +38,10 @@ fn cut(bytes: &[u8], cols: u64, offsets: [u64; 2], sizes: [u64; 2]) -> Vec<u8> {
     out
 }
 
-/// Writes the checkpoint to `dir`: two rank files and `deathtensors.json`.
-fn write_checkpoint(dir: &Path) {
+/// Writes the checkpoint to `dir`: two rank files and `deathtensors.json`;
+/// with `tiled`, also `t` [6, 5, 2], one chunk on rank 1 in tiles of 4 rows
+/// and 2 columns (the last ones shorter and narrower).
+fn write_checkpoint(dir: &Path, tiled: bool) {
     let full = full();
     let rank_name = |r: u64| format!("rank-{r:05}-{SAVE_ID}.dt");
     let mut chunks: BTreeMap<&str, Vec<serde_json::Value>> = BTreeMap::new();
@@ -59,6 +62,20 @@ fn write_checkpoint(dir: &Path) {
         let file = rank_name(rank);
         chunks.entry("w").or_default().push(json!({"offsets": w_off, "sizes": w_size, "file": file, "rows": 2}));
         chunks.entry("v").or_default().push(json!({"offsets": v_off, "sizes": v_size, "file": file, "rows": 2}));
+        if rank == 1 && tiled {
+            let t = &full["t"].1;
+            for (r0, r1) in [(0u64, 4u64), (4, 6)] {
+                for (c0, c1) in [(0u64, 2u64), (2, 4), (4, 5)] {
+                    // Rows of [5, 2] elements: 10 a row of the [6, 10] view.
+                    let bytes = cut(t, 10, [r0, c0 * 2], [r1 - r0, (c1 - c0) * 2]);
+                    blocks.push((format!("t@{r0},{c0},0"), vec![r1 - r0, c1 - c0, 2], bytes));
+                }
+            }
+            chunks
+                .entry("t")
+                .or_default()
+                .push(json!({"offsets": [0, 0, 0], "sizes": [6, 5, 2], "file": rank_name(rank), "rows": 4, "cols": 2}));
+        }
         if rank == 0 {
             blocks.push(("s@".into(), vec![], full["s"].1.clone()));
             chunks.entry("s").or_default().push(json!({"offsets": [], "sizes": [], "file": file, "rows": 1}));
@@ -97,7 +114,7 @@ fn one_file_holds_every_full_tensor_and_the_values() {
     let dir = scratch("dcp-one");
     let ckpt = dir.join("ckpt");
     std::fs::create_dir(&ckpt).unwrap();
-    write_checkpoint(&ckpt);
+    write_checkpoint(&ckpt, false);
     let out = dir.join("model.dt");
     assert_eq!(consolidate(&ckpt, &out, &ConsolidateOptions::default()).unwrap(), std::slice::from_ref(&out));
     assert_full(&out, &["w", "v", "s"]);
@@ -115,7 +132,7 @@ fn a_directory_gets_hugging_face_shards_and_an_index() {
     let dir = scratch("dcp-hf");
     let ckpt = dir.join("ckpt");
     std::fs::create_dir(&ckpt).unwrap();
-    write_checkpoint(&ckpt);
+    write_checkpoint(&ckpt, false);
     let out = dir.join("hf");
     std::fs::create_dir(&out).unwrap();
     // 96 bytes a matrix, 4 the scalar: "s" and "v" share a shard, "w" not.
@@ -148,7 +165,7 @@ fn incomplete_hostile_and_damaged_checkpoints_are_refused() {
     let dir = scratch("dcp-bad");
     let ckpt = dir.join("ckpt");
     std::fs::create_dir(&ckpt).unwrap();
-    write_checkpoint(&ckpt);
+    write_checkpoint(&ckpt, false);
     let out = dir.join("out.dt");
     let doc = std::fs::read(ckpt.join("deathtensors.json")).unwrap();
     for (bytes, message) in [
@@ -191,4 +208,59 @@ fn incomplete_hostile_and_damaged_checkpoints_are_refused() {
     let err = consolidate(&empty, &out, &ConsolidateOptions::default()).unwrap_err();
     assert!(err.to_string().contains("no checkpoint"), "{err}");
     assert!(!err.is_invalid_file());
+}
+
+#[test]
+fn column_tiles_are_put_together() {
+    let dir = scratch("dcp-tiles");
+    let ckpt = dir.join("ckpt");
+    std::fs::create_dir(&ckpt).unwrap();
+    write_checkpoint(&ckpt, true);
+    let out = dir.join("model.dt");
+    consolidate(&ckpt, &out, &ConsolidateOptions::default()).unwrap();
+    assert_full(&out, &["w", "v", "s", "t"]);
+}
+
+#[test]
+fn hostile_tiles_are_refused() {
+    let dir = scratch("dcp-bad-tiles");
+    let ckpt = dir.join("ckpt");
+    std::fs::create_dir(&ckpt).unwrap();
+    write_checkpoint(&ckpt, true);
+    let out = dir.join("out.dt");
+    let text = String::from_utf8(std::fs::read(ckpt.join("deathtensors.json")).unwrap()).unwrap();
+    let tiled = r#""cols":2,"file":"rank-00001-0123456789abcdef.dt","offsets":[0,0,0],"rows":4"#;
+    let with = |cols: &str, rows: &str| {
+        text.replace(
+            tiled,
+            &format!(r#"{cols}"file":"rank-00001-0123456789abcdef.dt","offsets":[0,0,0],"rows":{rows}"#),
+        )
+    };
+    assert!(text.contains(tiled), "{text}");
+    for (doc, message) in [
+        (with(r#""cols":0,"#, "4"), "cols must be a positive integer"),
+        (with(r#""cols":-1,"#, "4"), "cols must be a positive integer"),
+        (with(r#""cols":"2","#, "4"), "cols must be a positive integer"),
+        // A tile list of trillions is refused before it is made.
+        (
+            with(r#""cols":1,"#, "1")
+                .replace(r#""size":[6,5,2]"#, r#""size":[6000000000000,5,2]"#)
+                .replace(r#""sizes":[6,5,2]"#, r#""sizes":[6000000000000,5,2]"#),
+            "tiles allowed",
+        ),
+        // Tiles of another shape than the file's tensors.
+        (with(r#""cols":3,"#, "4"), "bytes, its chunk needs"),
+        (with("", "6"), "bytes, its chunk needs"),
+    ] {
+        std::fs::write(ckpt.join("deathtensors.json"), doc).unwrap();
+        let err = consolidate(&ckpt, &out, &ConsolidateOptions::default()).unwrap_err();
+        assert!(err.to_string().contains(message), "{message}: {err}");
+        assert!(!out.exists());
+    }
+    // cols on a chunk of fewer than two dimensions (the scalar).
+    let scalar = r#""rows":1,"sizes":[]"#;
+    assert!(text.contains(scalar), "{text}");
+    std::fs::write(ckpt.join("deathtensors.json"), text.replace(scalar, r#""cols":1,"rows":1,"sizes":[]"#)).unwrap();
+    let err = consolidate(&ckpt, &out, &ConsolidateOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("on a chunk of 2 or more dimensions"), "{err}");
 }

@@ -148,7 +148,7 @@ def _write_sharded(
 
 
 def _assemble(store: Any, doc: Any, md: TensorStorageMetadata, chunks: List[ChunkInfo], readers: Dict[str, Any]) -> torch.Tensor:
-    """The full tensor, filled chunk by chunk, block by block (checked)."""
+    """The full tensor, filled chunk by chunk, tile by tile (checked)."""
     full = torch.empty(list(md.size), dtype=md.properties.dtype)
     for c in chunks:
         f = readers[c.file]
@@ -157,8 +157,10 @@ def _assemble(store: Any, doc: Any, md: TensorStorageMetadata, chunks: List[Chun
             box = box.narrow(d, o, s)
         if box.numel() == 0:
             continue
-        for b0, b1 in c.blocks():
-            part = box.narrow(0, b0, b1 - b0) if box.dim() else box
-            read_block(f, c, b0, part)
+        for tile in c.tiles():
+            part = box.narrow(0, tile.r0, tile.r1 - tile.r0) if box.dim() else box
+            if box.dim() > 1:
+                part = part.narrow(1, tile.c0, tile.c1 - tile.c0)
+            read_block(f, c, tile, part)
     return full
 

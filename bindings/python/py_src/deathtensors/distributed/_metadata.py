@@ -7,16 +7,20 @@ The document (``docs/DISTRIBUTED.md`` has the full description)::
      "files": {"rank-00000-<save_id>.dt": {"rank": 0, "size": 123}, ...},
      "tensors": {fqn: {"dtype": "float32", "size": [...],
                        "chunks": [{"offsets": [...], "sizes": [...], "file": ...,
-                                   "rows": 1024, "sha256": [...]}]}},
+                                   "rows": 1024, "cols": 256, "sha256": [...]}]}},
      "values": {fqn: <value JSON, see _values.py>},
      "planner_data": <value JSON>,
      "storage_meta": {"checkpoint_id": ..., "save_id": ..., "modules": [...]}}
 
-A chunk (one item of DCP's plan) is stored as blocks of ``rows`` rows along
-its first dimension, each a tensor of the rank file named
-:func:`block_name` (the block's global offsets), so that a reader that needs
-part of a chunk reads and checks only the blocks it overlaps. ``sha256``
-(one digest a block) is present for safetensors rank files, which carry no
+A chunk (one item of DCP's plan) is stored as tiles of ``rows`` rows
+along its first dimension and, when ``cols`` is present (chunks of two or
+more dimensions), ``cols`` indices along its second, in row-major order;
+each tile is a tensor of the rank file named :func:`block_name` (the
+tile's global offsets), so that a reader that needs part of a chunk (a
+range of rows, or of columns when it loads another placement) reads and
+checks only the tiles it overlaps. Without ``cols`` a tile spans the
+chunk's whole second dimension (a block of rows). ``sha256`` (one digest a
+tile, in tile order) is present for safetensors rank files, which carry no
 digests themselves; deathtensors files carry their own.
 
 :func:`parse` checks every field of a document read from storage: a hostile
@@ -28,7 +32,7 @@ import dataclasses
 import json
 import math
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch.distributed.checkpoint.metadata import (
@@ -55,6 +59,10 @@ VERSION = 1
 MAX_METADATA_BYTES = 512 << 20
 #: Tensors of more dimensions are refused (torch allows 64... in practice 25).
 MAX_RANK = 64
+#: Refuse chunks of more tiles: a writer makes tiles of megabytes, so a
+#: chunk of a million tiles is a terabyte; a hostile ``rows`` of 1 on a
+#: huge chunk is refused before anything lists its tiles.
+MAX_TILES = 1 << 20
 
 _RANK_FILE = re.compile(r"^rank-(\d{5,9})-([0-9a-f]{16})\.(dt|safetensors)$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -77,17 +85,39 @@ def block_name(fqn: str, offsets: List[int]) -> str:
     return fqn + "@" + ",".join(str(o) for o in offsets)
 
 
-def blocks(offsets: List[int], sizes: List[int], rows: int) -> List[Tuple[int, int]]:
-    """A chunk's blocks as ``(first row, end row)`` within the chunk (one
-    block for a scalar or an empty chunk)."""
-    if not sizes or sizes[0] == 0:
-        return [(0, sizes[0] if sizes else 0)]
-    return [(r, min(r + rows, sizes[0])) for r in range(0, sizes[0], rows)]
+class Tile(NamedTuple):
+    """A tile of a chunk: rows ``r0:r1`` and columns (indices of the second
+    dimension) ``c0:c1`` within the chunk; the columns are ``0:0`` for a
+    chunk of fewer than two dimensions."""
+
+    r0: int
+    r1: int
+    c0: int
+    c1: int
 
 
-def block_offsets(offsets: List[int], r0: int) -> List[int]:
-    """Global offsets of the block starting ``r0`` rows into a chunk."""
-    return [offsets[0] + r0, *offsets[1:]] if offsets else []
+def tiles(sizes: List[int], rows: int, cols: Optional[int] = None) -> List[Tile]:
+    """A chunk's tiles, in row-major order (one for a scalar or an empty
+    chunk)."""
+    if not sizes or 0 in sizes:
+        n = sizes[0] if sizes else 0
+        return [Tile(0, n, 0, sizes[1] if len(sizes) > 1 else 0)]
+    width = sizes[1] if len(sizes) > 1 else 0
+    step = cols if cols and width else max(width, 1)
+    return [
+        Tile(r, min(r + rows, sizes[0]), c, min(c + step, width))
+        for r in range(0, sizes[0], rows)
+        for c in (range(0, width, step) if width else [0])
+    ]
+
+
+def block_offsets(offsets: List[int], tile: Tile) -> List[int]:
+    """Global offsets of a tile of the chunk at ``offsets``."""
+    if not offsets:
+        return []
+    if len(offsets) == 1:
+        return [offsets[0] + tile.r0]
+    return [offsets[0] + tile.r0, offsets[1] + tile.c0, *offsets[2:]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,14 +134,29 @@ class ChunkInfo:
     #: The tensor's name in a file of one block per chunk that we did not
     #: write (torch's HuggingFaceStorageWriter), which has no digests.
     foreign_name: Optional[str] = None
+    #: Columns a tile (``None``: the whole second dimension).
+    cols: Optional[int] = None
 
-    def blocks(self) -> List[Tuple[int, int]]:
-        return blocks(list(self.offsets), list(self.sizes), self.rows)
+    def tiles(self) -> List[Tile]:
+        return tiles(list(self.sizes), self.rows, self.cols)
 
-    def block_name(self, r0: int) -> str:
+    def tile_index(self, tile: Tile) -> int:
+        """The position of ``tile`` in :meth:`tiles` (its digest's)."""
+        per_row = 1 if not self.cols or len(self.sizes) < 2 else -(-self.sizes[1] // self.cols)
+        return (tile.r0 // self.rows) * per_row + (tile.c0 // self.cols if self.cols else 0)
+
+    def tile_shape(self, tile: Tile) -> List[int]:
+        """The shape of ``tile``'s tensor."""
+        if not self.sizes:
+            return []
+        if len(self.sizes) == 1:
+            return [tile.r1 - tile.r0]
+        return [tile.r1 - tile.r0, tile.c1 - tile.c0, *self.sizes[2:]]
+
+    def block_name(self, tile: Tile) -> str:
         if self.foreign_name is not None:
             return self.foreign_name
-        return block_name(self.fqn, block_offsets(list(self.offsets), r0))
+        return block_name(self.fqn, block_offsets(list(self.offsets), tile))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,8 +316,8 @@ def parse(data: bytes, where: str) -> Document:
             raise bad(f"{what}: chunks must be a list")
         chunks = []
         for c in t["chunks"]:
-            if not isinstance(c, dict) or not {"offsets", "sizes", "file", "rows"} <= set(c) <= {"offsets", "sizes", "file", "rows", "sha256"}:
-                raise bad(f"{what}: a chunk needs offsets, sizes, file and rows")
+            if not isinstance(c, dict) or not {"offsets", "sizes", "file", "rows"} <= set(c) <= {"offsets", "sizes", "file", "rows", "cols", "sha256"}:
+                raise bad(f"{what}: a chunk needs offsets, sizes, file and rows (and may have cols and sha256)")
             offsets, sizes = c["offsets"], c["sizes"]
             if not (_dims(offsets) and _dims(sizes) and len(offsets) == len(sizes) == len(size)):
                 raise bad(f"{what}: a chunk's offsets and sizes must have the tensor's {len(size)} dimensions")
@@ -283,16 +328,21 @@ def parse(data: bytes, where: str) -> Document:
             rows = c["rows"]
             if not _nat(rows) or rows == 0:
                 raise bad(f"{what}: chunk at {offsets}: rows must be a positive integer")
-            n_blocks = len(blocks(offsets, sizes, rows))
+            cols = c.get("cols")
+            if cols is not None and (not _nat(cols) or cols == 0 or len(sizes) < 2):
+                raise bad(f"{what}: chunk at {offsets}: cols must be a positive integer, on a chunk of 2 or more dimensions")
+            n_tiles = _tile_count(sizes, rows, cols)
+            if n_tiles > MAX_TILES:
+                raise bad(f"{what}: chunk at {offsets}: {n_tiles} tiles, more than the {MAX_TILES} allowed")
             sha = c.get("sha256")
             if fmt == "safetensors":
-                if not isinstance(sha, list) or len(sha) != n_blocks or not all(isinstance(h, str) and _HEX64.match(h) for h in sha):
-                    raise bad(f"{what}: chunk at {offsets}: sha256 must list one digest for each of its {n_blocks} blocks")
+                if not isinstance(sha, list) or len(sha) != n_tiles or not all(isinstance(h, str) and _HEX64.match(h) for h in sha):
+                    raise bad(f"{what}: chunk at {offsets}: sha256 must list one digest for each of its {n_tiles} tiles")
             elif sha is not None:
                 raise bad(f"{what}: chunk at {offsets}: sha256 only belongs to safetensors rank files")
             chunks.append(ChunkStorageMetadata(offsets=torch.Size(offsets), sizes=torch.Size(sizes)))
             storage[MetadataIndex(fqn, offsets)] = ChunkInfo(
-                fqn, tuple(offsets), tuple(sizes), dtype, c["file"], rows, None if sha is None else tuple(sha)
+                fqn, tuple(offsets), tuple(sizes), dtype, c["file"], rows, None if sha is None else tuple(sha), cols=cols
             )
         _check_cover(size, [(c["offsets"], c["sizes"]) for c in t["chunks"]], bad, what)
         state[fqn] = TensorStorageMetadata(properties=TensorProperties(dtype=dtype), size=torch.Size(size), chunks=chunks)
@@ -326,6 +376,15 @@ def parse(data: bytes, where: str) -> Document:
         version=dcp_version,
     )
     return Document(metadata, save_id, fmt, files)
+
+
+def _tile_count(sizes: List[int], rows: int, cols: Optional[int]) -> int:
+    """How many tiles :func:`tiles` gives, without listing them (a hostile
+    ``rows`` or ``cols`` of 1 on a huge chunk would be billions)."""
+    if not sizes or 0 in sizes:
+        return 1
+    across = -(-sizes[1] // cols) if cols and len(sizes) > 1 else 1
+    return -(-sizes[0] // rows) * across
 
 
 def _nat(v: Any) -> bool:

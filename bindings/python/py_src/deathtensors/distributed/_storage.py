@@ -48,10 +48,15 @@ except ImportError:  # older torch
 
 PathOrUrl = Union[str, "os.PathLike[str]"]
 
-#: Rows of a chunk go into blocks of about this many bytes: a reader that
-#: needs part of a chunk reads and checks whole blocks, and a block is the
-#: most a load holds besides the tensors it fills.
+#: A chunk is stored as tiles of about this many bytes: a reader that needs
+#: part of a chunk reads and checks whole tiles, and a tile is the most a
+#: load holds besides the tensors it fills.
 BLOCK_BYTES = 16 << 20
+#: Chunks of two or more dimensions are cut into this many column tiles
+#: (along their second dimension), so that a load of another placement
+#: (saved Shard(0), loaded Shard(1)) reads and hashes only the columns it
+#: needs: with 8, splits of the columns in 2, 4 or 8 fall on tile edges.
+TILES = 8
 
 
 def _bytes_of(t: torch.Tensor) -> Any:
@@ -79,7 +84,10 @@ class StorageWriter(dcp_storage.StorageWriter):
     ``allow_pickle=True`` (then only ``StorageReader(allow_pickle=True)``
     loads them). ``durable=False`` skips the fsyncs (tests, scratch).
     ``keep_stale=True`` leaves the files of older or interrupted saves in
-    place instead of removing them after the commit.
+    place instead of removing them after the commit. Each chunk is stored
+    as tiles of about ``block_bytes`` (16 MiB), cut into ``tiles`` column
+    tiles when it has two or more dimensions (1: blocks of whole rows), each
+    with its own digest: a load reads and checks only the tiles it needs.
     """
 
     def __init__(
@@ -92,12 +100,15 @@ class StorageWriter(dcp_storage.StorageWriter):
         durable: bool = True,
         keep_stale: bool = False,
         block_bytes: int = BLOCK_BYTES,
+        tiles: int = TILES,
     ) -> None:
         super().__init__()
         if format not in _metadata.EXTENSIONS:
             raise ValueError(f"format must be 'deathtensors' or 'safetensors', got {format!r}")
         if block_bytes < 1:
             raise ValueError("block_bytes must be positive")
+        if type(tiles) is not int or tiles < 1:
+            raise ValueError(f"tiles must be a positive integer, got {tiles!r}")
         self.path = path
         self.format = format
         self.storage_options = storage_options
@@ -105,6 +116,7 @@ class StorageWriter(dcp_storage.StorageWriter):
         self.durable = durable
         self.keep_stale = keep_stale
         self.block_bytes = block_bytes
+        self.tiles = tiles
         self.is_coordinator = False
         self.save_id: Optional[str] = None
 
@@ -153,16 +165,22 @@ class StorageWriter(dcp_storage.StorageWriter):
                 t = t.contiguous()
             offsets = [int(o) for o in item.tensor_data.chunk.offsets] if item.tensor_data else [0] * t.dim()
             sizes = [int(s) for s in t.shape]
-            rows = _rows_per_block(t, self.block_bytes)
+            rows, cols = _tiling(t, self.block_bytes, self.tiles)
             where: Dict[str, Any] = {"file": name, "rows": rows}
+            if cols is not None:
+                where["cols"] = cols
             digests: List[str] = []
-            for r0, r1 in _metadata.blocks(offsets, sizes, rows):
-                block = t[r0:r1] if t.dim() else t
+            for tile in _metadata.tiles(sizes, rows, cols):
+                # A view: the writer takes its rows where they are.
+                block = t[tile.r0 : tile.r1] if t.dim() else t
+                if t.dim() > 1 and cols is not None:
+                    block = block[:, tile.c0 : tile.c1]
                 if self.format == "safetensors" and t.dtype in _SAFETENSORS_LACKS:
                     # Stored as its bytes (U8); the metadata keeps the dtype.
+                    block = block.contiguous()
                     block = block.reshape(*block.shape[:-1], -1) if block.dim() else block.reshape(1)
                     block = block.view(torch.uint8)
-                tensors[_metadata.block_name(fqn, _metadata.block_offsets(offsets, r0))] = block
+                tensors[_metadata.block_name(fqn, _metadata.block_offsets(offsets, tile))] = block
                 if self.format == "safetensors":
                     hashed.append((len(results), len(digests), block))
                     digests.append("")
@@ -259,11 +277,23 @@ class StorageWriter(dcp_storage.StorageWriter):
 _SAFETENSORS_LACKS = {torch.complex128}
 
 
-def _rows_per_block(t: torch.Tensor, block_bytes: int) -> int:
-    if t.dim() == 0:
-        return 1
-    row = max(1, (t.numel() // max(1, t.shape[0])) * t.element_size()) if t.shape[0] else 1
-    return max(1, block_bytes // row)
+def _tiling(t: torch.Tensor, block_bytes: int, tiles: int) -> Tuple[int, Optional[int]]:
+    """(rows, cols) of the tiles of chunk ``t``: ``rows`` makes a tile about
+    ``block_bytes``; ``cols`` is ``None`` for tiles of whole rows (fewer
+    than two dimensions, ``tiles=1``, and chunks under a 64th of
+    ``block_bytes``, or whose tiles would have rows under a 32768th of it:
+    256 KiB and 512 bytes by default; more, smaller tiles would cost header
+    entries and reads without saving hashing worth having)."""
+    if t.dim() == 0 or t.numel() == 0:
+        return 1, None
+    row = (t.numel() // t.shape[0]) * t.element_size()
+    cols: Optional[int] = None
+    if t.dim() > 1 and tiles > 1 and t.numel() * t.element_size() >= block_bytes // 64:
+        per_col = row // t.shape[1]
+        width = max(-(-t.shape[1] // tiles), -(-(block_bytes // 32768) // per_col))
+        if width < t.shape[1]:
+            cols, row = width, width * per_col
+    return max(1, block_bytes // row), cols
 
 
 def _sha256(t: torch.Tensor) -> str:
@@ -356,12 +386,11 @@ class StorageReader(dcp_storage.StorageReader):
                 self._load_value(item, where, planner)
             else:
                 by_file.setdefault(where.file, []).append(item)
-        scratch = _Scratch()
         for name, items in by_file.items():
             with self.store.open_rank_file(name, self.doc) as f:
                 batch = _Batch(f)
                 for item in items:
-                    self._load_tensor(batch, item, self.storage_data[item.storage_index], planner, scratch)
+                    self._load_tensor(batch, item, self.storage_data[item.storage_index], planner)
                 batch.flush()
         fut: Future = Future()
         fut.set_result(None)
@@ -393,7 +422,7 @@ class StorageReader(dcp_storage.StorageReader):
         planner.load_bytes(item, buf)
 
     def _load_tensor(
-        self, batch: "_Batch", item: ReadItem, where: ChunkInfo, planner: LoadPlanner, scratch: "_Scratch"
+        self, batch: "_Batch", item: ReadItem, where: ChunkInfo, planner: LoadPlanner
     ) -> None:
         dest = planner.resolve_tensor(item).detach()
         so = [int(o) for o in item.storage_offsets]
@@ -401,32 +430,38 @@ class StorageReader(dcp_storage.StorageReader):
         if list(dest.shape) != ln:
             raise RuntimeError(f"{item.dest_index.fqn!r}: the planner's tensor has shape {list(dest.shape)}, the read {ln}")
         if not ln:
-            read_block(batch.f, where, 0, dest, scratch, batch)
-        elif ln[0] and all(ln):
-            r_start, r_end = so[0], so[0] + ln[0]
-            full_rows = so[1:] == [0] * (len(so) - 1) and ln[1:] == list(where.sizes[1:])
-            for b0, b1 in where.blocks():
-                lo, hi = max(b0, r_start), min(b1, r_end)
-                if lo >= hi:
+            read_block(batch.f, where, where.tiles()[0], dest, batch)
+        elif all(ln):
+            for tile in where.tiles():
+                # The part of the tile the read needs, in dims 0 and 1.
+                lo0, hi0 = max(tile.r0, so[0]), min(tile.r1, so[0] + ln[0])
+                if lo0 >= hi0:
                     continue
-                part = dest.narrow(0, lo - r_start, hi - lo)
-                if full_rows and lo == b0 and hi == b1:
-                    read_block(batch.f, where, b0, part, scratch, batch)
-                    continue
-                if _gathers(part, where):
-                    # Straight into `part`: the block read once, each piece
+                part = dest.narrow(0, lo0 - so[0], hi0 - lo0)
+                box = [(lo0 - tile.r0, hi0 - lo0)]
+                if len(ln) > 1:
+                    lo1, hi1 = max(tile.c0, so[1]), min(tile.c1, so[1] + ln[1])
+                    if lo1 >= hi1:
+                        continue
+                    part = part.narrow(1, lo1 - so[1], hi1 - lo1)
+                    box.append((lo1 - tile.c0, hi1 - lo1))
+                    box += list(zip(so[2:], ln[2:]))
+                shape = where.tile_shape(tile)
+                if [n for _, n in box] == shape and all(o == 0 for o, _ in box):
+                    # All of the tile: straight into `part` when it can be,
+                    # else through a scratch buffer of the batch.
+                    read_block(batch.f, where, tile, part, batch)
+                elif _gathers(part, where):
+                    # Straight into `part`: the tile read once, each piece
                     # hashed and its part of the region copied out.
-                    region = list(zip([lo - b0, *so[1:]], [hi - lo, *ln[1:]]))
-                    batch.add(_read(where, b0, region, part))
-                    continue
-                # Read now, not batched: the buffer is copied from and
-                # reused at once.
-                tmp = scratch.take([b1 - b0, *where.sizes[1:]], where.dtype)
-                read_block(batch.f, where, b0, tmp, scratch)
-                src = tmp.narrow(0, lo - b0, hi - lo)
-                for d in range(1, len(so)):
-                    src = src.narrow(d, so[d], ln[d])
-                part.copy_(src)
+                    batch.add(_read(where, tile, box, part))
+                else:
+                    tmp = batch.scratch(shape, where.dtype)
+                    batch.add(_read(where, tile, None, tmp))
+                    src = tmp
+                    for d, (o, n) in enumerate(box):
+                        src = src.narrow(d, o, n)
+                    batch.after_reads(lambda part=part, src=src: part.copy_(src))
         batch.then(lambda: planner.commit_tensor(item, dest))
 
     @classmethod
@@ -434,29 +469,14 @@ class StorageReader(dcp_storage.StorageReader):
         return _store.valid_id(checkpoint_id)
 
 
-class _Scratch:
-    """One block-sized buffer a load reuses for the blocks it reads only in
-    part: a fresh 16 MiB buffer a block costs its page faults (and the
-    kernel's zeroing) every time, about as much as reading the block."""
-
-    def __init__(self) -> None:
-        self.buf = torch.empty(0, dtype=torch.uint8)
-
-    def take(self, shape: List[int], dtype: torch.dtype) -> torch.Tensor:
-        size = math.prod(shape) * dtype.itemsize
-        if size > self.buf.numel():
-            self.buf = torch.empty(size, dtype=torch.uint8)
-        return self.buf[:size].view(dtype).view(shape)
-
-
-def _digest(where: ChunkInfo, b0: int) -> Optional[str]:
-    """The checkpoint's digest of the block starting ``b0`` rows into the
-    chunk (safetensors rank files), or ``None`` (the file holds its own)."""
-    return None if where.sha256 is None else where.sha256[b0 // where.rows]
+def _digest(where: ChunkInfo, tile: _metadata.Tile) -> Optional[str]:
+    """The checkpoint's digest of ``tile`` (safetensors rank files), or
+    ``None`` (the file holds its own)."""
+    return None if where.sha256 is None else where.sha256[where.tile_index(tile)]
 
 
 def _gathers(part: torch.Tensor, where: ChunkInfo) -> bool:
-    """Whether a region of a stored block can be read straight into
+    """Whether a region of a stored tile can be read straight into
     ``part``: contiguous, on the CPU, of the stored dtype (not one a
     safetensors rank file keeps as bytes)."""
     as_bytes = where.dtype in _SAFETENSORS_LACKS and where.file.endswith(".safetensors")
@@ -464,21 +484,45 @@ def _gathers(part: torch.Tensor, where: ChunkInfo) -> bool:
 
 
 class _Batch:
-    """Block reads of one rank file gathered into one native call (two
-    blocks hashed side by side), and what to do once they are done (commit
-    the tensors they fill). Flushed when the buffers it fills reach
-    ``limit`` bytes, so that a planner that hands out fresh tensors holds
-    at most that much in waiting."""
+    """Tile reads of one rank file gathered into one native call (two
+    tiles hashed side by side), and what to do once they are done (copy
+    out of scratch buffers, commit the tensors they fill). Flushed when the
+    buffers it fills reach ``limit`` bytes, so that a planner that hands out
+    fresh tensors holds at most that much in waiting, and when its scratch
+    buffers (``scratch_limit`` bytes, for tiles that go to strided parts of
+    a tensor) are all in use."""
 
-    def __init__(self, f: "_store.RankFile", limit: int = 4 * BLOCK_BYTES) -> None:
-        self.f, self.limit = f, limit
+    def __init__(self, f: "_store.RankFile", limit: int = 4 * BLOCK_BYTES, scratch_limit: int = 2 * BLOCK_BYTES) -> None:
+        self.f, self.limit, self.scratch_limit = f, limit, scratch_limit
         self.reads: List[_store.Read] = []
         self.after: List[Any] = []
         self.pending = 0
+        self.pool = torch.empty(0, dtype=torch.uint8)
+        self.pool_used = 0
 
     def add(self, read: "_store.Read") -> None:
         self.reads.append(read)
         self.pending += read.out.nbytes
+
+    def scratch(self, shape: List[int], dtype: torch.dtype) -> torch.Tensor:
+        """A buffer for one tile read, valid until the reads and the
+        ``after_reads`` work of this batch have run: when the pool has no
+        room left, the batch is flushed first."""
+        size = math.prod(shape) * dtype.itemsize
+        need = -(-size // 64) * 64  # each buffer 64-byte aligned in the pool
+        if self.pool_used + need > self.pool.numel():
+            if self.pool_used:
+                self.flush()
+            if need > self.pool.numel():
+                self.pool = torch.empty(max(need, self.scratch_limit), dtype=torch.uint8)
+        buf = self.pool[self.pool_used : self.pool_used + size]
+        self.pool_used += need
+        return buf.view(dtype).view(shape)
+
+    def after_reads(self, work: Any) -> None:
+        """Runs ``work`` once the reads so far are done (in order with the
+        commits)."""
+        self.after.append(work)
 
     def then(self, done: Any) -> None:
         self.after.append(done)
@@ -486,53 +530,57 @@ class _Batch:
             self.flush()
 
     def flush(self) -> None:
-        """The reads so far, then their commits (or nothing to commit, if a
+        """The reads so far, then their copies and commits (or nothing, if a
         read failed)."""
         reads, after = self.reads, self.after
         self.reads, self.after, self.pending = [], [], 0
-        if reads:
-            self.f.read(reads)
-        for done in after:
-            done()
+        try:
+            if reads:
+                self.f.read(reads)
+            for done in after:
+                done()
+        finally:
+            self.pool_used = 0
 
 
-def _read(where: ChunkInfo, b0: int, region: Optional[List[Tuple[int, int]]], out: torch.Tensor) -> "_store.Read":
-    """The read of the block starting ``b0`` rows into the chunk ``where``
-    (``region`` of it, or all of it) into ``out``, contiguous."""
-    return _store.Read(where.block_name(b0), region, _bytes_of(out), _digest(where, b0), where.foreign_name is None)
+def _read(where: ChunkInfo, tile: _metadata.Tile, region: Optional[List[Tuple[int, int]]], out: torch.Tensor) -> "_store.Read":
+    """The read of ``tile`` of the chunk ``where`` (``region`` of it, or all
+    of it) into ``out``, contiguous."""
+    return _store.Read(where.block_name(tile), region, _bytes_of(out), _digest(where, tile), where.foreign_name is None)
 
 
 def read_block(
     f: "_store.RankFile",
     where: ChunkInfo,
-    b0: int,
+    tile: _metadata.Tile,
     out: torch.Tensor,
-    scratch: Optional[_Scratch] = None,
     batch: Optional[_Batch] = None,
 ) -> None:
-    """Reads the block starting ``b0`` rows into the chunk ``where``,
-    checked against its digest, into ``out``: straight into it when it is
-    contiguous and of the stored dtype (queued in ``batch`` when given),
-    else now, through a block-sized buffer (``scratch``'s when given), and
-    copied."""
+    """Reads ``tile`` of the chunk ``where``, checked against its digest,
+    into ``out``: straight into it when it is contiguous and of the stored
+    dtype, else through a tile-sized buffer and copied; queued in ``batch``
+    when given (its scratch buffers), else now."""
     direct = out.is_contiguous() and out.dtype == where.dtype and out.device.type == "cpu"
     if direct:
         if not out.numel():
             return
-        read = _read(where, b0, None, out)
+        read = _read(where, tile, None, out)
         if batch is not None:
             batch.add(read)
         else:
             f.read([read])
         return
-    # A scratch view is contiguous and of the stored dtype: never both `out`
-    # and the buffer here.
-    if scratch is not None:
-        buf = scratch.take(list(out.shape), where.dtype)
-    else:
-        buf = torch.empty(out.shape, dtype=where.dtype)
+    # A scratch buffer is contiguous and of the stored dtype.
+    shape = list(out.shape)
+    if batch is not None:
+        buf = batch.scratch(shape, where.dtype)
+        if buf.numel():
+            batch.add(_read(where, tile, None, buf))
+        batch.after_reads(lambda: out.copy_(buf))
+        return
+    buf = torch.empty(shape, dtype=where.dtype)
     if buf.numel():
-        f.read([_read(where, b0, None, buf)])
+        f.read([_read(where, tile, None, buf)])
     out.copy_(buf)
 
 
