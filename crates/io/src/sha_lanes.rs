@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 #[cfg(target_arch = "x86_64")]
 use crate::pread::read_exact_at;
 use crate::pread::ReadAt;
+use crate::strided::Strided;
 
 /// The chunk a `File` input is read in (by the two-lane x86 path): two
 /// lanes' chunks stay in a core's L2 cache between the read that fills them
@@ -36,7 +37,14 @@ const CHUNK: usize = 256 << 10;
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Input<'a> {
     Bytes(&'a [u8]),
-    File { file: &'a dyn ReadAt, offset: u64, len: u64 },
+    File {
+        file: &'a dyn ReadAt,
+        offset: u64,
+        len: u64,
+    },
+    /// Strided runs in memory (rows of a view): hashed where they are when
+    /// each run is whole 64-byte blocks, else gathered chunk by chunk.
+    Runs(Strided<'a>),
 }
 
 impl Input<'_> {
@@ -44,6 +52,7 @@ impl Input<'_> {
         match *self {
             Input::Bytes(b) => b.len() as u64,
             Input::File { len, .. } => len,
+            Input::Runs(s) => s.len() as u64,
         }
     }
 }
@@ -162,6 +171,14 @@ fn one_at_a_time(
                 Input::File { file, offset, len } => {
                     crate::hash::sha256_file_range(file, offset, len, &mut buf, &mut |n| progress(n))?
                 }
+                Input::Runs(s) => {
+                    let mut h = crate::hash::Hasher::new();
+                    for run in s.runs() {
+                        h.update(run);
+                    }
+                    progress(s.len() as u64);
+                    h.finish()
+                }
             };
             Ok((i, digest))
         })
@@ -169,7 +186,8 @@ fn one_at_a_time(
 }
 
 /// One input being hashed: its chaining value, and the bytes at hand (all
-/// of a `Bytes` input, the last chunk read of a `File` input).
+/// of a `Bytes` input, the last chunk read of a `File` input, the current
+/// run of `Runs` of whole blocks).
 #[cfg(target_arch = "x86_64")]
 struct Lane<'a> {
     index: usize,
@@ -177,9 +195,12 @@ struct Lane<'a> {
     state: [u32; 8],
     /// Bytes of the input loaded so far (read, or all of `Bytes`).
     loaded: u64,
-    /// The chunk buffer of a `File` input.
+    /// The chunk buffer of a `File` input (and of `Runs` gathered).
     buf: Vec<u8>,
-    /// The unhashed bytes at hand: `pos..end` of the input's bytes or of `buf`.
+    /// The run at hand of `Runs` hashed where they are.
+    run: &'a [u8],
+    /// The unhashed bytes at hand: `pos..end` of the input's bytes, of
+    /// `run` or of `buf`.
     pos: usize,
     end: usize,
 }
@@ -189,16 +210,26 @@ impl<'a> Lane<'a> {
     fn new(index: usize, input: Input<'a>, buf: Vec<u8>) -> Lane<'a> {
         let (loaded, end) = match input {
             Input::Bytes(b) => (b.len() as u64, b.len()),
-            Input::File { .. } => (0, 0),
+            Input::File { .. } | Input::Runs(_) => (0, 0),
         };
-        Lane { index, input, state: INITIAL, loaded, buf, pos: 0, end }
+        Lane { index, input, state: INITIAL, loaded, buf, run: &[], pos: 0, end }
+    }
+
+    /// Whether this lane hashes its runs where they are (each run whole
+    /// 64-byte blocks), rather than gathered into `buf`.
+    fn runs_in_place(&self) -> Option<Strided<'a>> {
+        match self.input {
+            Input::Runs(s) if s.run_len().is_multiple_of(64) => Some(s),
+            _ => None,
+        }
     }
 
     /// The chaining value and the bytes at hand, borrowed together.
     fn parts(&mut self) -> (&mut [u32; 8], &[u8]) {
         let data = match self.input {
             Input::Bytes(b) => b,
-            Input::File { .. } => &self.buf[..],
+            Input::Runs(_) if self.runs_in_place().is_some() => self.run,
+            Input::File { .. } | Input::Runs(_) => &self.buf[..],
         };
         (&mut self.state, &data[self.pos..self.end])
     }
@@ -210,7 +241,21 @@ impl<'a> Lane<'a> {
     /// Reads the next chunk when the bytes at hand are used up; false when
     /// the input has no more bytes to load (only its tail is left).
     fn refill(&mut self) -> std::io::Result<bool> {
-        let Input::File { file, offset, len } = self.input else { return Ok(false) };
+        if let Some(s) = self.runs_in_place() {
+            if self.loaded == s.len() as u64 {
+                return Ok(false);
+            }
+            // The next run (the runs are not empty: some bytes are left).
+            self.run = s.run(self.loaded as usize / s.run_len());
+            self.loaded += self.run.len() as u64;
+            (self.pos, self.end) = (0, self.run.len());
+            return Ok(true);
+        }
+        let (file, offset, len): (&dyn ReadAt, u64, u64) = match &self.input {
+            Input::Bytes(_) => return Ok(false),
+            Input::File { file, offset, len } => (*file, *offset, *len),
+            Input::Runs(s) => (s, 0, s.len() as u64),
+        };
         if self.loaded == len {
             return Ok(false);
         }
@@ -667,6 +712,47 @@ mod tests {
             }
             // A tail of whole blocks is hashed by `finish` too.
             assert_eq!(s.finish(0, &a).to_vec(), ring(&a), "{la} whole");
+        }
+    }
+
+    #[test]
+    fn strided_runs_match_ring_of_their_gathered_bytes() {
+        // Runs of whole blocks (hashed in place, long and short), of other
+        // lengths (gathered), one run, none, empty runs; each next to
+        // contiguous inputs so that lanes pair them with everything.
+        let span = bytes(3 * CHUNK + 4096, 42);
+        let shapes = [
+            (1024, 4096, 150),
+            (64, 100, 2000),
+            (128, 128, 1000),
+            (1000, 1500, 400),
+            (1, 3, 5000),
+            (CHUNK + 64, CHUNK + 64, 2),
+            (4096, 4096, 1),
+            (0, 64, 10),
+            (64, 64, 0),
+        ];
+        let runs: Vec<Strided<'_>> =
+            shapes.iter().map(|&(run, stride, count)| Strided::new(&span, run, stride, count).unwrap()).collect();
+        let gathered: Vec<Vec<u8>> = runs.iter().map(|r| r.runs().flatten().copied().collect()).collect();
+        let plain: Vec<Vec<u8>> = (0..runs.len()).map(|i| bytes(i * 777, i as u8)).collect();
+        let mut inputs = Vec::new();
+        let mut want = Vec::new();
+        for i in 0..runs.len() {
+            inputs.extend([Input::Runs(runs[i]), Input::Bytes(&plain[i])]);
+            want.extend([ring(&gathered[i]), ring(&plain[i])]);
+        }
+        for (i, d) in digests(&inputs).unwrap().iter().enumerate() {
+            assert_eq!(d.to_vec(), want[i], "input {i}");
+        }
+        // Alone (one lane), and on the portable path.
+        for (r, g) in runs.iter().zip(&gathered) {
+            assert_eq!(digests(&[Input::Runs(*r)]).unwrap()[0].to_vec(), ring(g));
+        }
+        let next = AtomicUsize::new(0);
+        let take = || (next.fetch_add(1, Ordering::Relaxed) < inputs.len()).then(|| next.load(Ordering::Relaxed) - 1);
+        for (i, d) in one_at_a_time(&inputs, &take, &|| false, &|_| {}).unwrap() {
+            assert_eq!(d.to_vec(), want[i], "portable, input {i}");
         }
     }
 

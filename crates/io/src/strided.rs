@@ -56,6 +56,16 @@ impl<'a> Strided<'a> {
         self.len() == 0
     }
 
+    /// The length of each run.
+    pub(crate) fn run_len(&self) -> usize {
+        self.run
+    }
+
+    /// Run `k` (`k < count`).
+    pub(crate) fn run(&self, k: usize) -> &'a [u8] {
+        &self.span[k * self.stride..k * self.stride + self.run]
+    }
+
     /// The runs, in order.
     pub fn runs(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
         let (span, run, stride) = (self.span, self.run, self.stride);

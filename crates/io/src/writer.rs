@@ -217,12 +217,12 @@ pub fn save_views(
 }
 
 /// The inputs that hash each tensor of `data`: its slice, or its strided
-/// runs read chunk by chunk.
+/// runs.
 fn hash_inputs<'a>(data: &'a [TensorBytes<'a>]) -> Vec<crate::sha_lanes::Input<'a>> {
     data.iter()
         .map(|b| match b {
             TensorBytes::Contiguous(b) => crate::sha_lanes::Input::Bytes(b),
-            TensorBytes::Strided(s) => crate::sha_lanes::Input::File { file: s, offset: 0, len: s.len() as u64 },
+            TensorBytes::Strided(s) => crate::sha_lanes::Input::Runs(*s),
         })
         .collect()
 }
