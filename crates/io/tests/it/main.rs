@@ -73,3 +73,16 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, bytes);
     digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// Options that encrypt for `key` (AES-256-GCM, chunks of 4 KiB).
+pub fn encrypted_for(key: &std::sync::Arc<deathtensors_io::SymmetricKey>) -> deathtensors_io::WriteOptions {
+    deathtensors_io::WriteOptions {
+        encryption: Some(deathtensors_io::EncryptOptions {
+            cipher: deathtensors_format::Cipher::Aes256Gcm,
+            chunk_size: 4096,
+            recipients: vec![deathtensors_io::RecipientKey::Symmetric(key.clone())],
+            seal_header: false,
+        }),
+        ..deathtensors_io::WriteOptions::default()
+    }
+}

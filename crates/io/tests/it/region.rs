@@ -5,10 +5,10 @@
 
 use std::sync::Arc;
 
-use deathtensors_format::{Cipher, Dtype, TensorSpec};
+use deathtensors_format::{Dtype, TensorSpec};
 use deathtensors_io::{
-    save, Compress, EncryptOptions, ErrorKind, KeyRing, ReadOptions, Reader, RecipientKey, RegionCheck, RegionRead,
-    SigningKey, SymmetricKey, WriteOptions,
+    save, Compress, ErrorKind, KeyRing, ReadOptions, Reader, RegionCheck, RegionRead, SigningKey, SymmetricKey,
+    WriteOptions,
 };
 
 use crate::scratch;
@@ -131,18 +131,7 @@ fn encrypted_compressed_and_signed_files_give_the_same_regions() {
     let key = Arc::new(SymmetricKey::new("team", &[7u8; 32]).unwrap());
     let signer = Arc::new(SigningKey::generate());
     let kinds = [
-        (
-            "encrypted",
-            WriteOptions {
-                encryption: Some(EncryptOptions {
-                    cipher: Cipher::Aes256Gcm,
-                    chunk_size: 4096,
-                    recipients: vec![RecipientKey::Symmetric(key.clone())],
-                    seal_header: false,
-                }),
-                ..WriteOptions::default()
-            },
-        ),
+        ("encrypted", crate::encrypted_for(&key)),
         (
             "compressed",
             WriteOptions { compress: Compress::Chunked { level: 1 }, checksum: true, ..WriteOptions::default() },

@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
-use deathtensors_format::{Cipher, Dtype, Format, TensorSpec};
+use deathtensors_format::{Dtype, Format, TensorSpec};
 use deathtensors_io::{
-    save, save_views, Compress, EncryptOptions, KeyRing, ReadOptions, Reader, RecipientKey, Strided, SymmetricKey,
-    TensorBytes, WriteOptions,
+    save, save_views, Compress, KeyRing, ReadOptions, Reader, Strided, SymmetricKey, TensorBytes, WriteOptions,
 };
 
 /// A 300 x 257 matrix of u16 (rows of 514 bytes, so that runs straddle the
@@ -35,18 +34,7 @@ fn a_strided_view_saves_the_same_file_as_its_contiguous_copy() {
         ("digests", WriteOptions { checksum: true, footer: false, ..WriteOptions::default() }),
         ("safetensors", WriteOptions { format: Format::Safetensors, ..WriteOptions::default() }),
         ("zstd", WriteOptions { compress: Compress::Chunked { level: 3 }, ..WriteOptions::default() }),
-        (
-            "encrypted",
-            WriteOptions {
-                encryption: Some(EncryptOptions {
-                    cipher: Cipher::Aes256Gcm,
-                    chunk_size: 4096,
-                    recipients: vec![RecipientKey::Symmetric(key.clone())],
-                    seal_header: false,
-                }),
-                ..WriteOptions::default()
-            },
-        ),
+        ("encrypted", crate::encrypted_for(&key)),
     ];
     for (kind, options) in kinds {
         let specs =
