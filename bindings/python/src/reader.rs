@@ -4,7 +4,7 @@ use std::os::raw::c_int;
 use std::sync::{Arc, RwLock};
 
 use deathtensors_io::format::{hex_digest, parse_hex_digest, Format, Metadata, TensorInfo};
-use deathtensors_io::{ErrorKind, Reader, RegionCheck, RegionRead, TensorRef};
+use deathtensors_io::{ErrorKind, PlacedRead, Placement, Reader, RegionCheck, RegionRead, TensorRef};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
@@ -18,6 +18,61 @@ use crate::options::PyReadOptions;
 /// dimension (`None`: the whole tensor), the buffer, whether to verify, and
 /// a digest (hex) to verify against instead of the stored one.
 type RegionArg<'py> = (String, Option<Vec<(u64, u64)>>, Bound<'py, PyAny>, bool, Option<String>);
+
+/// One read of `Reader.read_regions_placed`: name, region (`None`: the
+/// whole tensor), the index of its buffer, its placement `(offset, run,
+/// stride)`, whether to verify, and a digest (hex) to verify against.
+type PlacedArg = (String, Option<Vec<(u64, u64)>>, usize, (usize, usize, usize), bool, Option<String>);
+
+/// What a region read checks: nothing, the stored digest, or `sha256` (hex).
+fn region_check(verify: bool, sha256: Option<String>) -> PyResult<RegionCheck> {
+    Ok(match (verify, sha256) {
+        (false, _) => RegionCheck::Unchecked,
+        (true, None) => RegionCheck::Stored,
+        (true, Some(hex)) => RegionCheck::Digest(
+            parse_hex_digest(&hex)
+                .ok_or_else(|| PyValueError::new_err(format!("sha256 {hex:?} is not 64 hex digits")))?,
+        ),
+    })
+}
+
+/// `out` as a writable C-contiguous byte buffer, or an error naming `what`.
+fn writable(out: &Bound<'_, PyAny>, what: &str) -> PyResult<PyBuffer<u8>> {
+    let buf = PyBuffer::<u8>::get(out)?;
+    if buf.readonly() || !buf.is_c_contiguous() {
+        return Err(PyBufferError::new_err(format!(
+            "reading a region into {what:?} needs a writable C-contiguous buffer"
+        )));
+    }
+    Ok(buf)
+}
+
+/// The starts and lengths of a region (`None`: the whole tensor).
+fn region_bounds(
+    r: &Reader,
+    py: Python<'_>,
+    name: &str,
+    region: Option<Vec<(u64, u64)>>,
+) -> PyResult<(Vec<u64>, Vec<u64>)> {
+    Ok(match region {
+        Some(region) => region.into_iter().unzip(),
+        None => r.tensor(name).py(py)?.info.shape.iter().map(|&n| (0, n)).unzip(),
+    })
+}
+
+/// Refuses buffers (`(address, length)`, named) that share memory: two
+/// writers of the same bytes.
+fn refuse_overlaps<'a>(spans: impl Iterator<Item = ((usize, usize), &'a str)>, why: &str) -> PyResult<()> {
+    let mut spans: Vec<(usize, usize, &str)> =
+        spans.filter(|((_, n), _)| *n > 0).map(|((at, n), name)| (at, at + n, name)).collect();
+    spans.sort_unstable();
+    match spans.windows(2).find(|w| w[1].0 < w[0].1) {
+        Some(w) => {
+            Err(PyValueError::new_err(format!("the buffers given for {:?} and {:?} overlap: {why}", w[0].2, w[1].2)))
+        }
+        None => Ok(()),
+    }
+}
 
 /// An open deathtensors or safetensors file.
 #[derive(Debug)]
@@ -399,38 +454,14 @@ impl PyReader {
         let r = self.get()?;
         let mut plans = Vec::with_capacity(reads.len());
         for (name, region, out, verify, sha256) in reads {
-            let check = match (verify, sha256) {
-                (false, _) => RegionCheck::Unchecked,
-                (true, None) => RegionCheck::Stored,
-                (true, Some(hex)) => RegionCheck::Digest(
-                    parse_hex_digest(&hex)
-                        .ok_or_else(|| PyValueError::new_err(format!("sha256 {hex:?} is not 64 hex digits")))?,
-                ),
-            };
-            let buf = PyBuffer::<u8>::get(&out)?;
-            if buf.readonly() || !buf.is_c_contiguous() {
-                return Err(PyBufferError::new_err(format!(
-                    "reading a region of {name:?} needs a writable C-contiguous buffer"
-                )));
-            }
-            let (start, length): (Vec<u64>, Vec<u64>) = match region {
-                Some(region) => region.into_iter().unzip(),
-                // The whole tensor.
-                None => r.tensor(&name).py(py)?.info.shape.iter().map(|&n| (0, n)).unzip(),
-            };
+            let check = region_check(verify, sha256)?;
+            let buf = writable(&out, &name)?;
+            let (start, length) = region_bounds(&r, py, &name, region)?;
             let at = (buf.buf_ptr() as usize, buf.len_bytes());
             plans.push((name, start, length, check, at, buf));
         }
         // Two reads into the same memory would be two writers of it.
-        let mut spans: Vec<(usize, usize, &str)> =
-            plans.iter().filter(|p| p.4 .1 > 0).map(|p| (p.4 .0, p.4 .0 + p.4 .1, p.0.as_str())).collect();
-        spans.sort_unstable();
-        if let Some(w) = spans.windows(2).find(|w| w[1].0 < w[0].1) {
-            return Err(PyValueError::new_err(format!(
-                "the buffers given for {:?} and {:?} overlap: each read needs its own",
-                w[0].2, w[1].2
-            )));
-        }
+        refuse_overlaps(plans.iter().map(|p| (p.4, p.0.as_str())), "each read needs its own")?;
         py.allow_threads(|| {
             let mut batch: Vec<RegionRead<'_>> = plans
                 .iter()
@@ -450,6 +481,63 @@ impl PyReader {
             r.read_regions_into(&mut batch)
         })
         .py(py)
+    }
+
+    /// Reads for each `(name, region, out, (offset, run, stride), verify,
+    /// sha256)` of `reads` the region (`None`: the whole tensor) into
+    /// `outs[out]`, row after row of `run` bytes `stride` apart from byte
+    /// `offset` (a column tile into its columns of a larger tensor), in one
+    /// call with the GIL released, checked as `read_regions_into` checks.
+    /// `outs` are writable C-contiguous buffers that must not overlap; reads
+    /// into one buffer should not overlap each other. On an error the bytes
+    /// every read places are zeroed.
+    fn read_regions_placed(&self, py: Python<'_>, reads: Vec<PlacedArg>, outs: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
+        let r = self.get()?;
+        let bufs: Vec<PyBuffer<u8>> =
+            outs.iter().enumerate().map(|(k, o)| writable(o, &format!("out {k}"))).collect::<PyResult<_>>()?;
+        let spans: Vec<((usize, usize), String)> =
+            bufs.iter().enumerate().map(|(k, b)| ((b.buf_ptr() as usize, b.len_bytes()), format!("out {k}"))).collect();
+        refuse_overlaps(spans.iter().map(|(at, n)| (*at, n.as_str())), "each needs its own memory")?;
+        let mut plans = Vec::with_capacity(reads.len());
+        for (name, region, out, (offset, run, stride), verify, sha256) in reads {
+            let check = region_check(verify, sha256)?;
+            let (start, length) = region_bounds(&r, py, &name, region)?;
+            plans.push((name, start, length, out, Placement { offset, run, stride }, check));
+        }
+        let places: Vec<(usize, usize)> = bufs.iter().map(|b| (b.buf_ptr() as usize, b.len_bytes())).collect();
+        py.allow_threads(|| {
+            let reads: Vec<PlacedRead<'_>> = plans
+                .iter()
+                .map(|(name, start, len, buf, place, check)| PlacedRead {
+                    name,
+                    start,
+                    len,
+                    buf: *buf,
+                    place: *place,
+                    check: *check,
+                })
+                .collect();
+            let mut outs: Vec<&mut [u8]> =
+                places
+                    .iter()
+                    // SAFETY: each PyBuffer in `bufs` keeps its exporter's memory
+                    // alive and writable until `bufs` is dropped, after this
+                    // closure; it is contiguous, `n` bytes long, and no two of
+                    // them overlap (checked above). A length of zero needs no
+                    // valid address.
+                    .map(|&(ptr, n)| {
+                        if n == 0 {
+                            &mut [][..]
+                        } else {
+                            unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, n) }
+                        }
+                    })
+                    .collect();
+            r.read_regions_placed(&reads, &mut outs)
+        })
+        .py(py)?;
+        drop(bufs);
+        Ok(())
     }
 
     /// A zero-copy view of the tensor's bytes in the mapping (or in the

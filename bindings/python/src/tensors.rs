@@ -64,13 +64,15 @@ impl Place {
                 TensorBytes::Contiguous(unsafe { std::slice::from_raw_parts(ptr as *const u8, len) })
             }
             Place::Strided { ptr, run, stride, count } => {
-                let span = if count == 0 || run == 0 { 0 } else { (count - 1) * stride + run };
-                // SAFETY: as the caller promises; `from_torch` checked that
-                // the runs lie in the tensor's memory.
-                let span: &[u8] =
-                    if span == 0 { &[] } else { unsafe { std::slice::from_raw_parts(ptr as *const u8, span) } };
-                // The span is exactly as long as the runs need.
-                TensorBytes::Strided(Strided::new(span, run, stride, count).unwrap_or_else(|| unreachable!()))
+                // `row_runs` checked that the span fits; were it not so, no
+                // bytes, which the writer refuses as the wrong length.
+                let Some(span) = span_len(run, stride, count).filter(|&n| n > 0) else {
+                    return TensorBytes::Contiguous(&[]);
+                };
+                // SAFETY: as the caller promises; the runs lie in the
+                // tensor's memory (`row_runs` derived them from its strides).
+                let span = unsafe { std::slice::from_raw_parts(ptr as *const u8, span) };
+                Strided::new(span, run, stride, count).map_or(TensorBytes::Contiguous(&[]), TensorBytes::Strided)
             }
         }
     }
@@ -247,7 +249,17 @@ fn row_runs(shape: &[u64], strides: &[i64], item: usize) -> Option<(usize, usize
     let run = usize::try_from(expected).ok()?.checked_mul(item)?;
     let stride = usize::try_from(strides[0]).ok()?.checked_mul(item)?;
     let count = usize::try_from(rows).ok()?;
+    span_len(run, stride, count)?;
     (count <= 1 || stride >= run).then_some((run, stride, count))
+}
+
+/// The bytes from the first run's start to the last run's end, if that
+/// fits in a `usize`.
+fn span_len(run: usize, stride: usize, count: usize) -> Option<usize> {
+    match count {
+        0 => Some(0),
+        n => (n - 1).checked_mul(stride)?.checked_add(run),
+    }
 }
 
 /// Collects a dict of name to tensor (`tensors`), with per-tensor metadata

@@ -394,3 +394,45 @@ def test_a_batch_of_region_reads_checks_everything_first_and_zeroes_all_on_failu
         ])
     assert not whole_a.any() and not band_b.any()
     r.close()
+
+
+def test_placed_region_reads_fill_their_columns_of_one_buffer(tmp_path):
+    """`read_regions_placed`: column tiles (and parts of them) read straight
+    to their columns of one tensor (rows at a stride), checked; buffers that
+    overlap and placements that do not fit are refused before any read; a
+    failed batch zeroes only the bytes it places."""
+    from deathtensors import _native
+
+    m = np.arange(40 * 24, dtype=np.float32).reshape(40, 24)
+    path = tmp_path / "tiles.dt"
+    dt.save(path, {f"m@0,{c}": m[:, c:c + 6] for c in range(0, 24, 6)}, checksum=True)
+    r = _native.Reader(str(path), mmap=False)
+    full = np.full_like(m, -1)
+    row = 24 * 4
+    reads = [(f"m@0,{c}", None, 0, (c * 4, 6 * 4, row), True, None) for c in range(0, 24, 6)]
+    r.read_regions_placed(reads, [full.view(np.uint8)])
+    assert np.array_equal(full, m)
+    # Columns 4..14 of rows 3..33 from three tiles, into a [30, 10] tensor.
+    band = np.zeros((30, 10), dtype=np.float32)
+    parts = [("m@0,0", 4, 2, 0), ("m@0,6", 0, 6, 2), ("m@0,12", 0, 2, 8)]
+    r.read_regions_placed(
+        [(name, [(3, 30), (c, w)], 0, (at * 4, w * 4, 40), True, None) for name, c, w, at in parts], [band.view(np.uint8)]
+    )
+    assert np.array_equal(band, m[3:33, 4:14])
+    with pytest.raises(ValueError, match="overlap"):
+        r.read_regions_placed(reads[:1], [full.view(np.uint8), full.view(np.uint8)[8:]])
+    with pytest.raises(dt.DeathTensorsError, match=r'"m@0,6".*does not fit'):
+        r.read_regions_placed([("m@0,6", None, 0, (row - 8, 24, row), True, None)], [full.view(np.uint8)])
+    with pytest.raises(dt.DeathTensorsError, match="no buffer 1"):
+        r.read_regions_placed([("m@0,6", None, 1, (0, 24, row), True, None)], [full.view(np.uint8)])
+    r.close()
+    data = bytearray(path.read_bytes())
+    at = data.find(m[39, 11].tobytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+    r = _native.Reader(str(path), mmap=False)
+    full[:] = 7
+    with pytest.raises(dt.IntegrityError, match='"m@0,6"'):
+        r.read_regions_placed(reads[:2], [full.view(np.uint8)])
+    assert not full[:, :12].any() and (full[:, 12:] == 7).all()
+    r.close()

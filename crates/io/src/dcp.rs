@@ -99,12 +99,12 @@ impl Chunk {
         let step = self.cols.filter(|_| width > 0).unwrap_or(width.max(1));
         let mut out = Vec::new();
         for r0 in (0..n).step_by(self.rows as usize) {
-            let r1 = (r0 + self.rows).min(n);
+            let r1 = r0.saturating_add(self.rows).min(n);
             if width == 0 {
                 out.push(Tile { r0, r1, c0: 0, c1: 0 });
             }
             for c0 in (0..width).step_by(step as usize) {
-                out.push(Tile { r0, r1, c0, c1: (c0 + step).min(width) });
+                out.push(Tile { r0, r1, c0, c1: c0.saturating_add(step).min(width) });
             }
         }
         out

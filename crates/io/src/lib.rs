@@ -80,7 +80,7 @@ pub use crate::{
     options::{Compress, ReadOptions, WriteOptions},
     pread::ReadAt,
     protection::{EncryptionInfo, SignatureCovers},
-    reader::{Reader, RegionCheck, RegionRead, TensorRef},
+    reader::{PlacedRead, Placement, Reader, RegionCheck, RegionRead, TensorRef},
     sha_lanes::sha256_many,
     sharded::{
         is_json_index, is_legacy_index, save_sharded, save_sharded_legacy, write_index, LocalOpener, Opener,

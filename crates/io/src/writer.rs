@@ -112,16 +112,18 @@ pub fn save_views(
             data.iter().map(|b| b.as_contiguous().is_none().then(|| b.to_vec())).collect();
         let slices: Vec<&[u8]> =
             data.iter().zip(&owned).map(|(b, o)| o.as_deref().or(b.as_contiguous()).unwrap_or_default()).collect();
-        return match (options.compress, &options.encryption) {
-            (Compress::Chunked { level }, _) => {
-                crate::pack::save_chunked(path, specs, crate::pack::Source::Slices(&slices), options, level)
+        match options.compress {
+            Compress::Chunked { level } => {
+                return crate::pack::save_chunked(path, specs, crate::pack::Source::Slices(&slices), options, level);
             }
-            (Compress::Blob { level }, _) => {
-                crate::pack::save_blob(path, specs, crate::pack::Source::Slices(&slices), options, level)
+            Compress::Blob { level } => {
+                return crate::pack::save_blob(path, specs, crate::pack::Source::Slices(&slices), options, level);
             }
-            (Compress::Off, Some(enc)) => crate::seal::save_encrypted(path, specs, &slices, options, enc),
-            (Compress::Off, None) => unreachable!("neither compressed nor encrypted"),
-        };
+            Compress::Off => {}
+        }
+        if let Some(enc) = &options.encryption {
+            return crate::seal::save_encrypted(path, specs, &slices, options, enc);
+        }
     }
     // Per-tensor digests with nothing over the header (no footer, no
     // signature) are computed while the data is written, behind a header

@@ -11,7 +11,7 @@ mod read;
 mod region;
 mod verify;
 
-pub use region::{RegionCheck, RegionRead};
+pub use region::{PlacedRead, Placement, RegionCheck, RegionRead};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

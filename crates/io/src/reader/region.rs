@@ -1,6 +1,8 @@
 //! Reading regions of tensors (a start and a length in each dimension)
-//! into contiguous buffers: a column band of a matrix, say, which a
-//! resharded load of a checkpoint needs from each stored block. From a
+//! into contiguous buffers, or to their places in larger ones (rows at a
+//! stride): a column band of a matrix, say, which a resharded load of a
+//! checkpoint needs from each stored tile, or a column tile going to its
+//! columns of the tensor being loaded. From a
 //! plain local file each tensor is read once, in pieces small enough to
 //! stay in the core's cache, each piece hashed (when checked) and its part
 //! of the region copied out before the next is read: no tensor-sized
@@ -45,6 +47,94 @@ pub struct RegionRead<'a> {
     pub check: RegionCheck,
 }
 
+/// Where a read of [`Reader::read_regions_placed`] puts its region's bytes
+/// in its buffer: row after row (a row is the region's bytes at one index
+/// of its first dimension) of `run` bytes, `stride` bytes apart, from
+/// `offset`. A region of a stored tensor goes straight into its part of a
+/// larger tensor this way (a column tile into its columns), with no
+/// tile-sized buffer and no second copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Where the first row starts in the buffer.
+    pub offset: usize,
+    /// The bytes of a row.
+    pub run: usize,
+    /// From the start of one row to the start of the next.
+    pub stride: usize,
+}
+
+impl Placement {
+    /// All `len` bytes in a row from `offset`.
+    #[must_use]
+    pub fn contiguous(offset: usize, len: usize) -> Placement {
+        Placement { offset, run: len, stride: len }
+    }
+
+    /// The end in the buffer of a region of `len` bytes placed so, if its
+    /// rows are whole and do not overlap.
+    fn end(&self, len: u64) -> Option<usize> {
+        let len = usize::try_from(len).ok()?;
+        if len == 0 {
+            return Some(self.offset);
+        }
+        if self.run == 0 || !len.is_multiple_of(self.run) {
+            return None;
+        }
+        let rows = len / self.run;
+        if rows > 1 && self.stride < self.run {
+            return None;
+        }
+        (rows - 1).checked_mul(self.stride)?.checked_add(self.run)?.checked_add(self.offset)
+    }
+
+    /// Copies `src`, the region's bytes from `at`, to their places in `out`
+    /// (checked by `end` to fit).
+    fn put(&self, out: &mut [u8], at: u64, mut src: &[u8]) {
+        let mut at = at as usize;
+        if self.stride == self.run {
+            out[self.offset + at..self.offset + at + src.len()].copy_from_slice(src);
+            return;
+        }
+        while !src.is_empty() {
+            let (row, within) = (at / self.run, at % self.run);
+            let n = (self.run - within).min(src.len());
+            let o = self.offset + row * self.stride + within;
+            out[o..o + n].copy_from_slice(&src[..n]);
+            src = &src[n..];
+            at += n;
+        }
+    }
+
+    /// Zeroes the bytes a region of `len` bytes is placed in (those that
+    /// fit in `out`).
+    fn zero(&self, out: &mut [u8], len: u64) {
+        if len > 0 && self.end(len).is_some_and(|e| e <= out.len()) {
+            for row in 0..len as usize / self.run {
+                let o = self.offset + row * self.stride;
+                out[o..o + self.run].fill(0);
+            }
+        }
+    }
+}
+
+/// One read of [`Reader::read_regions_placed`]: a region of a tensor into
+/// buffer `buf` of the call, at `place`.
+#[derive(Clone, Copy, Debug)]
+pub struct PlacedRead<'a> {
+    /// The tensor.
+    pub name: &'a str,
+    /// The region's first element in each dimension.
+    pub start: &'a [u64],
+    /// The region's length in each dimension.
+    pub len: &'a [u64],
+    /// The index of the buffer the region goes into.
+    pub buf: usize,
+    /// Where in that buffer.
+    pub place: Placement,
+    /// What the tensor's bytes are checked against.
+    pub check: RegionCheck,
+}
+
 /// Bytes read at a time: a piece and its hash stay in a core's cache.
 const PIECE: usize = 256 << 10;
 
@@ -83,28 +173,68 @@ impl Reader {
     /// # Errors
     /// As [`Reader::read_region_into`], for the first read that fails.
     pub fn read_regions_into(&self, reads: &mut [RegionRead<'_>]) -> Result<()> {
-        let result = self.regions(reads);
+        let placed: Vec<PlacedRead<'_>> = reads
+            .iter()
+            .enumerate()
+            .map(|(i, r)| PlacedRead {
+                name: r.name,
+                start: r.start,
+                len: r.len,
+                buf: i,
+                place: Placement::contiguous(0, r.buf.len()),
+                check: r.check,
+            })
+            .collect();
+        let mut bufs: Vec<&mut [u8]> = reads.iter_mut().map(|r| &mut *r.buf).collect();
+        let result = self.read_regions_placed(&placed, &mut bufs);
         if result.is_err() {
-            for r in reads.iter_mut() {
-                r.buf.fill(0);
+            for b in bufs {
+                b.fill(0);
             }
         }
         result
     }
 
-    fn regions(&self, reads: &mut [RegionRead<'_>]) -> Result<()> {
+    /// [`Reader::read_regions_into`] with each region going to a
+    /// [`Placement`] in one of `bufs` (rows at a stride: a column tile into
+    /// its columns of a larger tensor), so that several reads fill one
+    /// buffer. Every read is checked first: its buffer exists, and its
+    /// region, placed so, fits in it. Reads into one buffer should not
+    /// overlap (the later one's bytes win). On an error the bytes every read
+    /// places are zeroed.
+    ///
+    /// # Errors
+    /// As [`Reader::read_region_into`]; `InvalidInput` for a placement that
+    /// does not fit its buffer or a buffer index out of range.
+    pub fn read_regions_placed(&self, reads: &[PlacedRead<'_>], bufs: &mut [&mut [u8]]) -> Result<()> {
+        let result = self.regions(reads, bufs);
+        if result.is_err() {
+            for r in reads {
+                let len = self.tensor(r.name).ok().and_then(|t| {
+                    Region::new(t.info.dtype, &t.info.shape, r.start, r.len).ok().map(|region| region.byte_len())
+                });
+                if let (Some(len), Some(buf)) = (len, bufs.get_mut(r.buf)) {
+                    r.place.zero(buf, len);
+                }
+            }
+        }
+        result
+    }
+
+    fn regions(&self, reads: &[PlacedRead<'_>], bufs: &mut [&mut [u8]]) -> Result<()> {
         let mut planned = Vec::with_capacity(reads.len());
-        for r in reads.iter() {
-            planned.push(self.plan_region(r)?);
+        for r in reads {
+            planned.push(self.plan_region(r, bufs)?);
         }
         let mut streamed = Vec::new();
         for (i, (t, region)) in planned.iter().enumerate() {
-            let name = reads[i].name;
+            let r = &reads[i];
+            let name = r.name;
             if !self.stored_plain(name) {
-                self.read_whole_region(&mut reads[i], region)?;
+                self.read_whole_region(r, region, bufs[r.buf])?;
                 continue;
             }
-            let hashing = reads[i].check != RegionCheck::Unchecked || self.checks_every_read(name);
+            let hashing = r.check != RegionCheck::Unchecked || self.checks_every_read(name);
             let (from, to) = if hashing { (0, t.info.byte_len()) } else { region.span() };
             streamed.push(Job {
                 read: i,
@@ -112,25 +242,38 @@ impl Reader {
                 at: from,
                 to,
                 hashing,
-                // The whole tensor, in order: read straight into the buffer.
-                direct: region.byte_len() == t.info.byte_len(),
+                // The whole tensor, in order, to consecutive bytes: read
+                // straight into the buffer.
+                direct: region.byte_len() == t.info.byte_len()
+                    && (r.place.stride == r.place.run || region.byte_len() <= r.place.run as u64),
                 gather: Gather::new(region),
             });
         }
         if !streamed.is_empty() {
-            self.stream_regions(reads, streamed)?;
+            self.stream_regions(reads, bufs, streamed)?;
         }
         Ok(())
     }
 
     /// The tensor and region of a read, checked against each other and the
     /// buffer before anything is read.
-    fn plan_region(&self, r: &RegionRead<'_>) -> Result<(TensorRef<'_>, Region)> {
+    fn plan_region(&self, r: &PlacedRead<'_>, bufs: &[&mut [u8]]) -> Result<(TensorRef<'_>, Region)> {
         let name = r.name;
         let t = self.tensor(name)?;
         let region = Region::new(t.info.dtype, &t.info.shape, r.start, r.len)
             .map_err(|e| Error::input(format!("tensor {name:?}: {e}"), &self.path, "cannot read"))?;
-        self.check_buffer(r.buf, region.byte_len(), &format!("the region of tensor {name:?} is"))?;
+        let bad = |why: String| Error::input(format!("tensor {name:?}: {why}"), &self.path, "cannot read");
+        let buf = bufs.get(r.buf).ok_or_else(|| bad(format!("no buffer {} (there are {})", r.buf, bufs.len())))?;
+        let len = region.byte_len();
+        if r.place == Placement::contiguous(0, buf.len()) {
+            self.check_buffer(buf, len, &format!("the region of tensor {name:?} is"))?;
+        } else if r.place.end(len).is_none_or(|end| end > buf.len()) {
+            let Placement { offset, run, stride } = r.place;
+            return Err(bad(format!(
+                "its region of {len} bytes does not fit a buffer of {} bytes as rows of {run} bytes, {stride} apart, from {offset}",
+                buf.len()
+            )));
+        }
         if r.check == RegionCheck::Stored && t.info.sha256.is_none() {
             // The error read_verified_into gives, before reading anything.
             self.check_digest(name, |_| Ok([0; 32]))?;
@@ -140,7 +283,7 @@ impl Reader {
 
     /// A tensor decrypted, decompressed or fetched whole (and checked as
     /// read_into checks each source), then gathered.
-    fn read_whole_region(&self, r: &mut RegionRead<'_>, region: &Region) -> Result<()> {
+    fn read_whole_region(&self, r: &PlacedRead<'_>, region: &Region, out: &mut [u8]) -> Result<()> {
         let mut whole = vec![0u8; self.unpacked_tensor_len(r.name)? as usize];
         if r.check == RegionCheck::Stored {
             self.read_verified_into(r.name, &mut whole)?;
@@ -150,14 +293,14 @@ impl Reader {
         if let RegionCheck::Digest(expected) = r.check {
             self.check_against(r.name, expected, hash::sha256(&whole))?;
         }
-        Gather::new(region).piece(&whole, 0, r.buf);
+        Gather::new(region).piece(&whole, 0, out, r.place);
         Ok(())
     }
 
     /// Reads the jobs' tensors from the local file piece by piece, two at a
     /// time (one in each hashing lane), hashing and gathering each piece as
     /// it lands.
-    fn stream_regions(&self, reads: &mut [RegionRead<'_>], jobs: Vec<Job<'_>>) -> Result<()> {
+    fn stream_regions(&self, reads: &[PlacedRead<'_>], bufs: &mut [&mut [u8]], jobs: Vec<Job<'_>>) -> Result<()> {
         let piece_len = jobs.iter().filter(|j| !j.direct).map(|j| PIECE.min((j.to - j.at) as usize)).max().unwrap_or(0);
         let mut pieces = [vec![0u8; piece_len], vec![0u8; piece_len]];
         let mut hasher = jobs.iter().any(|j| j.hashing).then(|| Lanes::new(jobs.len()));
@@ -177,7 +320,9 @@ impl Reader {
                 let Some(job) = lane else { continue };
                 n[k] = PIECE.min((job.to - job.at) as usize);
                 let dst = if job.direct {
-                    &mut reads[job.read].buf[job.at as usize..job.at as usize + n[k]]
+                    let r = &reads[job.read];
+                    let at = r.place.offset + job.at as usize;
+                    &mut bufs[r.buf][at..at + n[k]]
                 } else {
                     &mut pieces[k][..n[k]]
                 };
@@ -186,7 +331,11 @@ impl Reader {
             }
             let bytes = |k: usize| -> &[u8] {
                 match &lanes[k] {
-                    Some(job) if job.direct => &reads[job.read].buf[job.at as usize..job.at as usize + n[k]],
+                    Some(job) if job.direct => {
+                        let r = &reads[job.read];
+                        let at = r.place.offset + job.at as usize;
+                        &bufs[r.buf][at..at + n[k]]
+                    }
                     Some(_) => &pieces[k][..n[k]],
                     None => &[],
                 }
@@ -209,7 +358,8 @@ impl Reader {
             for (k, lane) in lanes.iter_mut().enumerate() {
                 let Some(job) = lane else { continue };
                 if !job.direct {
-                    job.gather.piece(&pieces[k][..n[k]], job.at, reads[job.read].buf);
+                    let r = &reads[job.read];
+                    job.gather.piece(&pieces[k][..n[k]], job.at, bufs[r.buf], r.place);
                 }
                 job.at += n[k] as u64;
                 if job.at < job.to {
@@ -301,9 +451,9 @@ impl<'a> Gather<'a> {
         Gather { runs: region.runs().enumerate().peekable(), run_len: region.run_len() }
     }
 
-    /// Copies into `out` (the region, contiguous) what `piece`, the
+    /// Copies into `out` (the region, at `place`) what `piece`, the
     /// tensor's bytes from `at`, holds of the runs not copied yet.
-    fn piece(&mut self, piece: &[u8], at: u64, out: &mut [u8]) {
+    fn piece(&mut self, piece: &[u8], at: u64, out: &mut [u8], place: Placement) {
         let end = at + piece.len() as u64;
         while let Some(&(k, start)) = self.runs.peek() {
             if start >= end {
@@ -313,8 +463,7 @@ impl<'a> Gather<'a> {
             let (lo, hi) = (start.max(at), run_end.min(end));
             if lo < hi {
                 let dst = k as u64 * self.run_len + (lo - start);
-                out[dst as usize..(dst + hi - lo) as usize]
-                    .copy_from_slice(&piece[(lo - at) as usize..(hi - at) as usize]);
+                place.put(out, dst, &piece[(lo - at) as usize..(hi - at) as usize]);
             }
             if run_end > end {
                 // The run goes on in the next piece.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use deathtensors_format::{Dtype, TensorSpec};
 use deathtensors_io::{
-    save, Compress, ErrorKind, KeyRing, ReadOptions, Reader, RegionCheck, RegionRead, SigningKey, SymmetricKey,
-    WriteOptions,
+    save, Compress, ErrorKind, KeyRing, PlacedRead, Placement, ReadOptions, Reader, RegionCheck, RegionRead,
+    SigningKey, SymmetricKey, WriteOptions,
 };
 
 use crate::scratch;
@@ -322,4 +322,142 @@ fn a_batch_is_checked_whole_before_any_byte_is_read() {
     assert_eq!(good, [0; 4]);
     // An empty batch reads nothing and succeeds.
     r.read_regions_into(&mut []).unwrap();
+}
+
+/// `m` (300 x 517 u32) stored as column tiles of 130 (the last 127), rows
+/// 0..300, each a tensor `m@0,<first column>` with its digest: as a
+/// distributed checkpoint stores a chunk.
+fn tiled(dir: &std::path::Path) -> (std::path::PathBuf, Vec<(String, u64, u64)>) {
+    let tiles: Vec<(String, u64, u64)> =
+        [0u64, 130, 260, 390].iter().map(|&c0| (format!("m@0,{c0}"), c0, (c0 + 130).min(517))).collect();
+    let data: Vec<(TensorSpec, Vec<u8>)> = tiles
+        .iter()
+        .map(|(name, c0, c1)| {
+            (TensorSpec::new(name.as_str(), Dtype::U32, [300, c1 - c0]), expected([0, *c0], [300, c1 - c0]))
+        })
+        .collect();
+    let path = dir.join("tiles.dt");
+    let options = WriteOptions { checksum: true, footer: false, ..WriteOptions::default() };
+    save(&path, data.iter().map(|(s, b)| (s.clone(), &b[..])).collect(), &options).unwrap();
+    (path, tiles)
+}
+
+#[test]
+fn placed_reads_fill_their_parts_of_one_buffer() {
+    let dir = scratch("region-placed");
+    let (path, tiles) = tiled(&dir);
+    let r = Reader::open(&path).unwrap();
+    // Whole tiles into their columns of the whole matrix (the same
+    // placement loaded again), checked.
+    let row = 517 * 4;
+    let starts = vec![[0u64, 0]; tiles.len()];
+    let lens: Vec<[u64; 2]> = tiles.iter().map(|(_, c0, c1)| [300, c1 - c0]).collect();
+    let reads: Vec<PlacedRead<'_>> = tiles
+        .iter()
+        .enumerate()
+        .map(|(k, (name, c0, c1))| PlacedRead {
+            name,
+            start: &starts[k],
+            len: &lens[k],
+            buf: 0,
+            place: Placement { offset: *c0 as usize * 4, run: ((c1 - c0) * 4) as usize, stride: row },
+            check: RegionCheck::Stored,
+        })
+        .collect();
+    let mut full = vec![0xAA; 300 * row];
+    r.read_regions_placed(&reads, &mut [&mut full]).unwrap();
+    assert!(full == expected([0, 0], [300, 517]));
+    // Columns 200..400 of rows 10..250 (another placement: parts of tiles
+    // 130.., 260.. and 390..) into a [240, 200] buffer, next to a second
+    // buffer that one read fills contiguously.
+    let want = expected([10, 200], [240, 200]);
+    let parts = [
+        ("m@0,130", [10u64, 70], [240u64, 60], 0usize),
+        ("m@0,260", [10, 0], [240, 130], 60),
+        ("m@0,390", [10, 0], [240, 10], 190),
+    ];
+    let mut band = vec![0xAA; want.len()];
+    let mut other = vec![0xAA; 4 * 5 * 7];
+    let mut reads: Vec<PlacedRead<'_>> = parts
+        .iter()
+        .map(|(name, start, len, col)| PlacedRead {
+            name,
+            start,
+            len,
+            buf: 1,
+            place: Placement { offset: col * 4, run: (len[1] * 4) as usize, stride: 200 * 4 },
+            check: RegionCheck::Stored,
+        })
+        .collect();
+    reads.push(PlacedRead {
+        name: "m@0,0",
+        start: &[3, 2],
+        len: &[5, 7],
+        buf: 0,
+        place: Placement::contiguous(0, 140),
+        check: RegionCheck::Unchecked,
+    });
+    r.read_regions_placed(&reads, &mut [&mut other, &mut band]).unwrap();
+    assert!(band == want);
+    assert!(other == expected([3, 2], [5, 7]));
+}
+
+#[test]
+fn placements_that_do_not_fit_are_refused_before_any_read() {
+    let dir = scratch("region-placed-bad");
+    let (path, _) = tiled(&dir);
+    let r = Reader::open(&path).unwrap();
+    let read = |place: Placement, buf: usize| PlacedRead {
+        name: "m@0,0",
+        start: &[0, 0],
+        len: &[2, 130],
+        buf,
+        place,
+        check: RegionCheck::Stored,
+    };
+    let mut buf = vec![0xAA; 2 * 520];
+    for (place, index, message) in [
+        (Placement { offset: 0, run: 520, stride: 520 }, 1, "no buffer 1"),
+        (Placement { offset: 4, run: 520, stride: 520 }, 0, "does not fit"),
+        (Placement { offset: 0, run: 520, stride: 600 }, 0, "does not fit"),
+        (Placement { offset: 0, run: 520, stride: 100 }, 0, "does not fit"), // rows overlap
+        (Placement { offset: 0, run: 300, stride: 520 }, 0, "does not fit"), // not whole rows
+        (Placement { offset: 0, run: 0, stride: 0 }, 0, "does not fit"),
+    ] {
+        let err = r.read_regions_placed(&[read(place, index)], &mut [&mut buf]).unwrap_err();
+        assert!(err.to_string().contains(message) && err.to_string().contains("m@0,0"), "{place:?}: {err}");
+        assert!(matches!(err.kind(), ErrorKind::InvalidInput(_)), "{err:?}");
+    }
+}
+
+#[test]
+fn a_failed_placed_read_zeroes_only_the_bytes_it_places() {
+    let dir = scratch("region-placed-damaged");
+    let (path, _) = tiled(&dir);
+    let end = {
+        let r = Reader::open(&path).unwrap();
+        let t = r.tensor("m@0,130").unwrap();
+        t.file_offset + t.info.byte_len() - 1
+    };
+    let mut file = std::fs::read(&path).unwrap();
+    file[end as usize] ^= 0x01;
+    std::fs::write(&path, &file).unwrap();
+    let r = Reader::open(&path).unwrap();
+    let row = 517 * 4;
+    let mut full = vec![0xAA; 300 * row];
+    // Two whole tiles, into columns 0..130 and 130..260; the second damaged.
+    let reads = [("m@0,0", 0usize), ("m@0,130", 130)].map(|(name, c0)| PlacedRead {
+        name,
+        start: &[0, 0],
+        len: &[300, 130],
+        buf: 0,
+        place: Placement { offset: c0 * 4, run: 130 * 4, stride: row },
+        check: RegionCheck::Stored,
+    });
+    let err = r.read_regions_placed(&reads, &mut [&mut full]).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::TensorDigestMismatch { tensor, .. } if tensor == "m@0,130"), "{err}");
+    for line in full.chunks(row) {
+        assert!(line[..260 * 4].iter().all(|&b| b == 0), "a placed byte kept what was read");
+        assert!(line[260 * 4..].iter().all(|&b| b == 0xAA), "a byte no read places was touched");
+    }
 }

@@ -429,39 +429,41 @@ class StorageReader(dcp_storage.StorageReader):
         ln = [int(n) for n in item.lengths]
         if list(dest.shape) != ln:
             raise RuntimeError(f"{item.dest_index.fqn!r}: the planner's tensor has shape {list(dest.shape)}, the read {ln}")
-        if not ln:
-            read_block(batch.f, where, where.tiles()[0], dest, batch)
-        elif all(ln):
-            for tile in where.tiles():
-                # The part of the tile the read needs, in dims 0 and 1.
+        # Tiles go straight to their places in `dest` (rows at a stride:
+        # a column tile into its columns) when it can take the stored bytes.
+        buf = _bytes_of(dest) if _direct(dest, where) else None
+        for tile in where.tiles() if all(ln) else []:
+            # The part of the tile the read needs (in dims 0 and 1).
+            part, box = dest, []
+            if ln:
                 lo0, hi0 = max(tile.r0, so[0]), min(tile.r1, so[0] + ln[0])
                 if lo0 >= hi0:
                     continue
-                part = dest.narrow(0, lo0 - so[0], hi0 - lo0)
+                part = part.narrow(0, lo0 - so[0], hi0 - lo0)
                 box = [(lo0 - tile.r0, hi0 - lo0)]
-                if len(ln) > 1:
-                    lo1, hi1 = max(tile.c0, so[1]), min(tile.c1, so[1] + ln[1])
-                    if lo1 >= hi1:
-                        continue
-                    part = part.narrow(1, lo1 - so[1], hi1 - lo1)
-                    box.append((lo1 - tile.c0, hi1 - lo1))
-                    box += list(zip(so[2:], ln[2:]))
-                shape = where.tile_shape(tile)
-                if [n for _, n in box] == shape and all(o == 0 for o, _ in box):
-                    # All of the tile: straight into `part` when it can be,
-                    # else through a scratch buffer of the batch.
-                    read_block(batch.f, where, tile, part, batch)
-                elif _gathers(part, where):
-                    # Straight into `part`: the tile read once, each piece
-                    # hashed and its part of the region copied out.
-                    batch.add(_read(where, tile, box, part))
-                else:
-                    tmp = batch.scratch(shape, where.dtype)
-                    batch.add(_read(where, tile, None, tmp))
-                    src = tmp
-                    for d, (o, n) in enumerate(box):
-                        src = src.narrow(d, o, n)
-                    batch.after_reads(lambda part=part, src=src: part.copy_(src))
+            if len(ln) > 1:
+                lo1, hi1 = max(tile.c0, so[1]), min(tile.c1, so[1] + ln[1])
+                if lo1 >= hi1:
+                    continue
+                part = part.narrow(1, lo1 - so[1], hi1 - lo1)
+                box.append((lo1 - tile.c0, hi1 - lo1))
+                box += list(zip(so[2:], ln[2:]))
+            # The region always given (a whole tile too): the reader checks
+            # it against the stored tile's shape, so a tile of another shape
+            # than the metadata says fails, naming it.
+            place = _placement(part, dest) if buf is not None else None
+            if place is not None:
+                batch.add(_read(where, tile, box, buf, place, part.nbytes))
+                continue
+            # Elsewhere (another dtype or device, a layout rows cannot
+            # describe): through a scratch buffer of the batch, copied.
+            shape = where.tile_shape(tile)
+            tmp = batch.scratch(shape, where.dtype)
+            batch.add(_read(where, tile, _whole(where, tile), _bytes_of(tmp), (0, tmp.nbytes, tmp.nbytes), tmp.nbytes))
+            src = tmp
+            for d, (o, n) in enumerate(box):
+                src = src.narrow(d, o, n)
+            batch.after_reads(lambda part=part, src=src: part.copy_(src))
         batch.then(lambda: planner.commit_tensor(item, dest))
 
     @classmethod
@@ -475,12 +477,37 @@ def _digest(where: ChunkInfo, tile: _metadata.Tile) -> Optional[str]:
     return None if where.sha256 is None else where.sha256[where.tile_index(tile)]
 
 
-def _gathers(part: torch.Tensor, where: ChunkInfo) -> bool:
-    """Whether a region of a stored tile can be read straight into
-    ``part``: contiguous, on the CPU, of the stored dtype (not one a
+def _direct(t: torch.Tensor, where: ChunkInfo) -> bool:
+    """Whether tiles of the chunk ``where`` can be read straight into
+    ``t``: contiguous, on the CPU, of the stored dtype (not one a
     safetensors rank file keeps as bytes)."""
     as_bytes = where.dtype in _SAFETENSORS_LACKS and where.file.endswith(".safetensors")
-    return part.is_contiguous() and part.dtype == where.dtype and part.device.type == "cpu" and not as_bytes
+    return t.is_contiguous() and t.dtype == where.dtype and t.device.type == "cpu" and not as_bytes
+
+
+def _whole(where: ChunkInfo, tile: _metadata.Tile) -> Optional[List[Tuple[int, int]]]:
+    """All of ``tile`` as a region, which the reader checks against the
+    stored tensor's shape; ``None`` (the stored tensor, whatever its shape,
+    the buffer's length checked) for tiles a safetensors file keeps as
+    bytes."""
+    if where.dtype in _SAFETENSORS_LACKS and where.file.endswith(".safetensors"):
+        return None
+    return [(0, n) for n in where.tile_shape(tile)]
+
+
+def _placement(part: torch.Tensor, base: torch.Tensor) -> Optional[Tuple[int, int, int]]:
+    """Where ``part``, a view of the contiguous ``base``, lies in base's
+    bytes as rows (one a first-dimension index): ``(offset, run, stride)``,
+    or ``None`` when its rows are not each contiguous."""
+    offset = part.data_ptr() - base.data_ptr()
+    if part.is_contiguous():
+        return offset, part.nbytes, part.nbytes
+    expected = 1
+    for n, st in reversed(list(zip(part.shape[1:], part.stride()[1:]))):
+        if n != 1 and st != expected:
+            return None
+        expected *= n
+    return offset, expected * part.element_size(), part.stride(0) * part.element_size()
 
 
 class _Batch:
@@ -502,7 +529,7 @@ class _Batch:
 
     def add(self, read: "_store.Read") -> None:
         self.reads.append(read)
-        self.pending += read.out.nbytes
+        self.pending += read.nbytes
 
     def scratch(self, shape: List[int], dtype: torch.dtype) -> torch.Tensor:
         """A buffer for one tile read, valid until the reads and the
@@ -543,45 +570,30 @@ class _Batch:
             self.pool_used = 0
 
 
-def _read(where: ChunkInfo, tile: _metadata.Tile, region: Optional[List[Tuple[int, int]]], out: torch.Tensor) -> "_store.Read":
-    """The read of ``tile`` of the chunk ``where`` (``region`` of it, or all
-    of it) into ``out``, contiguous."""
-    return _store.Read(where.block_name(tile), region, _bytes_of(out), _digest(where, tile), where.foreign_name is None)
-
-
-def read_block(
-    f: "_store.RankFile",
+def _read(
     where: ChunkInfo,
     tile: _metadata.Tile,
-    out: torch.Tensor,
-    batch: Optional[_Batch] = None,
-) -> None:
+    region: Optional[List[Tuple[int, int]]],
+    out: Any,
+    place: Tuple[int, int, int],
+    nbytes: int,
+) -> "_store.Read":
+    """The read of ``region`` of ``tile`` of the chunk ``where`` (``None``:
+    all of the stored tensor) into the bytes ``out`` at ``place``."""
+    checked = where.foreign_name is None
+    return _store.Read(where.block_name(tile), region, out, place, nbytes, _digest(where, tile), checked)
+
+
+def read_block(f: "_store.RankFile", where: ChunkInfo, tile: _metadata.Tile, out: torch.Tensor) -> None:
     """Reads ``tile`` of the chunk ``where``, checked against its digest,
-    into ``out``: straight into it when it is contiguous and of the stored
-    dtype, else through a tile-sized buffer and copied; queued in ``batch``
-    when given (its scratch buffers), else now."""
-    direct = out.is_contiguous() and out.dtype == where.dtype and out.device.type == "cpu"
-    if direct:
-        if not out.numel():
-            return
-        read = _read(where, tile, None, out)
-        if batch is not None:
-            batch.add(read)
-        else:
-            f.read([read])
+    into ``out`` (of the tile's shape) now: straight into it when it can
+    take the stored bytes, else through a buffer, copied."""
+    if not out.numel():
         return
-    # A scratch buffer is contiguous and of the stored dtype.
-    shape = list(out.shape)
-    if batch is not None:
-        buf = batch.scratch(shape, where.dtype)
-        if buf.numel():
-            batch.add(_read(where, tile, None, buf))
-        batch.after_reads(lambda: out.copy_(buf))
-        return
-    buf = torch.empty(shape, dtype=where.dtype)
-    if buf.numel():
-        f.read([_read(where, tile, None, buf)])
-    out.copy_(buf)
+    buf = out if _direct(out, where) else torch.empty(list(out.shape), dtype=where.dtype)
+    f.read([_read(where, tile, _whole(where, tile), _bytes_of(buf), (0, buf.nbytes, buf.nbytes), buf.nbytes)])
+    if buf is not out:
+        out.copy_(buf)
 
 
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner  # noqa: E402

@@ -48,18 +48,27 @@ class RankFile:
         self.where = where
 
     def read(self, reads: Sequence["Read"]) -> None:
-        """Reads blocks, whole or a region of each, into their buffers in
-        one call with the GIL released: each block is read once and checked
-        against the checkpoint's digest when it gives one (safetensors rank
-        files), else the file's own, unless the read is unchecked (a file
-        torch wrote, which has none); two blocks are hashed side by side. On
-        an error every buffer is zeroed."""
+        """Reads tiles, whole or a region of each, to their places in their
+        buffers in one call with the GIL released: each tile is read once
+        and checked against the checkpoint's digest when it gives one
+        (safetensors rank files), else the file's own, unless the read is
+        unchecked (a file torch wrote, which has none); two tiles are hashed
+        side by side. On an error the bytes every read places are zeroed."""
         for r in reads:
             if r.name not in self.reader:
                 raise FormatError(f"rank file {self.where} has no tensor {r.name!r}, which the checkpoint metadata names")
-        batch = [(r.name, r.region, r.out, r.checked, r.sha256 if r.checked else None) for r in reads]
+        outs: List[Any] = []
+        index: Dict[Tuple[int, int], int] = {}
+        batch = []
+        for r in reads:
+            # Reads into one tensor share its buffer: one entry each.
+            key = (r.out.ctypes.data, r.out.nbytes)
+            if key not in index:
+                index[key] = len(outs)
+                outs.append(r.out)
+            batch.append((r.name, r.region, index[key], r.place, r.checked, r.sha256 if r.checked else None))
         try:
-            self.reader.read_regions_into(batch)
+            self.reader.read_regions_placed(batch, outs)
         except IntegrityError as e:
             if any(r.checked and r.sha256 for r in reads):
                 raise IntegrityError(f"{e} (a digest of the checkpoint metadata, for rank file {self.where})") from None
@@ -67,14 +76,18 @@ class RankFile:
 
 
 class Read(NamedTuple):
-    """One block read of :meth:`RankFile.read`: the block's name, its region
+    """One tile read of :meth:`RankFile.read`: the tile's name, its region
     as ``(start, length)`` in each dimension (``None``: all of it), the
-    buffer (contiguous, exactly the region's bytes), the checkpoint's digest
-    of the block (hex) if it gives one, and whether to check it at all."""
+    buffer it goes into (a contiguous tensor's bytes), where in it as
+    ``(offset, run, stride)`` (rows of ``run`` bytes, ``stride`` apart), the
+    bytes it places, the checkpoint's digest of the tile (hex) if it gives
+    one, and whether to check it at all."""
 
     name: str
     region: Optional[List[Tuple[int, int]]]
     out: Any
+    place: Tuple[int, int, int]
+    nbytes: int
     sha256: Optional[str]
     checked: bool
 
