@@ -48,9 +48,10 @@ pub struct RegionRead<'a> {
 }
 
 /// Where a read of [`Reader::read_regions_placed`] puts its region's bytes
-/// in its buffer: row after row (a row is the region's bytes at one index
-/// of its first dimension) of `run` bytes, `stride` bytes apart, from
-/// `offset`. A region of a stored tensor goes straight into its part of a
+/// in its buffer: those bytes in row-major order, cut every `run` bytes
+/// into rows that go `stride` bytes apart, from `offset` (for a part of a
+/// larger tensor, `run` is the bytes of one index of the region's first
+/// dimension and `stride` the larger tensor's). A region of a stored tensor goes straight into its part of a
 /// larger tensor this way (a column tile into its columns), with no
 /// tile-sized buffer and no second copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
