@@ -66,7 +66,7 @@ impl Place {
             Place::Strided { ptr, run, stride, count } => {
                 // `row_runs` checked that the span fits; were it not so, no
                 // bytes, which the writer refuses as the wrong length.
-                let Some(span) = span_len(run, stride, count).filter(|&n| n > 0) else {
+                let Some(span) = Strided::span_len(run, stride, count).filter(|&n| n > 0) else {
                     return TensorBytes::Contiguous(&[]);
                 };
                 // SAFETY: as the caller promises; the runs lie in the
@@ -249,17 +249,8 @@ fn row_runs(shape: &[u64], strides: &[i64], item: usize) -> Option<(usize, usize
     let run = usize::try_from(expected).ok()?.checked_mul(item)?;
     let stride = usize::try_from(strides[0]).ok()?.checked_mul(item)?;
     let count = usize::try_from(rows).ok()?;
-    span_len(run, stride, count)?;
-    (count <= 1 || stride >= run).then_some((run, stride, count))
-}
-
-/// The bytes from the first run's start to the last run's end, if that
-/// fits in a `usize`.
-fn span_len(run: usize, stride: usize, count: usize) -> Option<usize> {
-    match count {
-        0 => Some(0),
-        n => (n - 1).checked_mul(stride)?.checked_add(run),
-    }
+    // Refuses overlapping rows and spans that overflow.
+    Strided::span_len(run, stride, count).map(|_| (run, stride, count))
 }
 
 /// Collects a dict of name to tensor (`tensors`), with per-tensor metadata
@@ -355,14 +346,8 @@ pub(crate) fn with_tensors<R: Send>(
     write: impl FnOnce(Vec<(TensorSpec, &[u8])>) -> deathtensors_io::Result<R> + Send,
 ) -> PyResult<R> {
     with_tensor_views(py, tensors, |data| {
-        let owned: Vec<Option<Vec<u8>>> =
-            data.iter().map(|(_, b)| b.as_contiguous().is_none().then(|| b.to_vec())).collect();
-        let data = data
-            .iter()
-            .zip(&owned)
-            .map(|((s, b), o)| (s.clone(), o.as_deref().or(b.as_contiguous()).unwrap_or_default()))
-            .collect();
-        write(data)
+        let (specs, bytes): (Vec<_>, Vec<_>) = data.into_iter().map(|(s, b)| (s, b.to_cow())).unzip();
+        write(specs.into_iter().zip(bytes.iter().map(|b| &**b)).collect())
     })
 }
 

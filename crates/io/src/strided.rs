@@ -3,6 +3,7 @@
 //! a column tile of a matrix), written and hashed from where they are,
 //! without a contiguous copy first.
 
+use std::borrow::Cow;
 use std::io;
 
 use crate::pread::ReadAt;
@@ -34,14 +35,21 @@ impl<'a> Strided<'a> {
     /// than one run).
     #[must_use]
     pub fn new(span: &'a [u8], run: usize, stride: usize, count: usize) -> Option<Strided<'a>> {
-        if count > 1 && stride < run {
-            return None;
-        }
-        let end = match count {
-            0 => 0,
-            n => (n - 1).checked_mul(stride)?.checked_add(run)?,
-        };
+        let end = Strided::span_len(run, stride, count)?;
         (end <= span.len()).then_some(Strided { span, run, stride, count })
+    }
+
+    /// The bytes from the start of the first of `count` runs of `run` bytes,
+    /// `stride` apart, to the end of the last; `None` if that overflows or
+    /// the runs overlap (`stride < run` with more than one run).
+    #[must_use]
+    pub fn span_len(run: usize, stride: usize, count: usize) -> Option<usize> {
+        match count {
+            0 => Some(0),
+            1 => Some(run),
+            _ if stride < run => None,
+            n => (n - 1).checked_mul(stride)?.checked_add(run),
+        }
     }
 
     /// The number of bytes the runs hold.
@@ -137,15 +145,20 @@ impl<'a> TensorBytes<'a> {
         }
     }
 
-    /// The bytes copied into one buffer (for writers that need them in one
-    /// slice: compression, encryption).
+    /// The bytes as one slice: borrowed when contiguous, else copied into
+    /// one buffer (for writers that need a slice: compression, encryption).
     #[must_use]
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.len());
-        for p in self.runs() {
-            out.extend_from_slice(p);
+    pub fn to_cow(&self) -> Cow<'a, [u8]> {
+        match self {
+            TensorBytes::Contiguous(b) => Cow::Borrowed(b),
+            TensorBytes::Strided(s) => {
+                let mut out = Vec::with_capacity(s.len());
+                for run in s.runs() {
+                    out.extend_from_slice(run);
+                }
+                Cow::Owned(out)
+            }
         }
-        out
     }
 }
 
@@ -184,7 +197,7 @@ mod tests {
         let s = Strided::new(&span[3..], 4, 10, 4).unwrap();
         let want: Vec<u8> = (0..4u8).flat_map(|r| (3 + r * 10..7 + r * 10).collect::<Vec<_>>()).collect();
         assert_eq!(s.runs().flatten().copied().collect::<Vec<_>>(), want);
-        assert_eq!(TensorBytes::from(s).to_vec(), want);
+        assert_eq!(TensorBytes::from(s).to_cow(), want);
         for offset in 0..want.len() {
             for len in 0..=want.len() - offset {
                 let mut buf = vec![0; len];

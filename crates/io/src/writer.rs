@@ -108,10 +108,8 @@ pub fn save_views(
     if options.compress != Compress::Off || encrypted {
         // These writers take each tensor as one slice: strided tensors are
         // copied into one first.
-        let owned: Vec<Option<Vec<u8>>> =
-            data.iter().map(|b| b.as_contiguous().is_none().then(|| b.to_vec())).collect();
-        let slices: Vec<&[u8]> =
-            data.iter().zip(&owned).map(|(b, o)| o.as_deref().or(b.as_contiguous()).unwrap_or_default()).collect();
+        let owned: Vec<_> = data.iter().map(TensorBytes::to_cow).collect();
+        let slices: Vec<&[u8]> = owned.iter().map(|b| &**b).collect();
         match options.compress {
             Compress::Chunked { level } => {
                 return crate::pack::save_chunked(path, specs, crate::pack::Source::Slices(&slices), options, level);

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::hash;
 use crate::pread::read_exact_at;
 use crate::sha_lanes::TwoStreams;
+use crate::strided::Strided;
 
 /// What a region read checks the tensor's bytes against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,11 +82,13 @@ impl Placement {
         if self.run == 0 || !len.is_multiple_of(self.run) {
             return None;
         }
-        let rows = len / self.run;
-        if rows > 1 && self.stride < self.run {
-            return None;
-        }
-        (rows - 1).checked_mul(self.stride)?.checked_add(self.run)?.checked_add(self.offset)
+        Strided::span_len(self.run, self.stride, len / self.run)?.checked_add(self.offset)
+    }
+
+    /// Whether a region of `len` bytes lands in consecutive bytes (one row,
+    /// or rows with no gap), so that it can be read straight into place.
+    fn consecutive(&self, len: u64) -> bool {
+        self.stride == self.run || len <= self.run as u64
     }
 
     /// Copies `src`, the region's bytes from `at`, to their places in `out`
@@ -245,8 +248,7 @@ impl Reader {
                 hashing,
                 // The whole tensor, in order, to consecutive bytes: read
                 // straight into the buffer.
-                direct: region.byte_len() == t.info.byte_len()
-                    && (r.place.stride == r.place.run || region.byte_len() <= r.place.run as u64),
+                direct: region.byte_len() == t.info.byte_len() && r.place.consecutive(region.byte_len()),
                 gather: Gather::new(region),
             });
         }

@@ -481,8 +481,7 @@ def _direct(t: torch.Tensor, where: ChunkInfo) -> bool:
     """Whether tiles of the chunk ``where`` can be read straight into
     ``t``: contiguous, on the CPU, of the stored dtype (not one a
     safetensors rank file keeps as bytes)."""
-    as_bytes = where.dtype in _SAFETENSORS_LACKS and where.file.endswith(".safetensors")
-    return t.is_contiguous() and t.dtype == where.dtype and t.device.type == "cpu" and not as_bytes
+    return t.is_contiguous() and t.dtype == where.dtype and t.device.type == "cpu" and not _as_bytes(where)
 
 
 def _whole(where: ChunkInfo, tile: _metadata.Tile) -> Optional[List[Tuple[int, int]]]:
@@ -490,9 +489,13 @@ def _whole(where: ChunkInfo, tile: _metadata.Tile) -> Optional[List[Tuple[int, i
     stored tensor's shape; ``None`` (the stored tensor, whatever its shape,
     the buffer's length checked) for tiles a safetensors file keeps as
     bytes."""
-    if where.dtype in _SAFETENSORS_LACKS and where.file.endswith(".safetensors"):
-        return None
-    return [(0, n) for n in where.tile_shape(tile)]
+    return None if _as_bytes(where) else [(0, n) for n in where.tile_shape(tile)]
+
+
+def _as_bytes(where: ChunkInfo) -> bool:
+    """Whether the chunk's tiles are stored as bytes (U8): a dtype
+    safetensors has no name for, in a safetensors rank file."""
+    return where.dtype in _SAFETENSORS_LACKS and where.file.endswith(".safetensors")
 
 
 def _placement(part: torch.Tensor, base: torch.Tensor) -> Optional[Tuple[int, int, int]]:
