@@ -122,8 +122,11 @@ def _drop(path):
     os.makedirs(path)
 
 
-def _round(root, gib, n_tensors):
-    """Every job once: the saves, then the loads of two of them."""
+def _round(root, gib, n_tensors, k=0):
+    """Every job once: the saves, then the loads of two of them, in turn
+    first (round ``k``): a job that starts right after another exits finds
+    the memory that one freed quick to fault in again, and a load is mostly
+    the page faults of its destination."""
     rows = []
     dirs = {}
     for kind in ("raw", "raw_sync", "fs", "hf", "ours", "ours_nosync"):
@@ -137,7 +140,8 @@ def _round(root, gib, n_tensors):
         rows.append((f"save, 4 ranks: {kind}", t, rss, share))
         if kind in ("raw", "raw_sync", "hf"):
             shutil.rmtree(d)
-    for kind, d in (("load_fs", dirs["fs"]), ("load_ours", dirs["ours"])):
+    loads = [("load_fs", dirs["fs"]), ("load_ours", dirs["ours"])]
+    for kind, d in loads if k % 2 == 0 else loads[::-1]:
         # Warm cache: read once first.
         for name in os.listdir(d):
             with open(os.path.join(d, name), "rb") as f:
@@ -160,8 +164,8 @@ def main():
     a = ap.parse_args()
     root = a.dir or tempfile.mkdtemp(prefix="dcp-bench-")
     runs = {}
-    for _ in range(a.repeat):
-        for name, t, rss, share in _round(root, a.gib, a.tensors):
+    for k in range(a.repeat):
+        for name, t, rss, share in _round(root, a.gib, a.tensors, k):
             runs.setdefault(name, []).append((t, rss, share))
             print((name, t, rss, share), file=sys.stderr, flush=True)
     rows = [(name, statistics.median(r[0] for r in rs), max(r[1] for r in rs), rs[0][2]) for name, rs in runs.items()]
