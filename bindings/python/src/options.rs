@@ -256,15 +256,17 @@ impl PyWriteOptions {
     /// `checksum` False, True or "tensors" (digests without the footer);
     /// `compress` False, True or "blob" at `compress_level` (1 to 22);
     /// `encrypt` (a key ring of recipients) with `cipher`, `chunk_size` and
-    /// `seal_header`; `sign` (a key ring of Ed25519 signing keys).
+    /// `seal_header`; `sign` (a key ring of Ed25519 signing keys);
+    /// `drop_cache` (with `durable`) keeps the file out of the page cache.
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, global_metadata = None, checksum = ChecksumMode { checksum: false, footer: true }, durable = true, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false, compress_level = Level(3), compress = CompressMode::Off))]
+    #[pyo3(signature = (*, global_metadata = None, checksum = ChecksumMode { checksum: false, footer: true }, durable = true, drop_cache = false, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false, compress_level = Level(3), compress = CompressMode::Off))]
     fn new(
         py: Python<'_>,
         global_metadata: Option<Metadata>,
         checksum: ChecksumMode,
         durable: bool,
+        drop_cache: bool,
         format: &str,
         alignment: u64,
         encrypt: Option<PyKeyRing>,
@@ -278,6 +280,12 @@ impl PyWriteOptions {
         // The level is checked (first) whatever the mode, as deathtensors
         // 0.3.0 did.
         let Level(level) = compress_level;
+        if drop_cache && !durable {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "drop_cache=True needs durable=True: a file's pages leave the page cache once they are on the disk, \
+                 and a save that is not durable does not wait for that",
+            ));
+        }
         let compress = match compress {
             CompressMode::Off => Compress::Off,
             CompressMode::Chunks => Compress::Chunked { level },
@@ -288,6 +296,7 @@ impl PyWriteOptions {
             checksum: checksum.checksum,
             footer: checksum.footer,
             durable,
+            drop_cache,
             metadata: global_metadata,
             alignment,
             compress,

@@ -5,6 +5,7 @@ not installed)."""
 
 import hashlib
 import json
+import os
 import pathlib
 import sys
 
@@ -190,6 +191,41 @@ def fake_gcs(tmp_path_factory):
 
 def sha256(data) -> str:
     return hashlib.sha256(bytes(data)).hexdigest()
+
+
+def cached_fraction(path):
+    """The fraction of `path`'s pages in the page cache (Linux's mincore), or
+    None where that tells nothing: elsewhere, or on tmpfs and ramfs, whose
+    pages are the files themselves and never leave."""
+    import ctypes
+    import mmap
+    import subprocess
+
+    if not sys.platform.startswith("linux"):
+        return None
+    kind = subprocess.run(["stat", "-f", "-c", "%T", str(path)], capture_output=True, text=True).stdout.strip()
+    if kind in ("tmpfs", "ramfs"):
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    page = mmap.PAGESIZE
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        pages = -(-size // page)
+        # A read-only map whose residency is asked; no byte of it is read.
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, f.fileno(), 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            return None
+        try:
+            vec = (ctypes.c_ubyte * pages)()
+            libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+            if libc.mincore(ctypes.c_void_p(addr), size, vec) != 0:
+                return None
+            return sum(b & 1 for b in vec) / pages
+        finally:
+            libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+            libc.munmap(ctypes.c_void_p(addr), size)
 
 
 def mappings_of(path) -> int:

@@ -238,3 +238,22 @@ def test_non_str_names_are_refused(tmp_path):
     with pytest.raises(dt.DeathTensorsError, match="names must be str"):
         dt.save_sharded(tmp_path / "s", {("a",): torch.zeros(2)})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_drop_cache_writes_the_same_file_out_of_the_page_cache(tmp_path):
+    from conftest import cached_fraction
+
+    tensors = {"a": np.arange(3 << 20, dtype=np.float32), "b": torch.arange(1 << 20, dtype=torch.int64)[::2]}
+    dt.save(tmp_path / "kept.dt", tensors, checksum=True)
+    dt.save(tmp_path / "dropped.dt", tensors, checksum=True, drop_cache=True)
+    cached = cached_fraction(tmp_path / "dropped.dt")
+    if cached is not None:
+        assert cached < 0.05, f"{cached:.0%} of the file is still in the page cache"
+    assert (tmp_path / "kept.dt").read_bytes() == (tmp_path / "dropped.dt").read_bytes()
+    with dt.open(tmp_path / "dropped.dt") as f:
+        assert f.verify()
+    # A save that is not durable does not wait for the disk: refused, and
+    # the target is untouched.
+    with pytest.raises(ValueError, match="drop_cache=True needs durable=True"):
+        dt.save(tmp_path / "dropped.dt", {"x": np.zeros(3)}, durable=False, drop_cache=True)
+    assert (tmp_path / "kept.dt").read_bytes() == (tmp_path / "dropped.dt").read_bytes()

@@ -32,6 +32,8 @@ pub(crate) struct TempFile {
     /// The temp file's name, when it has one (not `O_TMPFILE`).
     named: Option<PathBuf>,
     durable: bool,
+    /// Once fsynced, the file leaves the page cache (durable files only).
+    drop_cache: bool,
 }
 
 fn temp_name(target: &Path) -> OsString {
@@ -123,7 +125,14 @@ impl TempFile {
                 Ok(fd) => {
                     let file = File::from(fd);
                     keep_mode(&file, target)?;
-                    return Ok(TempFile { file, target: target.to_path_buf(), dir, named: None, durable });
+                    return Ok(TempFile {
+                        file,
+                        target: target.to_path_buf(),
+                        dir,
+                        named: None,
+                        durable,
+                        drop_cache: false,
+                    });
                 }
                 // Filesystems without O_TMPFILE: fall back to a named file.
                 Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {}
@@ -132,7 +141,7 @@ impl TempFile {
         }
         let path = dir.join(temp_name(target));
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
-        let temp = TempFile { file, target: target.to_path_buf(), dir, named: Some(path), durable };
+        let temp = TempFile { file, target: target.to_path_buf(), dir, named: Some(path), durable, drop_cache: false };
         keep_mode(&temp.file, target)?;
         Ok(temp)
     }
@@ -141,12 +150,24 @@ impl TempFile {
         &self.file
     }
 
+    /// Drops the file from the page cache once it is fsynced, if `drop`
+    /// (`WriteOptions::drop_cache`; durable files only).
+    pub(crate) fn dropping_cache(mut self, drop: bool) -> TempFile {
+        self.drop_cache = drop && self.durable;
+        self
+    }
+
     /// Makes the file durable and moves it over the target.
     pub(crate) fn persist(mut self) -> io::Result<()> {
         if self.durable {
             // Data and metadata on disk before the rename makes them visible:
             // otherwise a power loss can leave a renamed but empty file.
             self.file.sync_all()?;
+            if self.drop_cache {
+                // Every page is on the disk now: what the writeback left
+                // (its last ranges, the header written over at the end).
+                crate::writeback::drop_cached(&self.file, &(0..0));
+            }
         }
         let from = match self.named.take() {
             Some(path) => path,

@@ -138,6 +138,15 @@ pub struct WriteOptions {
     /// write hands its data to the disk as it goes, so that the fsync at the
     /// end has little left to do: it costs about the disk's own time.
     pub durable: bool,
+    /// With `durable`, on Linux: the file's pages leave the page cache once
+    /// they are on the disk, part by part as the writer hands them to it,
+    /// and all of them after the fsync. For large files written for
+    /// safekeeping (checkpoints): the write neither evicts what the machine
+    /// had cached nor holds the file in memory. The kernel frees those pages
+    /// during the write, which costs it time, and a read of the file soon
+    /// after comes from the disk. No effect on a write that is
+    /// not durable (its pages are not on the disk yet). Default off.
+    pub drop_cache: bool,
     /// Global metadata (`global_metadata` / `__metadata__` / bintensors'
     /// optional map, where `None` and an empty map are different files).
     pub metadata: Option<Metadata>,
@@ -168,6 +177,7 @@ impl std::fmt::Debug for WriteOptions {
             .field("checksum", &self.checksum)
             .field("footer", &self.footer)
             .field("durable", &self.durable)
+            .field("drop_cache", &self.drop_cache)
             .field("metadata", &self.metadata)
             .field("created_by", &self.created_by)
             .field("limits", &self.limits)
@@ -186,6 +196,7 @@ impl Default for WriteOptions {
             checksum: false,
             footer: true,
             durable: true,
+            drop_cache: false,
             metadata: None,
             created_by: Some(CREATED_BY.to_string()),
             limits: Limits::DEFAULT,

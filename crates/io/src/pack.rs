@@ -148,10 +148,13 @@ pub(crate) fn save_chunked(
     let threads = hash::threads();
     let window = (threads * 4).max(1);
 
-    let temp = TempFile::create(path, options.durable).map_err(io)?;
+    let temp = TempFile::create(path, options.durable).map_err(io)?.dropping_cache(options.drop_cache);
     let mut file = temp.file();
     file.seek(SeekFrom::Start(reserved)).map_err(io)?;
-    let mut out = BufWriter::with_capacity(1 << 20, Sequential::starting_at(temp.file(), options.durable, reserved));
+    let mut out = BufWriter::with_capacity(
+        1 << 20,
+        Sequential::starting_at(temp.file(), options.durable, reserved).dropping_cache(options.drop_cache),
+    );
     let alignment = options.alignment.max(1);
     let mut at = 0u64;
     let mut tables: Vec<Option<Vec<u64>>> = vec![None; specs.len()];
@@ -352,9 +355,12 @@ pub(crate) fn save_blob(
     }
     let header = options.deathtensors_header(specs).map_err(fmt)?;
     let head = Head::encode(&header, flags).map_err(fmt)?;
-    let temp = TempFile::create(path, options.durable).map_err(io)?;
+    let temp = TempFile::create(path, options.durable).map_err(io)?.dropping_cache(options.drop_cache);
     let hasher = {
-        let mut out = BufWriter::with_capacity(1 << 20, Sequential::new(temp.file(), options.durable));
+        let mut out = BufWriter::with_capacity(
+            1 << 20,
+            Sequential::new(temp.file(), options.durable).dropping_cache(options.drop_cache),
+        );
         out.write_all(&head).map_err(io)?;
         let hasher = flags.contains(Flags::CHECKSUM).then(|| {
             let mut h = Hasher::new();

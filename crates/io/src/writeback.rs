@@ -8,6 +8,12 @@
 //! dirty pages a save piles up. The fsync still follows (it is what makes
 //! data and metadata durable), and finds little left to do. Elsewhere, and
 //! for saves that are not durable, nothing changes.
+//!
+//! With `drop_cache`, each range the writer has waited for, and the whole
+//! file once fsynced, also leaves the page cache (`POSIX_FADV_DONTNEED`):
+//! a large write kept for later (a checkpoint) neither evicts what the
+//! machine had cached nor holds its own size in memory. The kernel frees
+//! those pages during the write, which the write then pays for.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -36,6 +42,8 @@ const LAG: u64 = 128 << 20;
 #[derive(Debug)]
 pub(crate) struct Writeback {
     on: bool,
+    /// Drop each range from the page cache once waited for.
+    drop_cache: bool,
     /// Written, not yet handed to the disk.
     pending: Range<u64>,
     /// Handed to the disk, oldest first, not yet waited for.
@@ -45,6 +53,9 @@ pub(crate) struct Writeback {
     /// Every call made, for the tests.
     #[cfg(test)]
     log: Vec<(SyncRange, Range<u64>)>,
+    /// Every range dropped from the page cache, for the tests.
+    #[cfg(test)]
+    dropped: Vec<Range<u64>>,
 }
 
 impl Writeback {
@@ -52,12 +63,22 @@ impl Writeback {
     pub(crate) fn new(durable: bool) -> Writeback {
         Writeback {
             on: durable && cfg!(target_os = "linux"),
+            drop_cache: false,
             pending: 0..0,
             started: VecDeque::new(),
             in_flight: 0,
             #[cfg(test)]
             log: Vec::new(),
+            #[cfg(test)]
+            dropped: Vec::new(),
         }
+    }
+
+    /// Also drops each range from the page cache once it is on the disk,
+    /// if `drop` (durable writes only: a range not on the disk stays).
+    pub(crate) fn dropping_cache(mut self, drop: bool) -> Writeback {
+        self.drop_cache = drop && self.on;
+        self
     }
 
     /// Writes `buf` to `file` at `at`, in pieces handed to the disk as they go.
@@ -111,7 +132,11 @@ impl Writeback {
             }
             let oldest = self.started.pop_front().expect("checked above");
             self.in_flight -= len;
-            self.sync_range(file, &oldest, SyncRange::Wait)?;
+            if self.sync_range(file, &oldest, SyncRange::Wait)? && self.drop_cache {
+                drop_cached(file, &oldest);
+                #[cfg(test)]
+                self.dropped.push(oldest);
+            }
         }
         Ok(())
     }
@@ -167,6 +192,18 @@ fn sync_file_range(file: &File, range: &Range<u64>, how: SyncRange) -> io::Resul
     }
 }
 
+/// Asks the kernel to drop `file`'s pages in `range` (`0..0`: all of them)
+/// from the page cache: pages already on the disk go, dirty ones stay. A
+/// hint: its errors change nothing, so they are ignored.
+#[cfg(target_os = "linux")]
+pub(crate) fn drop_cached(file: &File, range: &Range<u64>) {
+    let len = std::num::NonZeroU64::new(range.end - range.start);
+    let _ = rustix::fs::fadvise(file, range.start, len, rustix::fs::Advice::DontNeed);
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn drop_cached(_file: &File, _range: &Range<u64>) {}
+
 #[cfg(not(target_os = "linux"))]
 fn sync_file_range(_file: &File, _range: &Range<u64>, _how: SyncRange) -> io::Result<()> {
     Ok(())
@@ -211,6 +248,12 @@ impl<'f> Sequential<'f> {
     /// Writes `file` from offset `at`, where the caller has put its position.
     pub(crate) fn starting_at(file: &'f File, durable: bool, at: u64) -> Sequential<'f> {
         Sequential { file, at, writeback: Writeback::new(durable) }
+    }
+
+    /// See [`Writeback::dropping_cache`].
+    pub(crate) fn dropping_cache(mut self, drop: bool) -> Sequential<'f> {
+        self.writeback = self.writeback.dropping_cache(drop);
+        self
     }
 }
 

@@ -167,9 +167,14 @@ pub fn save_views(
     }
     let pieces = &pieces;
 
-    let temp = TempFile::create(path, options.durable).map_err(|e| Error::io(e, path, DOING))?;
+    let temp = TempFile::create(path, options.durable)
+        .map_err(|e| Error::io(e, path, DOING))?
+        .dropping_cache(options.drop_cache);
     let write = || -> std::io::Result<()> {
-        let mut out = BufWriter::with_capacity(1 << 20, Sequential::new(temp.file(), options.durable));
+        let mut out = BufWriter::with_capacity(
+            1 << 20,
+            Sequential::new(temp.file(), options.durable).dropping_cache(options.drop_cache),
+        );
         for piece in pieces {
             out.write_all(piece)?;
         }
@@ -338,7 +343,9 @@ impl Writer {
         }
         let (header, flags) = plan(path, specs, options)?;
         let head = Head::encode(&header, flags).map_err(|e| Error::format(e, path, DOING))?;
-        let temp = TempFile::create(path, options.durable).map_err(|e| Error::io(e, path, DOING))?;
+        let temp = TempFile::create(path, options.durable)
+            .map_err(|e| Error::io(e, path, DOING))?
+            .dropping_cache(options.drop_cache);
         let io = |e| Error::io(e, path, DOING);
         write_all_at(temp.file(), &head, 0).map_err(io)?;
         let data_start = head.len() as u64;
@@ -348,7 +355,7 @@ impl Writer {
         Ok(Writer {
             path: path.to_path_buf(),
             temp,
-            writeback: Writeback::new(options.durable),
+            writeback: Writeback::new(options.durable).dropping_cache(options.drop_cache),
             header,
             flags,
             data_start,

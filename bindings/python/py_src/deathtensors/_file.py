@@ -46,8 +46,9 @@ def write_options(
     *, global_metadata: Optional[Mapping[str, str]] = None, encrypt: Any = None, sign: Any = None, **options: Any
 ) -> _native.WriteOptions:
     """The native write options of a save's keywords (:func:`save`'s:
-    ``checksum``, ``compress``, ``compress_level``, ``durable``, ``format``,
-    ``alignment``, ``cipher``, ``chunk_size``, ``seal_header``), built and
+    ``checksum``, ``compress``, ``compress_level``, ``durable``,
+    ``drop_cache``, ``format``, ``alignment``, ``cipher``, ``chunk_size``,
+    ``seal_header``), built and
     checked once, by the native core; keys are turned into key rings here."""
     return _native.WriteOptions(
         global_metadata=_check_metadata("global_metadata", global_metadata),
@@ -137,6 +138,7 @@ def save(
     cipher: str = "AES-256-GCM",
     chunk_size: int = 1 << 20,
     seal_header: bool = False,
+    drop_cache: bool = False,
 ) -> None:
     """Save a dict of tensors to ``path``, atomically. ``~`` and ``$VARS`` in
     ``path`` are expanded, as deathtensors 0.3.0 did (everywhere a path is
@@ -152,6 +154,12 @@ def save(
     tensor (each read can be checked; ``verify`` checks every tensor; there
     is no footer for whole-file checks). ``durable`` (default) fsyncs before the file
     replaces the target; ``durable=False`` skips only the fsyncs.
+    ``drop_cache=True`` (durable saves, Linux) keeps the file out of the page
+    cache: its pages leave it once they are on the disk, part by part as
+    the save goes. For large files kept for later (checkpoints): the save
+    evicts nothing the machine had cached, at the cost of the kernel
+    freeing those pages during it; a read of the file soon after comes
+    from the disk.
 
     ``compress=True`` compresses each tensor on its own with zstd at
     ``compress_level`` (1 to 22), in 1 MiB chunks, floats grouped by byte
@@ -186,7 +194,7 @@ def save(
     options = write_options(
         global_metadata=global_metadata, checksum=checksum, compress=compress, compress_level=compress_level,
         durable=durable, format=format, alignment=alignment, encrypt=encrypt, sign=sign, cipher=cipher,
-        chunk_size=chunk_size, seal_header=seal_header,
+        chunk_size=chunk_size, seal_header=seal_header, drop_cache=drop_cache,
     )
     _native_save(expand_path(path), _convert.collect(tensors, checked), options)
 

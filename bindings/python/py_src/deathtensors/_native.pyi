@@ -47,6 +47,7 @@ class WriteOptions:
         global_metadata: Optional[Mapping[str, str]] = None,
         checksum: bool | str | None = False,
         durable: bool = True,
+        drop_cache: bool = False,
         format: str = "deathtensors",
         alignment: int = 64,
         encrypt: Optional[KeyRing] = None,

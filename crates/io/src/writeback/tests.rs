@@ -117,3 +117,34 @@ fn a_file_without_writeback_turns_it_off() {
     assert!(!w.on);
     assert!(w.log.is_empty());
 }
+
+#[test]
+fn dropping_cache_drops_each_range_once_it_has_waited_for_it() {
+    let (dir, file) = scratch("drop");
+    let data = bytes(LAG + 3 * CHUNK, 13);
+    let mut w = Writeback::new(true).dropping_cache(true);
+    for (k, piece) in data.chunks(MIB as usize).enumerate() {
+        w.write_at(&file, piece, k as u64 * MIB).unwrap();
+    }
+    let waited: Vec<Range<u64>> = w.log.iter().filter(|(how, _)| *how == Wait).map(|(_, r)| r.clone()).collect();
+    if cfg!(target_os = "linux") {
+        assert_eq!(waited, [0..CHUNK, CHUNK..2 * CHUNK, 2 * CHUNK..3 * CHUNK]);
+    }
+    assert_eq!(w.dropped, waited, "every range waited for, and only those, leaves the cache");
+    check(dir, &data);
+}
+
+#[test]
+fn a_write_that_is_not_durable_drops_nothing() {
+    let (dir, file) = scratch("no-drop");
+    let data = bytes(LAG + 2 * CHUNK, 14);
+    let mut w = Writeback::new(false).dropping_cache(true);
+    assert!(!w.drop_cache);
+    w.write_at(&file, &data, 0).unwrap();
+    assert!(w.dropped.is_empty());
+    // Durable without the option: waits, and drops nothing.
+    let mut kept = Writeback::new(true);
+    kept.write_at(&file, &data, 0).unwrap();
+    assert!(kept.dropped.is_empty());
+    check(dir, &data);
+}

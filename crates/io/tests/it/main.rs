@@ -10,6 +10,7 @@ mod crypt;
 mod cryptotensors;
 mod dcp;
 mod fixtures;
+mod page_cache;
 mod parity;
 mod region;
 mod roundtrip;

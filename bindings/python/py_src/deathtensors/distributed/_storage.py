@@ -83,7 +83,11 @@ class StorageWriter(dcp_storage.StorageWriter):
     stored as JSON; other objects are refused naming their key, unless
     ``allow_pickle=True`` (then only ``StorageReader(allow_pickle=True)``
     loads them). ``durable=False`` skips the fsyncs (tests, scratch).
-    ``keep_stale=True`` leaves the files of older or interrupted saves in
+    ``drop_cache=True`` (durable saves) keeps the rank files out of the
+    page cache: each part leaves it once it is on the disk, so a checkpoint
+    evicts nothing the job had cached; the kernel's freeing of those pages
+    then happens during the save (about 1 s more for a 2 GiB checkpoint on
+    4 ranks on this project's 2-core machine). ``keep_stale=True`` leaves the files of older or interrupted saves in
     place instead of removing them after the commit. Each chunk is stored
     as tiles of about ``block_bytes`` (16 MiB), cut into ``tiles`` column
     tiles when it has two or more dimensions (1: blocks of whole rows), each
@@ -98,6 +102,7 @@ class StorageWriter(dcp_storage.StorageWriter):
         storage_options: Optional[Mapping[str, Any]] = None,
         allow_pickle: bool = False,
         durable: bool = True,
+        drop_cache: bool = False,
         keep_stale: bool = False,
         block_bytes: int = BLOCK_BYTES,
         tiles: int = TILES,
@@ -107,6 +112,8 @@ class StorageWriter(dcp_storage.StorageWriter):
             raise ValueError(f"format must be 'deathtensors' or 'safetensors', got {format!r}")
         if block_bytes < 1:
             raise ValueError("block_bytes must be positive")
+        if drop_cache and not durable:
+            raise ValueError("drop_cache=True needs durable=True: pages leave the page cache once they are on the disk")
         if type(tiles) is not int or tiles < 1:
             raise ValueError(f"tiles must be a positive integer, got {tiles!r}")
         self.path = path
@@ -114,6 +121,7 @@ class StorageWriter(dcp_storage.StorageWriter):
         self.storage_options = storage_options
         self.allow_pickle = allow_pickle
         self.durable = durable
+        self.drop_cache = drop_cache
         self.keep_stale = keep_stale
         self.block_bytes = block_bytes
         self.tiles = tiles
@@ -196,6 +204,7 @@ class StorageWriter(dcp_storage.StorageWriter):
                 fmt=self.format,
                 global_metadata={"dcp.save_id": info.save_id, "dcp.rank": str(info.rank)},
                 durable=self.durable,
+                drop_cache=self.drop_cache,
             )
             results.append(
                 dcp_storage.WriteResult(

@@ -101,7 +101,9 @@ class Store:
     def make_dir(self) -> None:
         raise NotImplementedError
 
-    def save(self, name: str, tensors: Dict[str, Any], fmt: str, global_metadata: Dict[str, str], durable: bool) -> int:
+    def save(
+        self, name: str, tensors: Dict[str, Any], fmt: str, global_metadata: Dict[str, str], durable: bool, drop_cache: bool = False
+    ) -> int:
         raise NotImplementedError
 
     def size(self, name: str) -> Optional[int]:
@@ -171,11 +173,17 @@ class LocalStore(Store):
     def make_dir(self) -> None:
         os.makedirs(self.path, exist_ok=True)
 
-    def save(self, name: str, tensors: Dict[str, Any], fmt: str, global_metadata: Dict[str, str], durable: bool) -> int:
+    def save(
+        self, name: str, tensors: Dict[str, Any], fmt: str, global_metadata: Dict[str, str], durable: bool, drop_cache: bool = False
+    ) -> int:
         target = self.describe(name)
         # The durable writer: written to an unnamed temp file, fsynced,
-        # linked into place, directory fsynced.
-        _file.save(target, tensors, global_metadata=global_metadata, checksum=_checksum(fmt), durable=durable, format=fmt)
+        # linked into place, directory fsynced; with drop_cache, each part
+        # leaves the page cache once it is on the disk.
+        _file.save(
+            target, tensors, global_metadata=global_metadata, checksum=_checksum(fmt), durable=durable, format=fmt,
+            drop_cache=drop_cache,
+        )
         return os.stat(target).st_size
 
     def size(self, name: str) -> Optional[int]:
@@ -248,7 +256,9 @@ class RemoteStore(Store):
         # object under it does.
         pass
 
-    def save(self, name: str, tensors: Dict[str, Any], fmt: str, global_metadata: Dict[str, str], durable: bool) -> int:
+    def save(
+        self, name: str, tensors: Dict[str, Any], fmt: str, global_metadata: Dict[str, str], durable: bool, drop_cache: bool = False
+    ) -> int:
         # Written locally first: the streaming writer needs a file, and the
         # upload then reads it part by part (bounded memory). The local copy
         # need not be durable: the upload's completion is what counts, and
