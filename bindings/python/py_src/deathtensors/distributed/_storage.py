@@ -83,11 +83,12 @@ class StorageWriter(dcp_storage.StorageWriter):
     stored as JSON; other objects are refused naming their key, unless
     ``allow_pickle=True`` (then only ``StorageReader(allow_pickle=True)``
     loads them). ``durable=False`` skips the fsyncs (tests, scratch).
-    ``drop_cache=True`` (durable saves) keeps the rank files out of the
-    page cache: each part leaves it once it is on the disk, so a checkpoint
-    evicts nothing the job had cached; the kernel's freeing of those pages
-    then happens during the save (about 1 s more for a 2 GiB checkpoint on
-    4 ranks on this project's 2-core machine). ``keep_stale=True`` leaves the files of older or interrupted saves in
+    ``drop_cache=True`` (durable saves to a directory) keeps the rank files
+    out of the page cache: each part leaves it once it is on the disk, so a
+    checkpoint evicts nothing the job had cached; the kernel's freeing of
+    those pages then happens during the save (about 1 s more for a 2 GiB
+    checkpoint on 4 ranks on this project's 2-core machine).
+    ``keep_stale=True`` leaves the files of older or interrupted saves in
     place instead of removing them after the commit. Each chunk is stored
     as tiles of about ``block_bytes`` (16 MiB), cut into ``tiles`` column
     tiles when it has two or more dimensions (1: blocks of whole rows), each
