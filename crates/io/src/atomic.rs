@@ -14,6 +14,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::options::WriteOptions;
+
 /// Suffix of our temp files, so stale ones can be recognised.
 const TEMP_SUFFIX: &str = ".dt-tmp";
 
@@ -150,11 +152,12 @@ impl TempFile {
         &self.file
     }
 
-    /// Drops the file from the page cache once it is fsynced, if `drop`
-    /// (`WriteOptions::drop_cache`; durable files only).
-    pub(crate) fn dropping_cache(mut self, drop: bool) -> TempFile {
-        self.drop_cache = drop && self.durable;
-        self
+    /// The temp file of a save with `options`: fsynced if `durable`, and
+    /// then dropped from the page cache if `drop_cache`.
+    pub(crate) fn for_write(target: &Path, options: &WriteOptions) -> io::Result<TempFile> {
+        let mut temp = TempFile::create(target, options.durable)?;
+        temp.drop_cache = options.drop_cache && options.durable;
+        Ok(temp)
     }
 
     /// Makes the file durable and moves it over the target.

@@ -148,13 +148,10 @@ pub(crate) fn save_chunked(
     let threads = hash::threads();
     let window = (threads * 4).max(1);
 
-    let temp = TempFile::create(path, options.durable).map_err(io)?.dropping_cache(options.drop_cache);
+    let temp = TempFile::for_write(path, options).map_err(io)?;
     let mut file = temp.file();
     file.seek(SeekFrom::Start(reserved)).map_err(io)?;
-    let mut out = BufWriter::with_capacity(
-        1 << 20,
-        Sequential::starting_at(temp.file(), options.durable, reserved).dropping_cache(options.drop_cache),
-    );
+    let mut out = BufWriter::with_capacity(1 << 20, Sequential::for_write(temp.file(), options, reserved));
     let alignment = options.alignment.max(1);
     let mut at = 0u64;
     let mut tables: Vec<Option<Vec<u64>>> = vec![None; specs.len()];
@@ -355,12 +352,9 @@ pub(crate) fn save_blob(
     }
     let header = options.deathtensors_header(specs).map_err(fmt)?;
     let head = Head::encode(&header, flags).map_err(fmt)?;
-    let temp = TempFile::create(path, options.durable).map_err(io)?.dropping_cache(options.drop_cache);
+    let temp = TempFile::for_write(path, options).map_err(io)?;
     let hasher = {
-        let mut out = BufWriter::with_capacity(
-            1 << 20,
-            Sequential::new(temp.file(), options.durable).dropping_cache(options.drop_cache),
-        );
+        let mut out = BufWriter::with_capacity(1 << 20, Sequential::for_write(temp.file(), options, 0));
         out.write_all(&head).map_err(io)?;
         let hasher = flags.contains(Flags::CHECKSUM).then(|| {
             let mut h = Hasher::new();

@@ -177,7 +177,7 @@ pub(crate) fn save_encrypted(
     let tables = Head::tables_for(&header, head_len).map_err(fmt)?.expect("the header is encrypted");
     let cipher = ChunkCipher::new(&section, dk);
 
-    let temp = TempFile::create(path, options.durable).map_err(io)?.dropping_cache(options.drop_cache);
+    let temp = TempFile::for_write(path, options).map_err(io)?;
     let data_end = tables.data_start + header.data_len();
     // The padding and gaps read as zeros.
     temp.file().set_len(data_end).map_err(io)?;

@@ -20,6 +20,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::ops::Range;
 
+use crate::options::WriteOptions;
 use crate::pread::write_all_at;
 
 /// A range is handed to the disk once this much of it is written: large
@@ -79,6 +80,11 @@ impl Writeback {
     pub(crate) fn dropping_cache(mut self, drop: bool) -> Writeback {
         self.drop_cache = drop && self.on;
         self
+    }
+
+    /// The writeback of a save with `options` (`durable`, `drop_cache`).
+    pub(crate) fn for_write(options: &WriteOptions) -> Writeback {
+        Writeback::new(options.durable).dropping_cache(options.drop_cache)
     }
 
     /// Writes `buf` to `file` at `at`, in pieces handed to the disk as they go.
@@ -240,20 +246,10 @@ pub(crate) struct Sequential<'f> {
 }
 
 impl<'f> Sequential<'f> {
-    /// Writes `file` from its start; hands it to the disk only if `durable`.
-    pub(crate) fn new(file: &'f File, durable: bool) -> Sequential<'f> {
-        Sequential { file, at: 0, writeback: Writeback::new(durable) }
-    }
-
-    /// Writes `file` from offset `at`, where the caller has put its position.
-    pub(crate) fn starting_at(file: &'f File, durable: bool, at: u64) -> Sequential<'f> {
-        Sequential { file, at, writeback: Writeback::new(durable) }
-    }
-
-    /// See [`Writeback::dropping_cache`].
-    pub(crate) fn dropping_cache(mut self, drop: bool) -> Sequential<'f> {
-        self.writeback = self.writeback.dropping_cache(drop);
-        self
+    /// Writes `file` for a save with `options`, from offset `at`, where the
+    /// caller has put its position.
+    pub(crate) fn for_write(file: &'f File, options: &WriteOptions, at: u64) -> Sequential<'f> {
+        Sequential { file, at, writeback: Writeback::for_write(options) }
     }
 }
 

@@ -167,14 +167,9 @@ pub fn save_views(
     }
     let pieces = &pieces;
 
-    let temp = TempFile::create(path, options.durable)
-        .map_err(|e| Error::io(e, path, DOING))?
-        .dropping_cache(options.drop_cache);
+    let temp = TempFile::for_write(path, options).map_err(|e| Error::io(e, path, DOING))?;
     let write = || -> std::io::Result<()> {
-        let mut out = BufWriter::with_capacity(
-            1 << 20,
-            Sequential::new(temp.file(), options.durable).dropping_cache(options.drop_cache),
-        );
+        let mut out = BufWriter::with_capacity(1 << 20, Sequential::for_write(temp.file(), options, 0));
         for piece in pieces {
             out.write_all(piece)?;
         }
@@ -343,9 +338,7 @@ impl Writer {
         }
         let (header, flags) = plan(path, specs, options)?;
         let head = Head::encode(&header, flags).map_err(|e| Error::format(e, path, DOING))?;
-        let temp = TempFile::create(path, options.durable)
-            .map_err(|e| Error::io(e, path, DOING))?
-            .dropping_cache(options.drop_cache);
+        let temp = TempFile::for_write(path, options).map_err(|e| Error::io(e, path, DOING))?;
         let io = |e| Error::io(e, path, DOING);
         write_all_at(temp.file(), &head, 0).map_err(io)?;
         let data_start = head.len() as u64;
@@ -355,7 +348,7 @@ impl Writer {
         Ok(Writer {
             path: path.to_path_buf(),
             temp,
-            writeback: Writeback::new(options.durable).dropping_cache(options.drop_cache),
+            writeback: Writeback::for_write(options),
             header,
             flags,
             data_start,

@@ -43,7 +43,7 @@ fn check_log(w: &Writeback, expected: &[(SyncRange, Range<u64>)]) {
 fn a_sequential_write_hands_over_every_chunk_and_the_cursor_ends_at_its_end() {
     let (dir, file) = scratch("sequential");
     let pieces = [bytes(100, 1), bytes(10 * MIB + 3, 2), bytes(5, 3), bytes(3 * MIB, 4)];
-    let mut out = BufWriter::with_capacity(MIB as usize, Sequential::new(&file, true));
+    let mut out = BufWriter::with_capacity(MIB as usize, Sequential::for_write(&file, &WriteOptions::default(), 0));
     for p in &pieces {
         out.write_all(p).unwrap();
     }
@@ -101,7 +101,7 @@ fn a_write_that_is_not_durable_hands_nothing_over() {
     let mut w = Writeback::new(false);
     w.write_at(&file, &data, 0).unwrap();
     assert!(w.log.is_empty());
-    let mut seq = Sequential::new(&file, false);
+    let mut seq = Sequential::for_write(&file, &WriteOptions { durable: false, ..WriteOptions::default() }, 0);
     // The whole buffer in one write, as without a writeback.
     assert_eq!(seq.write(&data).unwrap(), data.len());
     assert!(seq.writeback.log.is_empty());
