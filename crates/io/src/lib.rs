@@ -31,6 +31,7 @@ mod crypt;
 mod cryptotensors;
 mod dcp;
 mod diff;
+mod direct;
 mod error;
 mod fork;
 mod hash;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use deathtensors_format::{Flags, Format, Head, Header, Limits, TensorSpec};
 
 use crate::atomic::TempFile;
+use crate::direct::Direct;
 use crate::error::{Error, Result};
 use crate::hash::{self, Hasher};
 use crate::options::{Compress, WriteOptions};
@@ -169,6 +170,13 @@ pub fn save_views(
 
     let temp = TempFile::for_write(path, options).map_err(|e| Error::io(e, path, DOING))?;
     let write = || -> std::io::Result<()> {
+        // Out of the page cache where the file system allows: around it.
+        if let Some(mut out) = Direct::for_write(temp.file(), options) {
+            for piece in pieces {
+                out.write_all(piece)?;
+            }
+            return out.finish().map(drop);
+        }
         let mut out = BufWriter::with_capacity(1 << 20, Sequential::for_write(temp.file(), options, 0));
         for piece in pieces {
             out.write_all(piece)?;

@@ -155,11 +155,12 @@ def save(
     is no footer for whole-file checks). ``durable`` (default) fsyncs before the file
     replaces the target; ``durable=False`` skips only the fsyncs.
     ``drop_cache=True`` (durable saves, Linux) keeps the file out of the page
-    cache: its pages leave it once they are on the disk, part by part as
-    the save goes. For large files kept for later (checkpoints): the save
-    evicts nothing the machine had cached, at the cost of the kernel
-    freeing those pages during it; a read of the file soon after comes
-    from the disk.
+    cache: a plain save goes around it (``O_DIRECT``) where the file system
+    allows, which also spares it the page allocations; otherwise (and for
+    compressed or encrypted saves) its pages leave the cache once they are
+    on the disk, part by part as the save goes. For large files kept for
+    later (checkpoints): the save evicts nothing the machine had cached; a
+    read of the file soon after comes from the disk.
 
     ``compress=True`` compresses each tensor on its own with zstd at
     ``compress_level`` (1 to 22), in 1 MiB chunks, floats grouped by byte
