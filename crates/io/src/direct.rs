@@ -30,6 +30,7 @@ const CHUNK: usize = 4 << 20;
 const BLOCK: usize = 4096;
 
 /// A file written front to back from offset 0 around the page cache.
+#[derive(Debug)]
 pub(crate) struct Direct<'f> {
     file: &'f File,
     /// Where `buf`'s bytes go in the file.
@@ -40,12 +41,6 @@ pub(crate) struct Direct<'f> {
     len: usize,
     /// Whether the file is still open with `O_DIRECT`.
     direct: bool,
-}
-
-impl std::fmt::Debug for Direct<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Direct").field("at", &self.at).field("len", &self.len).field("direct", &self.direct).finish()
-    }
 }
 
 impl<'f> Direct<'f> {
@@ -76,7 +71,8 @@ impl<'f> Direct<'f> {
     fn spill(&mut self) -> io::Result<()> {
         let bytes = &self.buf[..self.len];
         match write_all_at(self.file, bytes, self.at) {
-            Err(e) if self.direct && e.raw_os_error() == Some(einval()) => {
+            // EINVAL: the alignment, or a flag the file system dropped.
+            Err(e) if self.direct && e.kind() == io::ErrorKind::InvalidInput => {
                 // The file system wants more alignment than BLOCK: the rest
                 // goes through the page cache (this buffer again, whole).
                 set_direct(self.file, false)?;
@@ -153,16 +149,6 @@ fn set_direct(file: &File, on: bool) -> io::Result<()> {
 #[cfg(not(target_os = "linux"))]
 fn set_direct(_file: &File, _on: bool) -> io::Result<()> {
     Ok(())
-}
-
-#[cfg(target_os = "linux")]
-fn einval() -> i32 {
-    libc::EINVAL
-}
-
-#[cfg(not(target_os = "linux"))]
-fn einval() -> i32 {
-    -1
 }
 
 #[cfg(test)]

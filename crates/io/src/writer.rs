@@ -170,7 +170,7 @@ pub fn save_views(
 
     let temp = TempFile::for_write(path, options).map_err(|e| Error::io(e, path, DOING))?;
     let write = || -> std::io::Result<()> {
-        // Out of the page cache where the file system allows: around it.
+        // drop_cache: around the page cache, where the file system allows.
         if let Some(mut out) = Direct::for_write(temp.file(), options) {
             for piece in pieces {
                 out.write_all(piece)?;

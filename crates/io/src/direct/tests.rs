@@ -115,3 +115,22 @@ fn tmpfs_writes_the_same_file_direct_or_not() {
         round_trip("shm", &bytes(CHUNK + 99, 5), 1 << 20, None, Some("/dev/shm"));
     }
 }
+
+#[test]
+fn a_write_the_file_system_refuses_goes_on_buffered() {
+    // An offset of 1 is aligned to no block: the file system answers EINVAL.
+    let (dir, file) = scratch("einval", None);
+    (&file).write_all(b"X").unwrap();
+    let Some(mut w) = Direct::for_write(&file, &durable_dropping()) else {
+        std::fs::remove_dir_all(&dir).unwrap();
+        return;
+    };
+    w.at = 1;
+    let data = bytes(CHUNK + 5000, 7);
+    w.write_all(&data).unwrap();
+    assert!(!w.direct, "the refused write did not turn O_DIRECT off");
+    assert_eq!(w.finish().unwrap(), 1 + data.len() as u64);
+    let got = std::fs::read(dir.join("f")).unwrap();
+    assert!(got[0] == b'X' && got[1..] == data[..], "the file differs after the fallback");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
