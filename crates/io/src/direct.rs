@@ -9,7 +9,7 @@
 //! save costs the disk's time and a memcpy. The fsync still follows (it
 //! flushes the disk's cache and the file's metadata).
 //!
-//! Where the file system refuses `O_DIRECT` (tmpfs, some FUSE file systems),
+//! Where the file system refuses `O_DIRECT` (tmpfs before Linux 6.6, some FUSE),
 //! no direct writer is made and the caller writes through the page cache as
 //! usual; where it takes the flag but refuses an aligned write (`EINVAL`: a
 //! block larger than 4 KiB), the writer turns the flag off and goes on
