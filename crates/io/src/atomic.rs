@@ -156,7 +156,7 @@ impl TempFile {
     /// then dropped from the page cache if `drop_cache`.
     pub(crate) fn for_write(target: &Path, options: &WriteOptions) -> io::Result<TempFile> {
         let mut temp = TempFile::create(target, options.durable)?;
-        temp.drop_cache = options.drop_cache && options.durable;
+        temp.drop_cache = options.drops_cache();
         Ok(temp)
     }
 

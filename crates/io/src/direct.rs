@@ -49,7 +49,7 @@ impl<'f> Direct<'f> {
     /// and the file system takes `O_DIRECT`; `None` otherwise, and the file
     /// is as it was.
     pub(crate) fn for_write(file: &'f File, options: &WriteOptions) -> Option<Direct<'f>> {
-        if !(options.durable && options.drop_cache) {
+        if !options.drops_cache() {
             return None;
         }
         Direct::new(file)
@@ -69,15 +69,13 @@ impl<'f> Direct<'f> {
 
     /// Writes the buffer's bytes to the file and empties it.
     fn spill(&mut self) -> io::Result<()> {
-        let bytes = &self.buf[..self.len];
-        match write_all_at(self.file, bytes, self.at) {
+        match write_all_at(self.file, &self.buf[..self.len], self.at) {
             // EINVAL: the alignment, or a flag the file system dropped.
             Err(e) if self.direct && e.kind() == io::ErrorKind::InvalidInput => {
                 // The file system wants more alignment than BLOCK: the rest
                 // goes through the page cache (this buffer again, whole).
-                set_direct(self.file, false)?;
-                self.direct = false;
-                write_all_at(self.file, bytes, self.at)?;
+                self.turn_off()?;
+                write_all_at(self.file, &self.buf[..self.len], self.at)?;
             }
             r => r?,
         }
@@ -100,8 +98,7 @@ impl<'f> Direct<'f> {
         }
         self.spill()?;
         if self.direct {
-            set_direct(self.file, false)?;
-            self.direct = false;
+            self.turn_off()?;
             self.file.set_len(end)?;
         }
         let mut file = self.file;
@@ -109,9 +106,7 @@ impl<'f> Direct<'f> {
         Ok(end)
     }
 
-    /// Goes on through the page cache from here, as where the file system
-    /// refuses an aligned write (for the tests of that path).
-    #[cfg(test)]
+    /// Goes on through the page cache from here.
     fn turn_off(&mut self) -> io::Result<()> {
         set_direct(self.file, false)?;
         self.direct = false;

@@ -240,6 +240,12 @@ impl WriteOptions {
         Ok(())
     }
 
+    /// Whether the file leaves the page cache: `drop_cache`, which only a
+    /// durable save honours (its pages are on the disk).
+    pub(crate) fn drops_cache(&self) -> bool {
+        self.durable && self.drop_cache
+    }
+
     /// Whether the file gets the SHA-256 footer (flag `CHECKSUM`): asked
     /// for, or signed (a signature covers the footer).
     pub(crate) fn writes_footer(&self) -> bool {

@@ -84,7 +84,7 @@ impl Writeback {
 
     /// The writeback of a save with `options` (`durable`, `drop_cache`).
     pub(crate) fn for_write(options: &WriteOptions) -> Writeback {
-        Writeback::new(options.durable).dropping_cache(options.drop_cache)
+        Writeback::new(options.durable).dropping_cache(options.drops_cache())
     }
 
     /// Writes `buf` to `file` at `at`, in pieces handed to the disk as they go.

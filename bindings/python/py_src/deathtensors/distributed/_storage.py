@@ -117,8 +117,9 @@ class StorageWriter(dcp_storage.StorageWriter):
             raise ValueError("block_bytes must be positive")
         if drop_cache is None:
             drop_cache = durable
-        if drop_cache and not durable:
-            raise ValueError("drop_cache=True needs durable=True: pages leave the page cache once they are on the disk")
+        # The save's own rules (drop_cache needs durable), checked here once
+        # by the native options rather than on every rank's first save.
+        _file.write_options(durable=durable, drop_cache=drop_cache)
         if type(tiles) is not int or tiles < 1:
             raise ValueError(f"tiles must be a positive integer, got {tiles!r}")
         self.path = path
