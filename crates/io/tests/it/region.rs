@@ -461,3 +461,135 @@ fn a_failed_placed_read_zeroes_only_the_bytes_it_places() {
         assert!(line[260 * 4..].iter().all(|&b| b == 0xAA), "a byte no read places was touched");
     }
 }
+
+/// Tiles `m@0,{c0}` of `rows` rows and the given widths (u32 columns),
+/// side by side, with their digests. Tiles of 256 columns span several
+/// of the 256 KiB pieces a tile is read in, and rows end inside a piece.
+fn tiles_of(dir: &std::path::Path, rows: u64, widths: &[u64]) -> (std::path::PathBuf, Vec<(String, u64, u64)>) {
+    let mut tiles = Vec::new();
+    let mut c0 = 0;
+    for &w in widths {
+        tiles.push((format!("m@0,{c0}"), c0, c0 + w));
+        c0 += w;
+    }
+    let data: Vec<(TensorSpec, Vec<u8>)> = tiles
+        .iter()
+        .map(|(name, c0, c1)| {
+            (TensorSpec::new(name.as_str(), Dtype::U32, [rows, c1 - c0]), expected([0, *c0], [rows, c1 - c0]))
+        })
+        .collect();
+    let path = dir.join("tiles.dt");
+    let options = WriteOptions { checksum: true, footer: false, ..WriteOptions::default() };
+    save(&path, data.iter().map(|(s, b)| (s.clone(), &b[..])).collect(), &options).unwrap();
+    (path, tiles)
+}
+
+/// Whole tiles into their columns of a `[rows, cols]` matrix.
+fn into_columns<'a>(
+    tiles: &'a [(String, u64, u64)],
+    shapes: &'a [[u64; 2]],
+    cols: u64,
+    check: RegionCheck,
+) -> Vec<PlacedRead<'a>> {
+    tiles
+        .iter()
+        .zip(shapes)
+        .map(|((name, c0, c1), len)| PlacedRead {
+            name,
+            start: &[0, 0],
+            len,
+            buf: 0,
+            place: Placement { offset: *c0 as usize * 4, run: ((c1 - c0) * 4) as usize, stride: cols as usize * 4 },
+            check,
+        })
+        .collect()
+}
+
+#[test]
+fn tiles_of_many_widths_go_to_their_columns() {
+    let dir = scratch("region-widths");
+    let rows = 700;
+    let widths = [128, 256, 130, 16, 256, 128, 1];
+    let (path, tiles) = tiles_of(&dir, rows, &widths);
+    let cols: u64 = widths.iter().sum();
+    let r = Reader::open(&path).unwrap();
+    let shapes: Vec<[u64; 2]> = widths.iter().map(|&w| [rows, w]).collect();
+    let want = expected([0, 0], [rows, cols]);
+    // Checked and unchecked; every tile at once (two lanes, then one
+    // alone), and in batches of one, two and three (one lane; two lanes
+    // ending together or apart).
+    for check in [RegionCheck::Stored, RegionCheck::Unchecked] {
+        let reads = into_columns(&tiles, &shapes, cols, check);
+        for batch in [reads.len(), 1, 2, 3] {
+            let mut full = vec![0xAA; want.len()];
+            for part in reads.chunks(batch) {
+                r.read_regions_placed(part, &mut [&mut full]).unwrap();
+            }
+            assert!(full == want, "{check:?}, batches of {batch}");
+        }
+    }
+    // A tile's digest given by the caller.
+    let digest = {
+        let t = r.tensor("m@0,128").unwrap();
+        **t.info.sha256.as_ref().unwrap()
+    };
+    let mut full = vec![0xAA; want.len()];
+    let mut reads = into_columns(&tiles[1..2], &shapes[1..2], cols, RegionCheck::Digest(digest));
+    r.read_regions_placed(&reads, &mut [&mut full]).unwrap();
+    let mut wrong = digest;
+    wrong[0] ^= 1;
+    reads[0].check = RegionCheck::Digest(wrong);
+    let err = r.read_regions_placed(&reads, &mut [&mut full]).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::TensorDigestMismatch { tensor, .. } if tensor == "m@0,128"), "{err}");
+}
+
+#[test]
+fn a_tile_damaged_past_its_first_piece_is_refused_and_its_places_zeroed() {
+    let dir = scratch("region-widths-damaged");
+    let rows = 700;
+    let widths = [128, 256, 128];
+    let (path, tiles) = tiles_of(&dir, rows, &widths);
+    let cols: u64 = widths.iter().sum();
+    // A byte in the middle of the second tile (its second 256 KiB piece).
+    let at = {
+        let r = Reader::open(&path).unwrap();
+        let t = r.tensor("m@0,128").unwrap();
+        t.file_offset + (300 << 10) + 5
+    };
+    let mut file = std::fs::read(&path).unwrap();
+    file[at as usize] ^= 0x10;
+    std::fs::write(&path, &file).unwrap();
+    let r = Reader::open(&path).unwrap();
+    let shapes: Vec<[u64; 2]> = widths.iter().map(|&w| [rows, w]).collect();
+    // The first two tiles only: the third's columns are no read's.
+    let reads = into_columns(&tiles[..2], &shapes[..2], cols, RegionCheck::Stored);
+    let mut full = vec![0xAA; (rows * cols * 4) as usize];
+    let err = r.read_regions_placed(&reads, &mut [&mut full]).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::TensorDigestMismatch { tensor, .. } if tensor == "m@0,128"), "{err}");
+    for line in full.chunks(cols as usize * 4) {
+        assert!(line[..384 * 4].iter().all(|&b| b == 0), "a placed byte kept what was read");
+        assert!(line[384 * 4..].iter().all(|&b| b == 0xAA), "a byte no read places was touched");
+    }
+}
+
+#[test]
+fn a_file_cut_short_under_a_placed_read_is_an_error_not_a_short_tensor() {
+    let dir = scratch("region-widths-cut");
+    let rows = 700;
+    let (path, tiles) = tiles_of(&dir, rows, &[256]);
+    let r = Reader::open(&path).unwrap();
+    let end = {
+        let t = r.tensor("m@0,0").unwrap();
+        t.file_offset + t.info.byte_len() / 2
+    };
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(end).unwrap();
+    let shapes = [[rows, 256]];
+    let reads = into_columns(&tiles, &shapes, 512, RegionCheck::Unchecked);
+    let mut full = vec![0xAA; (rows * 512 * 4) as usize];
+    let err = r.read_regions_placed(&reads, &mut [&mut full]).unwrap_err();
+    assert!(err.to_string().contains("file ends at byte"), "{err}");
+    for line in full.chunks(512 * 4) {
+        assert!(line[..256 * 4].iter().all(|&b| b == 0), "a placed byte kept what was read");
+        assert!(line[256 * 4..].iter().all(|&b| b == 0xAA), "a byte no read places was touched");
+    }
+}
