@@ -328,18 +328,7 @@ fn a_batch_is_checked_whole_before_any_byte_is_read() {
 /// 0..300, each a tensor `m@0,<first column>` with its digest: as a
 /// distributed checkpoint stores a chunk.
 fn tiled(dir: &std::path::Path) -> (std::path::PathBuf, Vec<(String, u64, u64)>) {
-    let tiles: Vec<(String, u64, u64)> =
-        [0u64, 130, 260, 390].iter().map(|&c0| (format!("m@0,{c0}"), c0, (c0 + 130).min(517))).collect();
-    let data: Vec<(TensorSpec, Vec<u8>)> = tiles
-        .iter()
-        .map(|(name, c0, c1)| {
-            (TensorSpec::new(name.as_str(), Dtype::U32, [300, c1 - c0]), expected([0, *c0], [300, c1 - c0]))
-        })
-        .collect();
-    let path = dir.join("tiles.dt");
-    let options = WriteOptions { checksum: true, footer: false, ..WriteOptions::default() };
-    save(&path, data.iter().map(|(s, b)| (s.clone(), &b[..])).collect(), &options).unwrap();
-    (path, tiles)
+    tiles_of(dir, 300, &[130, 130, 130, 127])
 }
 
 #[test]
