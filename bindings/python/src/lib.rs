@@ -60,6 +60,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(upload::remote_list, m)?,
         wrap_pyfunction!(upload::remote_delete, m)?,
         wrap_pyfunction!(dcp::consolidate, m)?,
+        wrap_pyfunction!(dcp::sha256_tensors, m)?,
     ] {
         m.add_function(f)?;
     }

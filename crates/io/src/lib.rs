@@ -82,7 +82,7 @@ pub use crate::{
     pread::ReadAt,
     protection::{EncryptionInfo, SignatureCovers},
     reader::{PlacedRead, Placement, Reader, RegionCheck, RegionRead, TensorRef},
-    sha_lanes::sha256_many,
+    sha_lanes::{sha256_many, sha256_views},
     sharded::{
         is_json_index, is_legacy_index, save_sharded, save_sharded_legacy, write_index, LocalOpener, Opener,
         ShardedReader, INDEX_SUFFIX, LEGACY_INDEX_MARKER,

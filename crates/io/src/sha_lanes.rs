@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 #[cfg(target_arch = "x86_64")]
 use crate::pread::read_exact_at;
 use crate::pread::ReadAt;
-use crate::strided::Strided;
+use crate::strided::{Strided, TensorBytes};
 
 /// The chunk a `File` input is read in (by the two-lane x86 path): two
 /// lanes' chunks stay in a core's L2 cache between the read that fills them
@@ -83,18 +83,33 @@ pub(crate) fn digests(inputs: &[Input<'_>]) -> std::io::Result<Vec<[u8; 32]>> {
 /// assert_eq!(digests[1][..4], [0xe3, 0xb0, 0xc4, 0x42]);
 /// ```
 pub fn sha256_many<B: AsRef<[u8]> + Sync>(inputs: &[B]) -> Vec<[u8; 32]> {
-    let bytes: Vec<Input<'_>> = inputs.iter().map(|b| Input::Bytes(b.as_ref())).collect();
+    let views: Vec<TensorBytes<'_>> = inputs.iter().map(|b| TensorBytes::Contiguous(b.as_ref())).collect();
+    sha256_views(&views)
+}
+
+/// [`sha256_many`] of tensors' bytes as the writers take them: rows of a
+/// view (a column tile of a matrix) are hashed where they are, without a
+/// contiguous copy first.
+///
+/// # Example
+/// ```
+/// use deathtensors_io::{sha256_many, sha256_views, Strided, TensorBytes};
+/// // Columns 1..3 of a 3 x 4 matrix of bytes: rows of 2 bytes, 4 apart.
+/// let matrix = *b"abcdefghijkl";
+/// let tile = Strided::new(&matrix[1..], 2, 4, 3).unwrap();
+/// let digests = sha256_views(&[TensorBytes::Strided(tile)]);
+/// assert_eq!(digests, sha256_many(&[b"bcfgjk"]));
+/// ```
+pub fn sha256_views(views: &[TensorBytes<'_>]) -> Vec<[u8; 32]> {
+    let inputs: Vec<Input<'_>> = views
+        .iter()
+        .map(|v| match *v {
+            TensorBytes::Contiguous(b) => Input::Bytes(b),
+            TensorBytes::Strided(s) => Input::Runs(s),
+        })
+        .collect();
     // Only file inputs can fail to be read; these are all in memory.
-    digests(&bytes).unwrap_or_else(|_| {
-        inputs
-            .iter()
-            .map(|b| {
-                let mut out = [0u8; 32];
-                out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, b.as_ref()).as_ref());
-                out
-            })
-            .collect()
-    })
+    digests(&inputs).unwrap_or_else(|_| views.iter().map(|v| crate::hash::sha256(&v.to_cow())).collect())
 }
 
 /// [`digests`], calling `progress` with the number of bytes hashed as the
