@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::hash::{self, Hasher};
 use crate::options::{Compress, WriteOptions};
 use crate::pread::{read_exact_at, write_all_at};
+use crate::sha_lanes::sha256_views;
 use crate::strided::TensorBytes;
 use crate::writeback::{Sequential, Writeback};
 
@@ -135,8 +136,7 @@ pub fn save_views(
             spec.sha256 = Some([0; 32]);
         }
     } else if options.checksum || (!options.signers.is_empty() && options.format == Format::Deathtensors) {
-        let digests = crate::sha_lanes::digests(&hash_inputs(&data)).map_err(|e| Error::io(e, path, DOING))?;
-        for (spec, d) in specs.iter_mut().zip(digests) {
+        for (spec, d) in specs.iter_mut().zip(sha256_views(&data)) {
             spec.sha256 = Some(d);
         }
     }
@@ -207,12 +207,11 @@ pub fn save_views(
         }
     } else if digests_later {
         let (written, digests) = std::thread::scope(|s| {
-            let hashing = s.spawn(|| crate::sha_lanes::digests(&hash_inputs(&data)));
+            let hashing = s.spawn(|| sha256_views(&data));
             let written = write();
             (written, hashing.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
         });
         written.map_err(|e| Error::io(e, path, DOING))?;
-        let digests = digests.map_err(|e| Error::io(e, path, DOING))?;
         // deathtensors keeps the caller's order: the header's is `data`'s.
         let (header, _) = write_digests(path, &temp, &header, &digests, flags, &options.limits)?;
         temp.persist().map_err(|e| Error::io(e, path, DOING))?;
@@ -222,17 +221,6 @@ pub fn save_views(
     }
     temp.persist().map_err(|e| Error::io(e, path, DOING))?;
     Ok(header)
-}
-
-/// The inputs that hash each tensor of `data`: its slice, or its strided
-/// runs.
-fn hash_inputs<'a>(data: &'a [TensorBytes<'a>]) -> Vec<crate::sha_lanes::Input<'a>> {
-    data.iter()
-        .map(|b| match b {
-            TensorBytes::Contiguous(b) => crate::sha_lanes::Input::Bytes(b),
-            TensorBytes::Strided(s) => crate::sha_lanes::Input::Runs(*s),
-        })
-        .collect()
 }
 
 /// Writes over the placeholder head of `header` (a deathtensors file

@@ -338,22 +338,9 @@ fn placed_reads_fill_their_parts_of_one_buffer() {
     let r = Reader::open(&path).unwrap();
     // Whole tiles into their columns of the whole matrix (the same
     // placement loaded again), checked.
-    let row = 517 * 4;
-    let starts = vec![[0u64, 0]; tiles.len()];
     let lens: Vec<[u64; 2]> = tiles.iter().map(|(_, c0, c1)| [300, c1 - c0]).collect();
-    let reads: Vec<PlacedRead<'_>> = tiles
-        .iter()
-        .enumerate()
-        .map(|(k, (name, c0, c1))| PlacedRead {
-            name,
-            start: &starts[k],
-            len: &lens[k],
-            buf: 0,
-            place: Placement { offset: *c0 as usize * 4, run: ((c1 - c0) * 4) as usize, stride: row },
-            check: RegionCheck::Stored,
-        })
-        .collect();
-    let mut full = vec![0xAA; 300 * row];
+    let reads = into_columns(&tiles, &lens, 517, RegionCheck::Stored);
+    let mut full = vec![0xAA; 300 * 517 * 4];
     r.read_regions_placed(&reads, &mut [&mut full]).unwrap();
     assert!(full == expected([0, 0], [300, 517]));
     // Columns 200..400 of rows 10..250 (another placement: parts of tiles

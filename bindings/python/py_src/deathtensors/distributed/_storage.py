@@ -160,7 +160,6 @@ class StorageWriter(dcp_storage.StorageWriter):
         name = _metadata.rank_file_name(info.rank, info.save_id, self.format)
         tensors: Dict[str, torch.Tensor] = {}
         results: List[dcp_storage.WriteResult] = []
-        hashed: List[Tuple[int, int, str]] = []
         for item in plan.items:
             fqn = item.index.fqn
             if item.type == WriteItemType.BYTE_IO:
@@ -181,7 +180,7 @@ class StorageWriter(dcp_storage.StorageWriter):
             where: Dict[str, Any] = {"file": name, "rows": rows}
             if cols is not None:
                 where["cols"] = cols
-            digests: List[str] = []
+            blocks: List[str] = []
             for tile in _metadata.tiles(sizes, rows, cols):
                 # A view: the writer takes its rows where they are.
                 block = t[tile.r0 : tile.r1] if t.dim() else t
@@ -194,14 +193,13 @@ class StorageWriter(dcp_storage.StorageWriter):
                     block = block.view(torch.uint8)
                 block_name = _metadata.block_name(fqn, _metadata.block_offsets(offsets, tile))
                 tensors[block_name] = block
-                if self.format == "safetensors":
-                    hashed.append((len(results), len(digests), block_name))
-                    digests.append("")
+                blocks.append(block_name)
             if self.format == "safetensors":
-                where["sha256"] = digests
+                # The blocks' names, in tile order: their digests below.
+                where["sha256"] = blocks
             results.append(dcp_storage.WriteResult(index=item.index, size_in_bytes=t.numel() * t.element_size(), storage_data=where))
-        if hashed:
-            _hash_blocks(tensors, hashed, results)
+        if self.format == "safetensors" and tensors:
+            _hash_blocks(tensors, results)
         if tensors:
             size = self.store.save(
                 name,
@@ -310,13 +308,16 @@ def _tiling(t: torch.Tensor, block_bytes: int, tiles: int) -> Tuple[int, Optiona
     return max(1, block_bytes // row), cols
 
 
-def _hash_blocks(blocks: Dict[str, torch.Tensor], hashed: List[Tuple[int, int, str]], results: List[dcp_storage.WriteResult]) -> None:
-    """Fills in the digests of a safetensors rank file's blocks (the file
-    has no place for them): natively, on all cores, two streams a core, the
-    rows of column tiles hashed where they are."""
+def _hash_blocks(blocks: Dict[str, torch.Tensor], results: List[dcp_storage.WriteResult]) -> None:
+    """Replaces the block names of each chunk's ``sha256`` with the blocks'
+    digests (a safetensors rank file has no place for them): natively, on
+    all cores, two streams a core, the rows of column tiles hashed where
+    they are."""
     digests = dict(_native.sha256_tensors(_convert.collect(blocks)))
-    for ri, bi, name in hashed:
-        results[ri].storage_data["sha256"][bi] = digests[name]
+    for r in results:
+        names = r.storage_data.get("sha256") if isinstance(r.storage_data, dict) else None
+        if names is not None:
+            r.storage_data["sha256"] = [digests[n] for n in names]
 
 
 class StorageReader(dcp_storage.StorageReader):
