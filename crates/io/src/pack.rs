@@ -326,10 +326,7 @@ pub(crate) fn save_blob(
     if hashing {
         // The digests go in the header, which comes first.
         let digests = match source {
-            Source::Slices(s) => {
-                let inputs: Vec<_> = s.iter().map(|b| crate::sha_lanes::Input::Bytes(b)).collect();
-                crate::sha_lanes::digests(&inputs).map_err(io)?
-            }
+            Source::Slices(s) => crate::sha_lanes::sha256_many(s),
             Source::Fill(_) => {
                 let mut buf = Vec::new();
                 let mut out = Vec::with_capacity(specs.len());
