@@ -214,6 +214,50 @@ def test_safetensors_rank_files_digests_are_each_blocks_sha256(tmp_path):
     assert all(torch.equal(out[k], sd[k]) for k in sd)
 
 
+
+# The native collection a failed hashing leaves in its traceback is dropped
+# in the hashing thread, not later in another (pyo3 would report it).
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_a_failed_safetensors_save_raises_its_own_error_and_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+    """A safetensors save hashes its blocks in a thread beside the write:
+    when the write fails, its error is the one raised (not one of the
+    hashing's); when the hashing fails, the save fails with that error and
+    commits nothing; either way no hashing thread is left running, and the
+    checkpoint saved before still loads."""
+    import threading
+
+    from deathtensors import _native
+    from deathtensors.distributed import _store
+
+    path = tmp_path / "st"
+    sd = {"w": torch.arange(64 * 32, dtype=torch.float32).reshape(64, 32), "v": {"step": 1}}
+    dcp.save(sd, storage_writer=StorageWriter(path, format="safetensors", block_bytes=1024), no_dist=True)
+    before = sorted(os.listdir(path))
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device (injected)")
+
+    def broken_hash(collected):
+        raise RuntimeError("hashing failed (injected)")
+
+    newer = {"w": sd["w"] + 1, "v": {"step": 2}}
+    with monkeypatch.context() as m:
+        m.setattr(_store.LocalStore, "save", full_disk)
+        m.setattr(_native, "sha256_tensors", broken_hash)
+        with fails("No space left on device"):
+            dcp.save(newer, storage_writer=StorageWriter(path, format="safetensors", block_bytes=1024), no_dist=True)
+    with monkeypatch.context() as m:
+        m.setattr(_native, "sha256_tensors", broken_hash)
+        with fails("hashing failed"):
+            dcp.save(newer, storage_writer=StorageWriter(path, format="safetensors", block_bytes=1024), no_dist=True)
+    assert not [t for t in threading.enumerate() if t.name == "deathtensors-hash"]
+    # Nothing committed: the metadata is the first save's, and it loads.
+    assert [n for n in sorted(os.listdir(path)) if n in before] == before
+    out = {"w": torch.zeros(64, 32), "v": {"step": -1}}
+    dcp.load(out, storage_reader=StorageReader(path), no_dist=True)
+    assert torch.equal(out["w"], sd["w"]) and out["v"] == {"step": 1}
+
+
 # Single-process checks (no process group): the commit protocol, values,
 # hostile metadata, missing and foreign files.
 

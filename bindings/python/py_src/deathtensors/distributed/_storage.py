@@ -17,6 +17,8 @@ import dataclasses
 import math
 import os
 import secrets
+import threading
+import traceback
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
@@ -198,17 +200,28 @@ class StorageWriter(dcp_storage.StorageWriter):
                 # The blocks' names, in tile order: their digests below.
                 where["sha256"] = blocks
             results.append(dcp_storage.WriteResult(index=item.index, size_in_bytes=t.numel() * t.element_size(), storage_data=where))
-        if self.format == "safetensors" and tensors:
-            _hash_blocks(tensors, results)
         if tensors:
-            size = self.store.save(
-                name,
-                tensors,
-                fmt=self.format,
-                global_metadata={"dcp.save_id": info.save_id, "dcp.rank": str(info.rank)},
-                durable=self.durable,
-                drop_cache=self.drop_cache,
-            )
+            # A safetensors rank file has no place for digests: its blocks
+            # are hashed natively beside the write (both let go of the GIL),
+            # on the cores a durable write leaves idle while it waits for
+            # the disk, as the deathtensors writer hashes its own.
+            hashing = _BlockHashing(tensors) if self.format == "safetensors" else None
+            try:
+                size = self.store.save(
+                    name,
+                    tensors,
+                    fmt=self.format,
+                    global_metadata={"dcp.save_id": info.save_id, "dcp.rank": str(info.rank)},
+                    durable=self.durable,
+                    drop_cache=self.drop_cache,
+                )
+            finally:
+                if hashing is not None:
+                    # Never left running; a failed save's error is the one
+                    # raised.
+                    hashing.thread.join()
+            if hashing is not None:
+                _fill_digests(hashing.result(), results)
             results.append(
                 dcp_storage.WriteResult(
                     index=MetadataIndex(f"\0file:{name}"), size_in_bytes=size, storage_data={"file": name, "rank": info.rank, "size": size}
@@ -308,12 +321,40 @@ def _tiling(t: torch.Tensor, block_bytes: int, tiles: int) -> Tuple[int, Optiona
     return max(1, block_bytes // row), cols
 
 
-def _hash_blocks(blocks: Dict[str, torch.Tensor], results: List[dcp_storage.WriteResult]) -> None:
+class _BlockHashing:
+    """The SHA-256 of each of ``blocks``, computed in a thread from now on:
+    natively, on all cores, two streams a core, the rows of column tiles
+    hashed where they are."""
+
+    def __init__(self, blocks: Dict[str, torch.Tensor]) -> None:
+        self.digests: Dict[str, str] = {}
+        self.error: Optional[BaseException] = None
+        self.thread = threading.Thread(target=self._run, args=(blocks,), name="deathtensors-hash", daemon=True)
+        self.thread.start()
+
+    def _run(self, blocks: Dict[str, torch.Tensor]) -> None:
+        try:
+            # Collected here: the native collection belongs to its thread.
+            self.digests = dict(_native.sha256_tensors(_convert.collect(blocks)))
+        except BaseException as e:  # raised again by result()
+            # The frames below keep the native collection, which may be
+            # dropped only in this thread: their locals go now, their lines
+            # stay in the traceback.
+            traceback.clear_frames(e.__traceback__)
+            self.error = e
+
+    def result(self) -> Dict[str, str]:
+        """The digests by block name, once all are computed; raises what
+        the hashing raised, if it failed."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.digests
+
+
+def _fill_digests(digests: Dict[str, str], results: List[dcp_storage.WriteResult]) -> None:
     """Replaces the block names of each chunk's ``sha256`` with the blocks'
-    digests (a safetensors rank file has no place for them): natively, on
-    all cores, two streams a core, the rows of column tiles hashed where
-    they are."""
-    digests = dict(_native.sha256_tensors(_convert.collect(blocks)))
+    ``digests`` (a safetensors rank file has no place for them)."""
     for r in results:
         names = r.storage_data.get("sha256") if isinstance(r.storage_data, dict) else None
         if names is not None:
