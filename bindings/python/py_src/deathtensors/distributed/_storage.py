@@ -17,8 +17,8 @@ import dataclasses
 import math
 import os
 import secrets
-import threading
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import torch
@@ -205,8 +205,10 @@ class StorageWriter(dcp_storage.StorageWriter):
             # are hashed natively beside the write (both let go of the GIL),
             # on the cores a durable write leaves idle while it waits for
             # the disk, as the deathtensors writer hashes its own.
-            hashing = _BlockHashing(tensors) if self.format == "safetensors" else None
-            try:
+            # Leaving the pool waits for the hashing, so it is never left
+            # running; a failed save's error is the one raised.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="deathtensors-hash") as pool:
+                hashing = pool.submit(_block_digests, tensors) if self.format == "safetensors" else None
                 size = self.store.save(
                     name,
                     tensors,
@@ -215,11 +217,6 @@ class StorageWriter(dcp_storage.StorageWriter):
                     durable=self.durable,
                     drop_cache=self.drop_cache,
                 )
-            finally:
-                if hashing is not None:
-                    # Never left running; a failed save's error is the one
-                    # raised.
-                    hashing.thread.join()
             if hashing is not None:
                 _fill_digests(hashing.result(), results)
             results.append(
@@ -321,35 +318,18 @@ def _tiling(t: torch.Tensor, block_bytes: int, tiles: int) -> Tuple[int, Optiona
     return max(1, block_bytes // row), cols
 
 
-class _BlockHashing:
-    """The SHA-256 of each of ``blocks``, computed in a thread from now on:
-    natively, on all cores, two streams a core, the rows of column tiles
-    hashed where they are."""
-
-    def __init__(self, blocks: Dict[str, torch.Tensor]) -> None:
-        self.digests: Dict[str, str] = {}
-        self.error: Optional[BaseException] = None
-        self.thread = threading.Thread(target=self._run, args=(blocks,), name="deathtensors-hash", daemon=True)
-        self.thread.start()
-
-    def _run(self, blocks: Dict[str, torch.Tensor]) -> None:
-        try:
-            # Collected here: the native collection belongs to its thread.
-            self.digests = dict(_native.sha256_tensors(_convert.collect(blocks)))
-        except BaseException as e:  # raised again by result()
-            # The frames below keep the native collection, which may be
-            # dropped only in this thread: their locals go now, their lines
-            # stay in the traceback.
-            traceback.clear_frames(e.__traceback__)
-            self.error = e
-
-    def result(self) -> Dict[str, str]:
-        """The digests by block name, once all are computed; raises what
-        the hashing raised, if it failed."""
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.digests
+def _block_digests(blocks: Dict[str, torch.Tensor]) -> Dict[str, str]:
+    """The SHA-256 of each of ``blocks``, by name: natively, on all cores,
+    two streams a core, the rows of column tiles hashed where they are."""
+    try:
+        # Collected here: the native collection belongs to this thread.
+        return dict(_native.sha256_tensors(_convert.collect(blocks)))
+    except BaseException as e:
+        # The frames below keep the native collection, which may be dropped
+        # only in this thread: their locals go now, their lines stay in the
+        # traceback.
+        traceback.clear_frames(e.__traceback__)
+        raise
 
 
 def _fill_digests(digests: Dict[str, str], results: List[dcp_storage.WriteResult]) -> None:
