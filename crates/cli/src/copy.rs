@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use deathtensors_io::format::TensorSpec;
-use deathtensors_io::{copy_tensors, Reader, WriteOptions};
+use deathtensors_io::{copy_tensors, Reader, StagedFiles, WriteOptions};
 
 use crate::{exit, progress};
 
@@ -18,6 +18,24 @@ pub use deathtensors_io::COPY_CHUNK as CHUNK;
 /// previous file there stays whole), so writing onto the input is safe too.
 pub fn copy(reader: &Reader, output: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> anyhow::Result<()> {
     copy_from(|_| Ok(reader), output, specs, options)
+}
+
+/// [`copy`] as one of `staged`: written under a temp name, moved to
+/// `output` by the set's commit (the files of a sharded checkpoint).
+pub fn copy_staged(
+    reader: &Reader,
+    staged: &mut StagedFiles,
+    output: &Path,
+    specs: Vec<TensorSpec>,
+    options: &WriteOptions,
+) -> anyhow::Result<()> {
+    let total = specs.iter().map(|s| s.byte_len().unwrap_or(0)).sum();
+    let bar = progress::bar(total, "writing");
+    staged
+        .write(output, |at| copy_tensors(|_| Ok(reader), at, specs, options, |n| bar.inc(n)))
+        .map_err(|e| exit::writing(e, output))?;
+    bar.finish_and_clear();
+    Ok(())
 }
 
 /// [`copy`], with each tensor read from the reader `source` gives for its

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use deathtensors_io::format::{Format, TensorSpec};
 use deathtensors_io::{
-    is_legacy_index, write_index, ErrorKind, ReadOptions, ShardedReader, WriteOptions, INDEX_SUFFIX,
+    is_legacy_index, write_index, ErrorKind, ReadOptions, ShardedReader, StagedFiles, WriteOptions, INDEX_SUFFIX,
 };
 use serde_json::{json, Value};
 
@@ -250,6 +250,10 @@ pub fn convert(
         let count = sharded.shard_paths().len();
         let mut weight_map = Vec::new();
         let mut total = 0u64;
+        // Every file under a temp name until all are written, then renamed
+        // into place, the index last: a failed convert leaves nothing and
+        // replaces nothing.
+        let mut staged = StagedFiles::new(true);
         for i in 0..count {
             let reader = sharded.shard_reader(i)?;
             let file = format!("{stem}-{:05}-of-{count:05}.{ext}", i + 1);
@@ -260,10 +264,12 @@ pub fn convert(
                 total += s.byte_len()?;
             }
             let metadata = reader.header().metadata().cloned().filter(|m| !m.is_empty());
-            copy::copy(reader, &dir.join(&file), specs, &options_for(metadata))?;
+            copy::copy_staged(reader, &mut staged, &dir.join(&file), specs, &options_for(metadata))?;
         }
-        write_index(output, &weight_map, total, Some(sharded.metadata()), true)
+        staged
+            .write(output, |at| write_index(at, &weight_map, total, Some(sharded.metadata()), true))
             .map_err(|e| exit::writing(e, output))?;
+        staged.commit().map_err(|e| exit::writing(e, output))?;
         return Ok(());
     }
     // Everything into one file, in index order.

@@ -38,7 +38,9 @@ pub(crate) struct TempFile {
     drop_cache: bool,
 }
 
-fn temp_name(target: &Path) -> OsString {
+/// A temp name beside `target` (`.<name>.<pid>.<n>.dt-tmp`): removed by
+/// the next save to its directory once this process is gone.
+pub(crate) fn temp_name(target: &Path) -> OsString {
     let mut name = OsString::from(".");
     name.push(target.file_name().unwrap_or_default());
     name.push(format!(".{}.{}{TEMP_SUFFIX}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
@@ -93,7 +95,7 @@ fn clean_stale(dir: &Path) {
 /// private (0600) never widens who can read it. A new file gets the
 /// process's default (0644 less the umask).
 #[cfg(unix)]
-fn keep_mode(file: &File, target: &Path) -> io::Result<()> {
+pub(crate) fn keep_mode(file: &File, target: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     match std::fs::metadata(target) {
         Ok(old) if old.is_file() => {
@@ -104,7 +106,7 @@ fn keep_mode(file: &File, target: &Path) -> io::Result<()> {
 }
 
 #[cfg(not(unix))]
-fn keep_mode(_file: &File, _target: &Path) -> io::Result<()> {
+pub(crate) fn keep_mode(_file: &File, _target: &Path) -> io::Result<()> {
     Ok(())
 }
 

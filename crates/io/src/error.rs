@@ -208,6 +208,13 @@ impl Error {
         Error::new(ErrorKind::InvalidCheckpoint(message.into()), Some(path), doing)
     }
 
+    /// This error, naming `path` instead of the file it named: a file
+    /// written under a temp name (`crate::staged`) is named by its target.
+    pub(crate) fn with_path(mut self, path: &Path) -> Error {
+        self.0.path = Some(path.to_path_buf());
+        self
+    }
+
     /// What went wrong.
     pub fn kind(&self) -> &ErrorKind {
         &self.0.kind

@@ -50,6 +50,7 @@ mod sha_lanes;
 mod sharded;
 mod sidecar;
 mod signing;
+mod staged;
 mod stats;
 mod stream_check;
 mod strided;
@@ -89,6 +90,7 @@ pub use crate::{
     },
     sidecar::{manifest, write_manifest},
     signing::sign_file,
+    staged::StagedFiles,
     stats::{tensor_stats, Stats},
     strided::{Strided, TensorBytes},
     writer::{save, save_from, save_views, Writer},

@@ -22,6 +22,7 @@ use deathtensors_format::{Format, Metadata, TensorSpec};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::{ReadOptions, WriteOptions};
 use crate::reader::Reader;
+use crate::staged::StagedFiles;
 use crate::writer::save;
 
 mod legacy;
@@ -481,8 +482,12 @@ fn stem_of(path: &Path) -> PathBuf {
 /// Saves tensors over shards of at most `max_shard_bytes` of tensor data
 /// (a larger tensor gets a shard of its own), named
 /// `<stem>-00001-of-0000N.<ext>`, plus `<stem>.<ext>.index.json` in Hugging
-/// Face's scheme. Tensors keep their order. Each shard is written atomically,
-/// and the index last, so a reader never sees an index naming missing shards.
+/// Face's scheme. Tensors keep their order. Every shard and the index are
+/// written under temp names first and then renamed into place, the index
+/// last ([`StagedFiles`]), so a reader never sees an index naming missing
+/// shards, and a save that fails (a full disk) leaves nothing it wrote and
+/// replaces nothing: an older checkpoint at the same names, index and
+/// shards, stays whole and loadable.
 ///
 /// Returns the index path and the shard paths.
 ///
@@ -523,18 +528,20 @@ pub fn save_sharded(
     let stem_name = stem.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut weight_map: BTreeMap<String, String> = BTreeMap::new();
     let mut paths = Vec::with_capacity(count);
+    let mut staged = StagedFiles::new(options.durable);
     for (i, group) in groups.into_iter().enumerate() {
         let file = format!("{stem_name}-{:05}-of-{count:05}.{ext}", i + 1);
         for (spec, _) in &group {
             weight_map.insert(spec.name.clone(), file.clone());
         }
         let shard_path = stem.with_file_name(&file);
-        save(&shard_path, group, options)?;
+        staged.write(&shard_path, |at| save(at, group, options))?;
         paths.push(shard_path);
     }
     let index_path = stem.with_file_name(format!("{stem_name}.{ext}{INDEX_SUFFIX}"));
     let entries: Vec<(String, String)> = weight_map.into_iter().collect();
-    write_index(&index_path, &entries, total, options.metadata.as_ref(), options.durable)?;
+    staged.write(&index_path, |at| write_index(at, &entries, total, options.metadata.as_ref(), options.durable))?;
+    staged.commit()?;
     Ok((index_path, paths))
 }
 

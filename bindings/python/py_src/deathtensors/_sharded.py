@@ -61,8 +61,11 @@ def save_sharded(
 ) -> List[str]:
     """Save tensors over shards of at most ``max_shard_bytes`` of tensor data
     (a larger tensor gets a shard of its own) and an index. Returns the
-    shard paths, as deathtensors 0.3.0 does; the index is written last, so
-    it never names a missing shard.
+    shard paths, as deathtensors 0.3.0 does. Every shard and the index are
+    written under temp names and renamed into place only once all are
+    written, the index last: it never names a missing shard, and a save
+    that fails (a full disk) leaves nothing it wrote and replaces nothing,
+    so an older checkpoint at the same names stays whole and loadable.
 
     ``layout`` (default: from ``path``) is one of:
 

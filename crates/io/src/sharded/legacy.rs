@@ -8,6 +8,7 @@ use deathtensors_format::{Format, TensorSpec};
 
 use crate::error::{Error, Result};
 use crate::options::WriteOptions;
+use crate::staged::StagedFiles;
 use crate::writer::save;
 
 /// Saves tensors as deathtensors 0.3.0's `save_sharded(path, ...)` does:
@@ -21,8 +22,10 @@ use crate::writer::save;
 /// `<ext>` is `path`'s if it is `.deathtensors` or `.dt` (any case), else
 /// `.deathtensors` after the whole path.
 ///
-/// Each shard is written atomically, and the index last, so a reader never
-/// sees an index naming missing shards. Returns the shard paths.
+/// Every shard and the index are written under temp names, then renamed
+/// into place, the index last ([`StagedFiles`]): a reader never sees an
+/// index naming missing shards, and a failed save leaves nothing it wrote
+/// and replaces nothing. Returns the shard paths.
 ///
 /// # Errors
 /// As [`save`]; `InvalidInput` if `max_shard_bytes` is 0 or the format is
@@ -59,6 +62,7 @@ pub fn save_sharded_legacy(
     let base = options.metadata.clone().unwrap_or_default();
     let mut paths = Vec::with_capacity(count);
     let mut listing = Vec::with_capacity(count);
+    let mut staged = StagedFiles::new(options.durable);
     for (i, group) in groups.into_iter().enumerate() {
         let shard_path = PathBuf::from(format!("{stem}-{:05}-of-{count:04}{ext}", i + 1));
         let file = shard_path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
@@ -67,7 +71,8 @@ pub fn save_sharded_legacy(
         let mut metadata = base.clone();
         metadata.insert("deathtensors.shard.index".into(), i.to_string());
         metadata.insert("deathtensors.shard.count".into(), count.to_string());
-        save(&shard_path, group, &WriteOptions { metadata: Some(metadata), ..options.clone() })?;
+        staged
+            .write(&shard_path, |at| save(at, group, &WriteOptions { metadata: Some(metadata), ..options.clone() }))?;
         listing.push(format!(
             "{{\"path\": {}, \"tensors\": [{}], \"bytes\": {bytes}}}",
             py_json_string(&file),
@@ -79,7 +84,8 @@ pub fn save_sharded_legacy(
     metadata.insert(super::LEGACY_INDEX_MARKER.into(), "true".into());
     metadata.insert("deathtensors.shard.count".into(), count.to_string());
     metadata.insert("deathtensors.shards".into(), format!("[{}]", listing.join(", ")));
-    save(path, Vec::new(), &WriteOptions { metadata: Some(metadata), ..options.clone() })?;
+    staged.write(path, |at| save(at, Vec::new(), &WriteOptions { metadata: Some(metadata), ..options.clone() }))?;
+    staged.commit()?;
     Ok(paths)
 }
 

@@ -135,3 +135,74 @@ fn hostile_indexes_are_refused() {
     assert!(r.read("b").unwrap_err().to_string().contains("does not contain it"));
     assert!(r.verify().is_err());
 }
+
+/// Every file in `dir`, with its bytes, sorted by name.
+fn snapshot(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn a_failed_sharded_save_leaves_nothing_and_the_older_checkpoint_of_the_same_names_whole() {
+    let dir = crate::scratch("sharded-failed");
+    let spec = |i: usize| TensorSpec::new(format!("layer.{i}.weight"), Dtype::F32, [100]);
+    let old: Vec<Vec<u8>> = (0..4).map(|i| vec![i as u8; 400]).collect();
+    let new: Vec<Vec<u8>> = (0..4).map(|i| vec![100 + i as u8; 400]).collect();
+    let options = WriteOptions { durable: false, ..WriteOptions::default() };
+    // Four shards of one tensor each; the new save gives them the same names.
+    let (index, shards) =
+        save_sharded(dir.join("model"), (0..4).map(|i| (spec(i), &old[i][..])).collect(), 400, &options).unwrap();
+    assert_eq!(shards.len(), 4);
+    let before = snapshot(&dir);
+
+    // A write fails in the middle (the third tensor's buffer is short): the
+    // first two shards were written, under temp names, and are removed.
+    let mut tensors: Vec<(TensorSpec, &[u8])> = (0..4).map(|i| (spec(i), &new[i][..])).collect();
+    tensors[2].1 = &new[2][..399];
+    let err = save_sharded(dir.join("model"), tensors, 400, &options).unwrap_err();
+    assert_eq!(err.path(), Some(shards[2].as_path()), "{err}");
+    assert_eq!(snapshot(&dir), before);
+
+    // A rename fails in the commit (the last shard's name is taken by a
+    // directory): the shards already moved get the old ones back.
+    let blocker = dir.join("model-00004-of-00004.deathtensors");
+    std::fs::remove_file(&blocker).unwrap();
+    std::fs::create_dir_all(blocker.join("x")).unwrap();
+    let before = snapshot(&dir);
+    let err =
+        save_sharded(dir.join("model"), (0..4).map(|i| (spec(i), &new[i][..])).collect(), 400, &options).unwrap_err();
+    assert_eq!(err.path(), Some(blocker.as_path()), "{err}");
+    assert_eq!(snapshot(&dir), before);
+    std::fs::remove_dir_all(&blocker).unwrap();
+
+    // The next save replaces everything, leaving nothing else.
+    save_sharded(dir.join("model"), (0..4).map(|i| (spec(i), &new[i][..])).collect(), 400, &options).unwrap();
+    let names: Vec<String> = snapshot(&dir).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names.len(), 5, "{names:?}");
+    let r = ShardedReader::open(&index).unwrap();
+    for (i, bytes) in new.iter().enumerate() {
+        assert_eq!(&r.read(&spec(i).name).unwrap(), bytes);
+    }
+}
+
+#[test]
+fn a_failed_legacy_sharded_save_leaves_nothing() {
+    let dir = crate::scratch("sharded-legacy-failed");
+    let spec = |i: usize| TensorSpec::new(format!("t{i}"), Dtype::U8, [10]);
+    let old: Vec<Vec<u8>> = (0..3).map(|i| vec![i as u8; 10]).collect();
+    let options = WriteOptions { durable: false, ..WriteOptions::default() };
+    let index = dir.join("model.deathtensors");
+    deathtensors_io::save_sharded_legacy(&index, (0..3).map(|i| (spec(i), &old[i][..])).collect(), 10, &options)
+        .unwrap();
+    let before = snapshot(&dir);
+    let mut tensors: Vec<(TensorSpec, &[u8])> = (0..3).map(|i| (spec(i), &old[(i + 1) % 3][..])).collect();
+    tensors[2].1 = &old[0][..9];
+    deathtensors_io::save_sharded_legacy(&index, tensors, 10, &options).unwrap_err();
+    assert_eq!(snapshot(&dir), before);
+}
