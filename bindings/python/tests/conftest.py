@@ -281,3 +281,34 @@ def ref():
     finally:
         sys.path.remove(str(crypto))
     return reference
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A directory on a 64 MiB tmpfs mounted for one test (full-disk tests),
+    unmounted after it; the test skips, saying why, where it cannot mount
+    one (not root, not Linux, no mount permission in a container)."""
+    import subprocess
+
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("full-disk tests mount a 64 MiB tmpfs, which needs root on Linux")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs for a full-disk test: {done.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        if subprocess.run(["umount", str(disk)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def snapshot(directory):
+    """Every file under ``directory`` (relative name -> bytes)."""
+    out = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            p = os.path.join(root, name)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, directory)] = f.read()
+    return out

@@ -222,7 +222,28 @@ def noop(rank, world):
     pass
 
 
-SCENARIOS = {"noop": noop, "save": save, "load": load, "save_loop": save_loop}
+def disk_state(rank, mib, value):
+    """Rank ``rank``'s own tensor, ``r<rank>``, of ``mib`` MiB: every
+    element says ``value``."""
+    return {f"r{rank}": torch.full((mib * (1 << 20) // 4,), float(value))}
+
+
+def full_disk(rank, world, path, sizes, value, expect):
+    """Saves each rank's ``disk_state`` of ``sizes[rank]`` MiB; with
+    ``expect="enospc"`` the save must fail on every rank (DCP's
+    CheckpointException) naming the full disk."""
+    sd = disk_state(rank, sizes[rank], value)
+    try:
+        dcp.save(sd, storage_writer=StorageWriter(path, block_bytes=4 << 20))
+    except BaseException as e:
+        if expect != "enospc":
+            raise
+        assert "No space left on device" in str(e), str(e)
+        return
+    assert expect == "ok", "the save did not fail"
+
+
+SCENARIOS = {"noop": noop, "save": save, "load": load, "save_loop": save_loop, "full_disk": full_disk}
 
 
 # The first optimizer step imports much of torch (seconds): take that cost

@@ -21,6 +21,7 @@ torch = pytest.importorskip("torch")
 dcp = pytest.importorskip("torch.distributed.checkpoint")
 
 import dcp_worker as w  # noqa: E402
+from conftest import snapshot  # noqa: E402
 
 import deathtensors as dt  # noqa: E402
 from deathtensors.distributed import StorageReader, StorageWriter  # noqa: E402
@@ -283,6 +284,167 @@ def test_resave_replaces_atomically_and_removes_stale_files(tmp_path):
     assert _load_small(path)["v"]["step"] == 2
     assert not (first - {"deathtensors.json"}) & set(os.listdir(path))
     assert "rank-00007-0123456789abcdef.dt" not in os.listdir(path)
+
+
+def _save_ids(path):
+    """The save ids of the rank files and save markers in ``path``."""
+    from deathtensors.distributed import _metadata
+
+    ids = set()
+    for n in os.listdir(path):
+        rank_file = _metadata.parse_rank_file_name(n)
+        marker = _metadata.parse_saving_name(n)
+        if rank_file or marker:
+            ids.add(rank_file[1] if rank_file else marker)
+    return ids
+
+
+def _committed(path):
+    doc = json.loads((path / "deathtensors.json").read_bytes())
+    return doc["save_id"], set(doc["files"])
+
+
+def _plant(path, save_id, marker=None):
+    """Rank files of an uncommitted save ``save_id`` (as a failed save
+    leaves them) and, if given, its marker."""
+    from deathtensors.distributed import _metadata
+
+    for rank in (0, 1):
+        (path / _metadata.rank_file_name(rank, save_id, "deathtensors")).write_bytes(b"uncommitted")
+    if marker is not None:
+        (path / _metadata.saving_name(save_id)).write_text(json.dumps(marker))
+
+
+def test_a_save_removes_failed_saves_files_first_but_never_committed_or_running_ones(tmp_path, monkeypatch):
+    """Before its ranks write, a save removes the rank files of earlier
+    saves of the checkpoint that failed (no marker, or a marker whose
+    process or thread is gone, or one from another host older than
+    stale_after), and keeps the committed checkpoint's files and those of
+    saves that may still run (a live process of this host, another live
+    thread of this one, a recent marker from another host)."""
+    import socket
+    import threading
+
+    from deathtensors.distributed import _storage
+
+    path = _small(tmp_path, value=1.0)
+    committed_id, committed_files = _committed(path)
+    dead = subprocess_pid_that_exited()
+    here, now = socket.gethostname(), time.time()
+    ids = {name: f"{i:016x}" for i, name in enumerate(
+        ["no_marker", "dead_process", "this_thread", "old_remote", "bad_marker",
+         "live_process", "other_thread", "recent_remote"], start=1)}
+    alive = threading.Event()
+    other = threading.Thread(target=alive.wait)
+    other.start()
+    try:
+        _plant(path, ids["no_marker"])
+        _plant(path, ids["dead_process"], {"host": here, "pid": dead, "thread": 1, "started": now})
+        _plant(path, ids["this_thread"], {"host": here, "pid": os.getpid(), "thread": threading.get_ident(), "started": now})
+        _plant(path, ids["old_remote"], {"host": "elsewhere.invalid", "pid": 1, "thread": 1, "started": now - 7200})
+        _plant(path, ids["bad_marker"], "not a marker")
+        _plant(path, ids["live_process"], {"host": here, "pid": os.getppid(), "thread": 1, "started": now})
+        _plant(path, ids["other_thread"], {"host": here, "pid": os.getpid(), "thread": other.ident, "started": now})
+        _plant(path, ids["recent_remote"], {"host": "elsewhere.invalid", "pid": 1, "thread": 1, "started": now - 60})
+
+        # What the save's ranks see when they start writing: the cleaning
+        # is done by then.
+        seen = {}
+        real_save = _storage._store.LocalStore.save
+
+        def spy(store, name, *args, **kwargs):
+            seen.setdefault("ids", _save_ids(path))
+            seen.setdefault("names", set(os.listdir(path)))
+            return real_save(store, name, *args, **kwargs)
+
+        monkeypatch.setattr(_storage._store.LocalStore, "save", spy)
+        sd = {"a": torch.full((64, 4), 2.0), "b": torch.arange(10), "v": {"step": 2}}
+        dcp.save(sd, storage_writer=StorageWriter(path, block_bytes=128, keep_stale=False), no_dist=True)
+        monkeypatch.undo()
+        running = {ids[k] for k in ("live_process", "other_thread", "recent_remote")}
+        failed = {ids[k] for k in ("no_marker", "dead_process", "this_thread", "old_remote", "bad_marker")}
+        new_id, new_files = _committed(path)
+        assert committed_files <= seen["names"], "the committed checkpoint's files were removed before the commit"
+        assert seen["ids"] == {committed_id, new_id} | running
+        assert not failed & seen["ids"]
+        # After the commit: the replaced checkpoint's files go too; running
+        # saves keep theirs, markers and all.
+        assert _save_ids(path) == {new_id} | running
+        assert _load_small(path)["v"]["step"] == 2
+    finally:
+        alive.set()
+        other.join()
+    # Once that thread has ended, the next save removes its save's files.
+    _small(tmp_path, value=3.0)
+    assert ids["other_thread"] not in _save_ids(path)
+
+
+def subprocess_pid_that_exited():
+    import subprocess
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_keep_stale_keeps_failed_saves_files(tmp_path):
+    path = _small(tmp_path, value=1.0)
+    _plant(path, "00000000000000aa")
+    _small(tmp_path, value=2.0, keep_stale=True)
+    assert "00000000000000aa" in _save_ids(path)
+    _small(tmp_path, value=3.0)
+    assert _save_ids(path) == {_committed(path)[0]}
+
+
+def test_unreadable_metadata_makes_a_save_remove_nothing_first(tmp_path, monkeypatch):
+    """Metadata that cannot be read might name any file: nothing is removed
+    before the commit."""
+    from deathtensors.distributed import _store
+
+    path = _small(tmp_path, value=1.0)
+    _plant(path, "00000000000000bb")
+    (path / "deathtensors.json").write_bytes(b"{not json")
+    store = _store.open_store(path, None)
+    store.remove_uncommitted("00000000000000cc", 3600.0)
+    assert "00000000000000bb" in _save_ids(path)
+
+
+def _disk_load(path, sizes):
+    sd = {f"r{r}": torch.zeros(mib * (1 << 20) // 4) for r, mib in enumerate(sizes)}
+    dcp.load(sd, storage_reader=StorageReader(path), no_dist=True)
+    return sd
+
+
+def test_storage_writer_on_a_full_disk(small_disk, tmp_path):
+    """2 ranks on a 64 MiB tmpfs holding a committed checkpoint of 16 MiB: a
+    save that does not fit fails on both ranks naming ENOSPC; the
+    checkpoint stays byte-identical and loads; what the failed save's other
+    rank wrote is removed when the next save starts (so failed attempts do
+    not pile up), and a save that fits leaves only its own files."""
+    path = small_disk / "ckpt"
+    launch(2, "full_disk", str(path), [8, 8], 1.0, "ok", tmp_path=tmp_path)
+    committed = snapshot(path)
+    committed_id, _ = _committed(path)
+
+    def failed_attempt(value):
+        launch(2, "full_disk", str(path), [60, 4], value, "enospc", tmp_path=tmp_path)
+        after = snapshot(path)
+        # The committed checkpoint, byte for byte; it loads.
+        assert {k: v for k, v in after.items() if k in committed} == committed
+        assert all(torch.equal(t, torch.full_like(t, 1.0)) for t in _disk_load(path, [8, 8]).values())
+        # Besides it, only the failed save's files (its marker, the rank
+        # file that fitted): nothing of earlier attempts.
+        ids = _save_ids(path) - {committed_id}
+        assert len(ids) == 1, sorted(after)
+        return ids.pop()
+
+    first = failed_attempt(2.0)
+    second = failed_attempt(3.0)
+    assert first != second
+    launch(2, "full_disk", str(path), [8, 8], 4.0, "ok", tmp_path=tmp_path)
+    new_id, files = _committed(path)
+    assert sorted(os.listdir(path)) == sorted(files | {"deathtensors.json"})
+    assert all(torch.equal(t, torch.full_like(t, 4.0)) for t in _disk_load(path, [8, 8]).values())
 
 
 def test_incomplete_checkpoint_is_named(tmp_path):
@@ -572,6 +734,41 @@ def test_s3_multipart_upload_and_stale_objects_removed(moto):
     dcp.save({"big": big * 2, "step": 4}, storage_writer=StorageWriter("s3://big/c", storage_options=options), no_dist=True)
     second = _objects(client, "big", "c")
     assert len(second) == 2 and not (set(first) - {"deathtensors.json"}) & set(second), (first, second)
+
+
+def test_s3_a_save_removes_failed_saves_objects_first_but_never_committed_or_running_ones(moto, monkeypatch):
+    """On an object store, the rule of a directory: before the ranks
+    upload, the objects of a failed save (no marker, or a stale one) are
+    deleted; the committed checkpoint's and a running save's stay."""
+    import time
+
+    from deathtensors.distributed import _metadata, _storage
+
+    client, options = _bucket(moto, "failed")
+    url = "s3://failed/c"
+    sd = {"a": torch.full((64, 4), 1.0), "v": {"step": 1}}
+    dcp.save(sd, storage_writer=StorageWriter(url, storage_options=options), no_dist=True)
+    committed = set(_objects(client, "failed", "c"))
+    failed, running = "00000000000000aa", "00000000000000bb"
+    put = lambda name, body: client.put_object(Bucket="failed", Key=f"c/{name}", Body=body)  # noqa: E731
+    put(_metadata.rank_file_name(1, failed, "deathtensors"), b"uncommitted")
+    put(_metadata.rank_file_name(1, running, "deathtensors"), b"uploading")
+    put(_metadata.saving_name(running), json.dumps({"host": "elsewhere.invalid", "pid": 1, "thread": 1, "started": time.time()}))
+    seen = {}
+    real_save = _storage._store.RemoteStore.save
+
+    def spy(store, name, *args, **kwargs):
+        seen.setdefault("names", set(_objects(client, "failed", "c")))
+        return real_save(store, name, *args, **kwargs)
+
+    monkeypatch.setattr(_storage._store.RemoteStore, "save", spy)
+    dcp.save({"a": torch.full((64, 4), 2.0), "v": {"step": 2}}, storage_writer=StorageWriter(url, storage_options=options), no_dist=True)
+    assert committed <= seen["names"]
+    assert _metadata.rank_file_name(1, failed, "deathtensors") not in seen["names"]
+    after = set(_objects(client, "failed", "c"))
+    assert {_metadata.rank_file_name(1, running, "deathtensors"), _metadata.saving_name(running)} <= after
+    assert not (committed - {"deathtensors.json"}) & after
+    assert len(after) == 4, after  # metadata, our rank file, the running save's two
 
 
 def test_s3_metadata_is_put_only_after_every_upload(moto, monkeypatch):

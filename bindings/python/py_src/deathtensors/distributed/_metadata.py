@@ -80,6 +80,22 @@ def parse_rank_file_name(name: str) -> Optional[Tuple[int, str]]:
     return (int(m.group(1)), m.group(2)) if m else None
 
 
+_SAVING = re.compile(r"^deathtensors\.saving-([0-9a-f]{16})\.json$")
+
+
+def saving_name(save_id: str) -> str:
+    """``deathtensors.saving-<save id>.json``: the marker of a save that has
+    not committed (who runs it, since when), written by its coordinator
+    before any rank writes and removed after its commit."""
+    return f"deathtensors.saving-{save_id}.json"
+
+
+def parse_saving_name(name: str) -> Optional[str]:
+    """The save id of a save marker's name, or ``None`` for other names."""
+    m = _SAVING.match(name)
+    return m.group(1) if m else None
+
+
 def block_name(fqn: str, offsets: List[int]) -> str:
     """The tensor name of a block: its tensor's name and global offsets."""
     return fqn + "@" + ",".join(str(o) for o in offsets)

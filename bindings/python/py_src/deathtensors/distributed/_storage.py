@@ -8,9 +8,12 @@ into place, directory fsynced) and returns; DCP gathers the results, and only
 then does the coordinator check the files and write ``deathtensors.json``
 atomically (temp file, fsync, rename, directory fsync). A checkpoint is the
 metadata and the files it names: files of another save id, from a save that
-did not commit, are never read, and the coordinator removes them after its
-own commit. So a save killed at any instant leaves the previous checkpoint
-(its metadata and files untouched) or the new one.
+did not commit, are never read. The coordinator marks its save as running
+(``deathtensors.saving-<save id>.json``) before any rank writes, removes
+the files of earlier saves that failed then, and those of the replaced
+checkpoint after its own commit. So a save killed at any instant leaves the
+previous checkpoint (its metadata and files untouched) or the new one, and
+a failed save's files are gone once the next save starts.
 """
 
 import dataclasses
@@ -90,8 +93,13 @@ class StorageWriter(dcp_storage.StorageWriter):
     checkpoint on 4 ranks saved in a third of the time on this project's
     2-core machine); a load soon after reads from the disk.
     ``drop_cache=False`` keeps them cached (loads right after the save).
-    ``keep_stale=True`` leaves the files of older or interrupted saves in
-    place instead of removing them after the commit. Each chunk is stored
+    A save removes, before its ranks write, the rank files of earlier
+    saves of this checkpoint that failed, and after its commit those of the
+    checkpoint it replaces; never the committed checkpoint's files before
+    its commit, nor those of a save still running (its coordinator's
+    process and thread alive, or, started on another host, for
+    ``stale_after`` seconds: an hour). ``keep_stale=True`` leaves the files
+    of older or failed saves in place instead. Each chunk is stored
     as tiles of about ``block_bytes`` (16 MiB), cut into ``tiles`` column
     tiles when it has two or more dimensions (1: blocks of whole rows), each
     with its own digest: a load reads and checks only the tiles it needs.
@@ -109,6 +117,7 @@ class StorageWriter(dcp_storage.StorageWriter):
         keep_stale: bool = False,
         block_bytes: int = BLOCK_BYTES,
         tiles: int = TILES,
+        stale_after: float = _store.STALE_AFTER,
     ) -> None:
         super().__init__()
         if format not in _metadata.EXTENSIONS:
@@ -129,6 +138,7 @@ class StorageWriter(dcp_storage.StorageWriter):
         self.durable = durable
         self.drop_cache = drop_cache
         self.keep_stale = keep_stale
+        self.stale_after = float(stale_after)
         self.block_bytes = block_bytes
         self.tiles = tiles
         self.is_coordinator = False
@@ -152,6 +162,13 @@ class StorageWriter(dcp_storage.StorageWriter):
 
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
         save_id = secrets.token_hex(8)
+        # Before any rank writes: the files of earlier saves of this
+        # checkpoint that failed (never the committed checkpoint's, never a
+        # running save's: docs/DISTRIBUTED.md), first, so that a retry on a
+        # full disk finds the room they took; then this save's marker.
+        if not self.keep_stale:
+            self.store.remove_uncommitted(save_id, self.stale_after)
+        self.store.begin_save(save_id)
         return [dataclasses.replace(p, storage_data=_RankPlan(i, save_id)) for i, p in enumerate(plans)]
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
@@ -287,8 +304,7 @@ class StorageWriter(dcp_storage.StorageWriter):
                 raise IntegrityError(f"rank file {self.store.describe(name)} is {size} bytes, rank {f['rank']} wrote {f['size']}")
         # The commit: the metadata, last, atomically.
         self.store.put_atomic(METADATA_NAME, _metadata.dumps(doc), durable=self.durable)
-        if not self.keep_stale:
-            self.store.remove_stale(set(files))
+        self.store.end_save(save_id, self.stale_after, clean=not self.keep_stale)
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: PathOrUrl) -> bool:

@@ -2,9 +2,13 @@
 an object store. The storage classes see only this interface."""
 
 import contextlib
+import json
 import os
 import secrets
+import socket
 import tempfile
+import threading
+import time
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from .. import _file, _native, _remote
@@ -15,6 +19,54 @@ from ._metadata import METADATA_NAME
 
 #: torch's FileSystemWriter names its (pickled) metadata this.
 TORCH_METADATA_NAME = ".metadata"
+
+
+#: A save whose coordinator ran on another host is taken as failed once its
+#: marker is this many seconds old (``StorageWriter(stale_after=...)``): no
+#: host can tell whether a process on another one still runs.
+STALE_AFTER = 3600.0
+
+
+def _running(marker: Optional[bytes], stale_after: float) -> bool:
+    """Whether the save a marker describes may still be running: on this
+    host, while its process lives (in this process: while the thread that
+    started it lives and is not the caller's, which starts a new save only
+    once its last one has ended); started on another host, for
+    ``stale_after`` seconds. A marker gone or unreadable: not running (it
+    committed, was cleaned, or is not ours)."""
+    try:
+        m = json.loads(marker) if marker is not None else None
+        host, pid, thread, started = m["host"], int(m["pid"]), int(m["thread"]), float(m["started"])
+    except (ValueError, TypeError, KeyError):
+        return False
+    if host != socket.gethostname():
+        return time.time() - started < stale_after
+    if pid == os.getpid():
+        return thread != threading.get_ident() and any(t.ident == thread for t in threading.enumerate())
+    return _process_lives(pid)
+
+
+def _process_lives(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists (when unsure: yes)."""
+    if os.name == "nt":
+        # os.kill(pid, 0) would send CTRL_C_EVENT there.
+        import ctypes
+
+        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
+        handle = kernel32.OpenProcess(0x00100000, False, pid)  # SYNCHRONIZE
+        if not handle:
+            return ctypes.GetLastError() != 87  # ERROR_INVALID_PARAMETER: no such process
+        try:
+            return kernel32.WaitForSingleObject(handle, 0) == 0x102  # WAIT_TIMEOUT: still running
+        finally:
+            kernel32.CloseHandle(handle)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # EPERM: it exists, another user's
+    return True
 
 
 def valid_id(checkpoint_id: Any) -> bool:
@@ -124,16 +176,58 @@ class Store:
     def open_reader(self, name: str) -> Any:
         raise NotImplementedError
 
-    def remove_stale(self, keep: Set[str]) -> None:
-        """Removes rank files this checkpoint does not name (earlier saves,
-        interrupted saves) and our metadata temp files. Called after the
-        commit, so a crash here leaves only files nobody reads."""
-        for name in self.list() - keep:
-            if _metadata.parse_rank_file_name(name) is not None or name.startswith(METADATA_NAME + ".tmp-"):
-                try:
-                    self.remove(name)
-                except FileNotFoundError:
-                    pass
+    def begin_save(self, save_id: str) -> None:
+        """Marks save ``save_id`` as running: its marker, naming this host,
+        process and thread, put before any rank writes."""
+        marker = {"save_id": save_id, "host": socket.gethostname(), "pid": os.getpid(), "thread": threading.get_ident(), "started": time.time()}
+        self.put_atomic(_metadata.saving_name(save_id), json.dumps(marker).encode(), durable=False)
+
+    def remove_uncommitted(self, own: str, stale_after: float) -> None:
+        """Removes the rank files of saves that did not commit and no longer
+        run (and their markers), keeping the files the committed metadata
+        names, those of ``own`` (the caller's save), and those of any save
+        whose marker says it may still run (see :func:`_running`).
+
+        The names are listed first, the markers read next and the metadata
+        last: a save that commits meanwhile puts its metadata before it
+        removes its marker, so its files are seen either as running or as
+        committed, never as neither."""
+        names = self.list()
+        markers = {sid: self.get(n) for n in names if (sid := _metadata.parse_saving_name(n)) is not None}
+        data = self.get(METADATA_NAME)
+        committed: Set[str] = set()
+        if data is not None:
+            try:
+                files = json.loads(data).get("files")
+            except (ValueError, AttributeError):
+                files = None
+            if not isinstance(files, dict):
+                return  # unreadable metadata: remove nothing it might name
+            committed = set(files)
+        running = {sid for sid, m in markers.items() if sid == own or _running(m, stale_after)}
+        for name in names - committed:
+            parsed = _metadata.parse_rank_file_name(name)
+            if parsed is not None and parsed[1] not in running:
+                self._remove_quietly(name)
+        for sid in set(markers) - running:
+            self._remove_quietly(_metadata.saving_name(sid))
+
+    def end_save(self, save_id: str, stale_after: float, clean: bool) -> None:
+        """After ``save_id``'s commit: removes its marker and (``clean``)
+        the rank files of earlier checkpoints and of failed saves, and our
+        metadata temp files. A crash here leaves only files nobody reads."""
+        if clean:
+            self.remove_uncommitted(save_id, stale_after)
+            for name in self.list():
+                if name.startswith(METADATA_NAME + ".tmp-"):
+                    self._remove_quietly(name)
+        self._remove_quietly(_metadata.saving_name(save_id))
+
+    def _remove_quietly(self, name: str) -> None:
+        try:
+            self.remove(name)
+        except FileNotFoundError:
+            pass
 
     @contextlib.contextmanager
     def open_rank_file(self, name: str, doc: "Optional[_metadata.Document]") -> Iterator[RankFile]:
