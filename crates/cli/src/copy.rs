@@ -29,13 +29,9 @@ pub fn copy_staged(
     specs: Vec<TensorSpec>,
     options: &WriteOptions,
 ) -> anyhow::Result<()> {
-    let total = specs.iter().map(|s| s.byte_len().unwrap_or(0)).sum();
-    let bar = progress::bar(total, "writing");
-    staged
-        .write(output, |at| copy_tensors(|_| Ok(reader), at, specs, options, |n| bar.inc(n)))
-        .map_err(|e| exit::writing(e, output))?;
-    bar.finish_and_clear();
-    Ok(())
+    with_bar(specs, output, |specs, inc| {
+        staged.write(output, |at| copy_tensors(|_| Ok(reader), at, specs, options, inc))
+    })
 }
 
 /// [`copy`], with each tensor read from the reader `source` gives for its
@@ -46,9 +42,19 @@ pub fn copy_from<'r>(
     specs: Vec<TensorSpec>,
     options: &WriteOptions,
 ) -> anyhow::Result<()> {
+    with_bar(specs, output, |specs, inc| copy_tensors(source, output, specs, options, inc))
+}
+
+/// Runs a copy of `specs` into `output` under one "writing" bar over their
+/// bytes, its error said as a failed write of `output`.
+fn with_bar(
+    specs: Vec<TensorSpec>,
+    output: &Path,
+    copy: impl FnOnce(Vec<TensorSpec>, &(dyn Fn(u64) + Sync)) -> deathtensors_io::Result<()>,
+) -> anyhow::Result<()> {
     let total = specs.iter().map(|s| s.byte_len().unwrap_or(0)).sum();
     let bar = progress::bar(total, "writing");
-    copy_tensors(source, output, specs, options, |n| bar.inc(n)).map_err(|e| exit::writing(e, output))?;
+    copy(specs, &|n| bar.inc(n)).map_err(|e| exit::writing(e, output))?;
     bar.finish_and_clear();
     Ok(())
 }
