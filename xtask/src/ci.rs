@@ -76,6 +76,34 @@ fn test_steps(steps: &mut Steps) -> Result<(), String> {
 /// the release artifacts.
 fn check_steps(steps: &mut Steps, fuzz_seconds: u64) -> Result<(), String> {
     steps.run("clippy -D warnings", || cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    // Windows and macOS: Linux-only code is cfg-gated there, not dead. The
+    // workspace but the xtask (a Linux tool) and the fuzz targets.
+    steps.run("clippy -D warnings (Windows, macOS)", || {
+        for target in crate::setup::CROSS_CHECK_TARGETS {
+            cargo(&[
+                "clippy",
+                "--target",
+                target,
+                "--all-targets",
+                "-p",
+                "deathtensors-format",
+                "-p",
+                "deathtensors-io",
+                "-p",
+                "deathtensors-remote",
+                "-p",
+                "deathtensors-cli",
+                "-p",
+                "deathtensors-python",
+                "--",
+                "-D",
+                "warnings",
+            ])?;
+        }
+        Ok(())
+    })?;
+    // The Rust tests of format, io and cli for Windows, under Wine.
+    steps.run("wine-test (format, io, cli for Windows under Wine)", || crate::wine::run(&[]))?;
     steps.run("format crate: serde_json backend tests, no_std builds, example", || {
         // The serde_json backend of the no_std build, with the same tests.
         cargo(&["test", "-p", "deathtensors-format", "--no-default-features"])?;

@@ -260,7 +260,7 @@ pub fn convert(
                 total += s.byte_len()?;
             }
             let metadata = reader.header().metadata().cloned().filter(|m| !m.is_empty());
-            copy::copy(reader, &dir.join(&file), specs, &options_for(metadata))?;
+            copy::copy_from(|_| Ok(reader), &dir.join(&file), specs, &options_for(metadata))?;
         }
         write_index(output, &weight_map, total, Some(sharded.metadata()), true)
             .map_err(|e| exit::writing(e, output))?;

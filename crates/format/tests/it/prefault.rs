@@ -139,7 +139,9 @@ fn the_names_of_a_large_list_are_written_in_blocks_announced_ahead() {
             })
         };
         assert!(
-            sorted.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0 || (w[0].0 < w[1].0 && names_end_before(w[0].0, w[1].0))),
+            sorted
+                .windows(2)
+                .all(|w| w[0].0 + w[0].1 <= w[1].0 || (w[0].0 < w[1].0 && names_end_before(w[0].0, w[1].0))),
             "blocks overlap: {blocks:?}"
         );
         let names: usize = head.header.tensors().iter().map(|t| t.name.len()).sum();
