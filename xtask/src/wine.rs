@@ -69,6 +69,12 @@ pub fn env() -> Vec<(&'static str, std::ffi::OsString)> {
 /// under Wine. Arguments go to `cargo test` (a filter, `--release`, ...).
 pub fn run(args: &[String]) -> Result<(), String> {
     setup()?;
+    // Wine gives processes the same small ids run after run, and the tests
+    // name their scratch folders by process id: clear what a killed run left.
+    let temp =
+        prefix().join("drive_c/users").join(std::env::var("USER").unwrap_or_else(|_| "root".into())).join("Temp");
+    let _ = std::fs::remove_dir_all(&temp);
+    let _ = std::fs::create_dir_all(&temp);
     let mut c = Command::new(cargo_bin());
     c.args(["test", "--target", WINDOWS]);
     for name in CRATES {
