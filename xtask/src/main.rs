@@ -12,6 +12,7 @@
 //! - `cargo xtask msrv`: the rust-version toolchain builds and tests.
 //! - `cargo xtask dist`: build, test, sum and sign the release artifacts.
 //! - `cargo xtask verify-dist`: check a dist's sums and signature.
+//! - `cargo xtask wine-test`: the Windows tests of format, io and cli, under Wine.
 //! - `cargo xtask release X.Y.Z`: bump, check, build and tag a release.
 
 mod bench;
@@ -31,6 +32,7 @@ mod steps;
 mod sums;
 mod tools;
 mod util;
+mod wine;
 
 use std::process::ExitCode;
 
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         "dist" => dist::run(rest),
         "msrv" => msrv::run(),
         "verify-dist" => sums::run_verify(rest),
+        "wine-test" => wine::run(rest),
         "release" => release::run(rest),
         "help" | "--help" | "-h" => {
             println!("{}", HELP);
@@ -92,6 +95,8 @@ tasks:
   dist [--host] [--signing-key KEY.jwk] [--no-test] [--allow-dirty] [--compare DIR]
                      release artifacts in target/dist: CLI (x86_64/aarch64, glibc/musl), abi3 wheels
                      (manylinux2014 x86_64/aarch64), sdist, crates, signed SHA256SUMS; each tested
+  wine-test [ARGS]   cargo test of format, io and cli for x86_64-pc-windows-gnu, run under Wine
+                     (setup installs mingw-w64 and Wine); ARGS go to cargo test
   verify-dist [DIR] [--signer KEY.pub.jwk]
                      check a dist against its SHA256SUMS and the signature
   release X.Y.Z [--dry-run] [--signing-key KEY.jwk]

@@ -22,8 +22,15 @@ pub fn run_setup() -> Result<(), String> {
     }
     debian_packages();
     npm_tools();
-    Ok(())
+    // The Windows cross build and Wine (`cargo xtask wine-test`, clippy of
+    // the Windows and macOS targets in `checks`).
+    crate::tools::install_targets(CROSS_CHECK_TARGETS)?;
+    crate::wine::setup()
 }
+
+/// The targets `checks` runs clippy for (Linux-only code is `cfg`-gated,
+/// not dead, there); clippy only checks, so macOS needs no SDK.
+pub const CROSS_CHECK_TARGETS: &[&str] = &[crate::wine::WINDOWS, "aarch64-apple-darwin"];
 
 /// Debian packages the tests use, installed when missing and possible (as
 /// root, with apt): strace kills a writer at each system call of a commit in

@@ -54,6 +54,11 @@ pub fn install(targets: &[&str]) -> Result<(), String> {
                 .args(PYPI_TOOLS),
         )?;
     }
+    install_targets(targets)
+}
+
+/// Adds the rustup `targets` not installed yet.
+pub fn install_targets(targets: &[&str]) -> Result<(), String> {
     let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
     let have = installed.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
     let missing: Vec<&str> = targets.iter().copied().filter(|t| !have.lines().any(|l| l.trim() == *t)).collect();

@@ -16,8 +16,45 @@ pub use deathtensors_io::COPY_CHUNK as CHUNK;
 ///
 /// Nothing appears at `output` before the whole file is written (and a
 /// previous file there stays whole), so writing onto the input is safe too.
-pub fn copy(reader: &Reader, output: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> anyhow::Result<()> {
-    copy_from(|_| Ok(reader), output, specs, options)
+/// The reader is closed when this returns: on Windows, which refuses to
+/// rename over a file that is open, a file rewritten onto itself is written
+/// beside it first, then the input is closed, then the new file renamed
+/// over it (see docs/PLATFORMS.md).
+pub fn copy(reader: Reader, output: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> anyhow::Result<()> {
+    #[cfg(windows)]
+    if same_file(reader.path(), output) {
+        let staged = staged_name(output);
+        let written = copy_from(|_| Ok(&reader), &staged, specs, options);
+        drop(reader);
+        return written.and_then(|()| {
+            std::fs::rename(&staged, output).map_err(|e| {
+                let _ = std::fs::remove_file(&staged);
+                anyhow::anyhow!(
+                    "cannot replace {}: {e} (another program has it open: Windows refuses to replace an open file; \
+                     it is unchanged)",
+                    output.display()
+                )
+            })
+        });
+    }
+    copy_from(|_| Ok(&reader), output, specs, options)
+}
+
+/// Whether two paths name the same existing file.
+#[cfg(windows)]
+fn same_file(a: &Path, b: &Path) -> bool {
+    matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(a), Ok(b)) if a == b)
+}
+
+/// Where a file rewritten onto itself is written first, beside it: a name
+/// that the next save to the folder removes if this process dies before
+/// the rename (the temp files' `.NAME.PID.N.dt-tmp`).
+#[cfg(windows)]
+fn staged_name(output: &Path) -> std::path::PathBuf {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(output.file_name().unwrap_or_default());
+    name.push(format!(".{}.in-place.dt-tmp", std::process::id()));
+    output.with_file_name(name)
 }
 
 /// [`copy`] as one of `staged`: written under a temp name, moved to

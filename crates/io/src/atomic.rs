@@ -185,7 +185,7 @@ impl TempFile {
         let old = File::open(&self.target).ok().filter(|f| f.metadata().is_ok_and(|m| m.len() >= DEFERRED_FREE_MIN));
         if let Err(e) = std::fs::rename(&from, &self.target) {
             let _ = std::fs::remove_file(&from);
-            return Err(e);
+            return Err(refused_replace(e));
         }
         if let Some(old) = old {
             // If the thread cannot start, the file is closed here instead.
@@ -221,6 +221,23 @@ impl Drop for TempFile {
         if let Some(path) = &self.named {
             let _ = std::fs::remove_file(path);
         }
+    }
+}
+
+/// A rename over the target that failed. Windows refuses to replace a file
+/// that is open (without delete sharing) or mapped, by any process: the
+/// error then says so; the old file is untouched (docs/PLATFORMS.md).
+fn refused_replace(e: io::Error) -> io::Error {
+    if cfg!(windows) && e.kind() == io::ErrorKind::PermissionDenied {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{e}: the file is open or mapped (by this or another program), and Windows refuses to replace an open \
+                 file; it is unchanged: close it and save again"
+            ),
+        )
+    } else {
+        e
     }
 }
 

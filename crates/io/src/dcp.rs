@@ -348,7 +348,7 @@ struct RankFiles<'a> {
 impl RankFiles<'_> {
     /// What errors name for the rank file `name`.
     fn path(&self, name: &str) -> PathBuf {
-        self.source.location().join(name)
+        self.source.name_of(name)
     }
 
     fn get(&mut self, name: &str) -> Result<&Reader> {
@@ -473,7 +473,7 @@ fn read_document(source: &dyn CheckpointSource) -> Result<Document> {
             Error::input(format!("no checkpoint: {DCP_METADATA} is missing"), dir, DOING)
         });
     };
-    parse(&data, &dir.join(DCP_METADATA))
+    parse(&data, &source.name_of(DCP_METADATA))
 }
 
 /// Writes the full tensors of the distributed checkpoint in the directory
@@ -532,12 +532,13 @@ pub fn consolidate_from(
                 "invalid checkpoint metadata: tensor {fqn:?} needs {} bytes, its rank files hold {stored}",
                 t.byte_len()
             ),
-            &source.location().join(DCP_METADATA),
+            &source.name_of(DCP_METADATA),
             DOING,
         ));
     }
     let mut files = RankFiles { source, doc: &doc, open: HashMap::new() };
-    let sharded = out.is_dir() || out.as_os_str().to_string_lossy().ends_with(std::path::MAIN_SEPARATOR);
+    // `/` ends a folder's name on every system (and `\\` on Windows too).
+    let sharded = out.is_dir() || out.as_os_str().to_string_lossy().chars().last().is_some_and(std::path::is_separator);
     let durable = options.durable;
     if !sharded {
         let format = options.format.unwrap_or(if out.extension().is_some_and(|e| e == "safetensors") {

@@ -46,6 +46,8 @@ pub fn huge_pages_pay(len: usize) -> bool {
 
 /// Whether free page reporting is on, from its order parameter: absent on
 /// kernels without it, `-1` (printed unsigned) until a device registers.
+/// Linux's (tested everywhere: it parses text).
+#[cfg(any(target_os = "linux", test))]
 fn reporting_active(order: Option<&str>) -> bool {
     /// No page order reaches this (the largest is 10 or so).
     const NO_ORDER: u32 = 64;
@@ -54,6 +56,7 @@ fn reporting_active(order: Option<&str>) -> bool {
 
 /// Bytes free in blocks of 2 MiB or more, from `/proc/buddyinfo`'s text:
 /// per zone, the count of free blocks of each order, from order 0.
+#[cfg(any(target_os = "linux", test))]
 fn free_huge_bytes(buddyinfo: &str) -> u64 {
     const HUGE_ORDER: usize = 9; // 2^9 pages of 4 KiB = 2 MiB
     let mut free = 0u64;

@@ -53,6 +53,7 @@ enum Inner {
 
 /// A reservation of `map_len` bytes at `base` into which file ranges were
 /// mapped copy-on-write; the bytes are `ptr..ptr + len` inside it.
+#[cfg(unix)]
 #[derive(Debug)]
 struct Joined {
     base: usize,
@@ -78,6 +79,8 @@ unsafe impl Send for Joined {}
 unsafe impl Sync for Joined {}
 
 /// One piece of a joined mapping: `len` bytes of `file` from `offset`.
+/// Off unix nothing is joined (`join` answers `None`): the fields go unread.
+#[cfg_attr(not(unix), allow(dead_code))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Segment<'a> {
     pub(crate) file: &'a File,

@@ -13,9 +13,23 @@
 //! ([`TIME_LIMIT`]) and address space ([`MEMORY_LIMIT`] above what the
 //! process already maps); a child that crashes, is killed or runs out of
 //! time makes the policy refuse access with a message saying so. Elsewhere
-//! it runs in the calling thread, with regorus' own time limit.
+//! (Windows, macOS) no child can be forked from a library: the policy runs
+//! on a thread of its own with a [`STACK`] of its own and regorus' time
+//! limit, and a policy whose evaluation could outgrow that stack (Rust
+//! cannot catch an overflow) is refused before it runs ([`bounds`]:
+//! recursion, long chains of rules, deep nesting). Memory is not bounded
+//! there (see docs/PLATFORMS.md).
 
 use std::time::Duration;
+
+#[cfg(any(not(target_os = "linux"), test))]
+mod bounds;
+
+/// The stack of a policy's thread off Linux: reserved, not committed, so
+/// its size costs address space only. A policy [`bounds`] takes nests at
+/// most 32 brackets and 32 rule calls deep, well within it.
+#[cfg(not(target_os = "linux"))]
+const STACK: usize = 256 << 20;
 
 /// The rule a policy must make true.
 const RULE: &str = "data.model.allow";
@@ -24,6 +38,7 @@ const RULE: &str = "data.model.allow";
 pub(crate) const TIME_LIMIT: Duration = Duration::from_secs(10);
 
 /// The most memory a policy's evaluation may add (bytes).
+#[cfg(target_os = "linux")]
 pub(crate) const MEMORY_LIMIT: u64 = 1 << 30;
 
 /// Evaluates `rego` against `input` (JSON; no input if `None`); `Err` says
@@ -38,8 +53,24 @@ pub(crate) fn evaluate(rego: &str, input: Option<&serde_json::Value>) -> Result<
     }
     #[cfg(not(target_os = "linux"))]
     {
-        evaluate_here(rego, input)
+        evaluate_on_thread(rego, input)
     }
+}
+
+/// Evaluates the policy on a thread of its own (off Linux): refused first
+/// if its depth is unbounded ([`bounds`]).
+#[cfg(not(target_os = "linux"))]
+fn evaluate_on_thread(rego: &str, input: Option<&serde_json::Value>) -> Result<(), String> {
+    if let Some(why) = bounds::check(rego) {
+        return Err(format!("the policy cannot be evaluated: {why}"));
+    }
+    let (rego, input) = (rego.to_string(), input.cloned());
+    let thread = std::thread::Builder::new()
+        .name("deathtensors-policy".into())
+        .stack_size(STACK)
+        .spawn(move || evaluate_here(&rego, input.as_ref()))
+        .map_err(|e| format!("the policy cannot be evaluated: no thread for it ({e})"))?;
+    thread.join().unwrap_or_else(|_| Err("the policy cannot be evaluated: it crashed".into()))
 }
 
 /// Whether `rego` is one of the few modules whose `allow` is `true` for
@@ -268,6 +299,8 @@ mod tests {
     }
 
     #[test]
+    // Off Linux memory is not bounded: the allocation would succeed or abort.
+    #[cfg(target_os = "linux")]
     fn a_policy_that_exhausts_memory_is_refused_not_fatal() {
         let rego =
             "package model\nimport rego.v1\nallow if { count([x | some x in numbers.range(1, 100000000)]) > 0 }\n";
@@ -284,5 +317,7 @@ mod tests {
         assert!(e.contains("cannot be evaluated"), "{e}");
         #[cfg(target_os = "linux")]
         assert!(e.contains("stack overflow"), "{e}");
+        #[cfg(not(target_os = "linux"))]
+        assert!(e.contains("recurses (f -> f)"), "{e}");
     }
 }

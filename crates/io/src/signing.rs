@@ -162,5 +162,7 @@ pub fn sign_file(path: impl AsRef<Path>, key: &SigningKey, durable: bool) -> Res
         return Err(Error::input("the file changed while it was being signed", path, DOING));
     }
     out.write_all(&block).map_err(io)?;
+    // Closed before the rename: Windows refuses to replace an open file.
+    drop(src);
     temp.persist().map_err(io)
 }

@@ -64,12 +64,14 @@ impl<'a> Strided<'a> {
         self.len() == 0
     }
 
-    /// The length of each run.
+    /// The length of each run (for the x86_64 SHA-256 lanes).
+    #[cfg(target_arch = "x86_64")]
     pub(crate) fn run_len(&self) -> usize {
         self.run
     }
 
-    /// Run `k` (`k < count`).
+    /// Run `k` (`k < count`; for the x86_64 SHA-256 lanes).
+    #[cfg(target_arch = "x86_64")]
     pub(crate) fn run(&self, k: usize) -> &'a [u8] {
         &self.span[k * self.stride..k * self.stride + self.run]
     }

@@ -43,6 +43,10 @@ impl CheckpointSource for RemoteCheckpoint {
         &self.location
     }
 
+    fn name_of(&self, name: &str) -> PathBuf {
+        PathBuf::from(self.url_of(name))
+    }
+
     fn read_metadata(&self, max: u64) -> Result<Option<Vec<u8>>> {
         get(&self.url_of(DCP_METADATA), max, &self.options)
     }

@@ -168,3 +168,19 @@ impl Opener for RemoteOpener {
         open(&path.to_string_lossy(), &self.options, self.read_options.limits_only())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_paths_are_paths_never_urls() {
+        for path in [r"C:\models\m.dt", "C:/models/m.dt", r"\\server\share\m.dt", "c:m.dt", r"Z:\s3\m.dt", "s3:/m.dt"] {
+            assert!(!is_url(path), "{path}");
+            assert_eq!(url_of(Path::new(path)), None, "{path}");
+        }
+        for url in ["s3://b/m.dt", "S3://b/m.dt", "https://h/m.dt", "az://c/m.dt"] {
+            assert!(is_url(url), "{url}");
+        }
+    }
+}

@@ -203,9 +203,9 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
     };
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     crate::integrity::footer_for(&reader, &names)?;
-    copy::copy(&reader, &args.output, specs, &options)?;
-    let mut out = Out::new();
     let (bytes, n) = (header.tensors().iter().map(|t| t.byte_len()).sum::<u64>(), header.len());
+    copy::copy(reader, &args.output, specs, &options)?;
+    let mut out = Out::new();
     let with = match (checksum, compress) {
         (true, deathtensors_io::Compress::Off) => ", with checksum",
         (false, deathtensors_io::Compress::Off) => "",

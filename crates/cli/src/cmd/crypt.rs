@@ -26,6 +26,9 @@ fn write_new(path: &Path, text: &str, secret: bool) -> anyhow::Result<()> {
     let exclusive = |p: &Path| {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
+        // Off unix a new file gets its folder's ACL: `secret` has no mode to set.
+        #[cfg(not(unix))]
+        let _ = secret;
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, if secret { 0o600 } else { 0o644 });
         options.open(p)

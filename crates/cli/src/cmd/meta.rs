@@ -68,7 +68,7 @@ pub fn run(args: MetaArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
         };
         let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
         crate::integrity::footer_for(&reader, &names)?;
-        copy::copy(&reader, &args.file, specs, &options)?;
+        copy::copy(reader, &args.file, specs, &options)?;
     }
 
     let shown = after.unwrap_or_default();

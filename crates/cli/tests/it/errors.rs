@@ -15,7 +15,9 @@ const SUBCOMMANDS: [&str; 12] =
 #[test]
 fn usage_errors_exit_2() {
     let r = check(Vec::<&str>::new(), 2);
-    assert!(r.stderr.contains("Usage: deathtensors [OPTIONS] <COMMAND>"), "{}", r.stderr);
+    // The program's name as started: `deathtensors.exe` on Windows.
+    let usage = format!("Usage: deathtensors{} [OPTIONS] <COMMAND>", std::env::consts::EXE_SUFFIX);
+    assert!(r.stderr.contains(&usage), "{}", r.stderr);
     check(["frobnicate"], 2);
     check(["inspect"], 2);
     check(["inspect", "--nope", "x"], 2);
@@ -38,7 +40,9 @@ fn help_and_version_exit_0_with_an_example_for_every_subcommand() {
 fn a_missing_file_exits_2_naming_it() {
     for sub in ["inspect", "ls", "verify", "stats", "meta"] {
         let r = check([sub, "/no/such/model.dt"], 2);
-        assert_one_error_line(&r, &["/no/such/model.dt", "No such file"]);
+        // The system's own words: Windows says "path not found" (error 3).
+        let missing = if cfg!(windows) { "(os error 3)" } else { "No such file" };
+        assert_one_error_line(&r, &["/no/such/model.dt", missing]);
         assert_eq!(r.stdout, "");
     }
 }

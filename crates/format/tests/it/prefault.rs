@@ -129,7 +129,21 @@ fn the_names_of_a_large_list_are_written_in_blocks_announced_ahead() {
         let blocks = fork.bytes.into_inner().unwrap();
         let mut sorted = blocks.clone();
         sorted.sort();
-        assert!(sorted.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0), "blocks overlap: {blocks:?}");
+        // Announced blocks never overlap, but where a last block was shrunk
+        // to fit and the heap handed out what it gave back (Windows' heap
+        // does): then its names end before the next block begins.
+        let names_end_before = |start: usize, next: usize| {
+            head.header.tensors().iter().all(|t| {
+                let at = t.name.as_ptr() as usize;
+                !(start..next).contains(&at) || at + t.name.len() <= next
+            })
+        };
+        assert!(
+            sorted
+                .windows(2)
+                .all(|w| w[0].0 + w[0].1 <= w[1].0 || (w[0].0 < w[1].0 && names_end_before(w[0].0, w[1].0))),
+            "blocks overlap: {blocks:?}"
+        );
         let names: usize = head.header.tensors().iter().map(|t| t.name.len()).sum();
         assert!(blocks.iter().map(|&(_, len)| len).sum::<usize>() >= names, "{blocks:?}");
         assert!(blocks.iter().all(|&(_, len)| len <= 32 << 10), "{blocks:?}");

@@ -19,8 +19,14 @@ pub const DCP_METADATA: &str = "deathtensors.json";
 /// A source only reads.
 pub trait CheckpointSource {
     /// Where the checkpoint is (a directory's path, or a URL as a path):
-    /// errors name `location().join(name)`.
+    /// errors name [`CheckpointSource::name_of`] its files.
     fn location(&self) -> &Path;
+
+    /// What errors name the file `name` of the checkpoint: the location
+    /// joined with it (a URL's source joins with `/` on every system).
+    fn name_of(&self, name: &str) -> PathBuf {
+        self.location().join(name)
+    }
 
     /// The whole metadata document ([`DCP_METADATA`]),
     /// or `None` if the checkpoint has none.
