@@ -2,7 +2,7 @@
 //! the names of many tensors share. A 20,000-tensor header then makes a few
 //! allocations for its names instead of 20,000 (in a fresh process, those
 //! and the pages they are first written to were a sixth of an open: see
-//! docs/BENCHMARKS.md), and a [`Name`] takes less room than a `String`.
+//! CHANGELOG.md, 0.5.0), and a [`Name`] takes less room than a `String`.
 //!
 //! The fast decoder fills a buffer ([`Arena`]) with names, gives each entry
 //! a name that is not yet [`Name::sealed`], and seals them all when the

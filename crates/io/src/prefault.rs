@@ -2,7 +2,7 @@
 //! given a process is mapped page by page, on each page's first write; on
 //! Linux 5.14 and later `MADV_POPULATE_WRITE` maps a whole range in one
 //! call instead, which costs less than the faults it replaces (2 MiB of a
-//! header's tensor entries: ~0.4 ms less here, see docs/BENCHMARKS.md).
+//! header's tensor entries: ~0.4 ms less here, see CHANGELOG.md, 0.5.0).
 
 use std::mem::MaybeUninit;
 
