@@ -4,10 +4,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-const ABOUT: &str = "Inspect, check and convert deathtensors and safetensors files";
+const ABOUT: &str = "Inspect, check, convert, encrypt and sign deathtensors, safetensors and bintensors files";
 
 const LONG_ABOUT: &str = "\
-Inspect, check and convert deathtensors and safetensors files.
+Inspect, check, convert, encrypt and sign deathtensors, safetensors and
+bintensors files.
 
 Files are recognised by their content, not by their extension. Reading a
 file's table of tensors reads only its header, whatever the file's size.
@@ -168,6 +169,16 @@ Examples:
   deathtensors keygen --type ed25519 --out publisher.jwk --public-out publisher.pub.jwk")]
     Keygen(KeygenArgs),
 
+    /// Show a JWK key file: each key's kind, key id, fingerprint and public half (never the secret).
+    #[command(after_help = "\
+The fingerprint (16 hex digits of SHA-256 of the public key) is how `inspect`,
+`verify` and errors name a signer. `inspect KEY.jwk` shows the same.
+
+Examples:
+  deathtensors key publisher.jwk
+  deathtensors key --json alice.pub.jwk")]
+    Key(KeyArgs),
+
     /// Encrypt a file for recipients (and optionally sign it), atomically.
     #[command(after_help = "\
 Recipients: symmetric JWK files and X25519 public JWK files (--to, repeatable),
@@ -181,6 +192,8 @@ Examples:
     Encrypt(EncryptArgs),
 
     /// Decrypt a file for a key holder (--key), streaming and atomically.
+    #[command(mut_arg("input", |a| a.help("The encrypted file to decrypt (a URL too)")))]
+    #[command(mut_arg("output", |a| a.help("The plaintext file to write (replaced atomically if it exists)")))]
     #[command(after_help = "\
 Examples:
   deathtensors decrypt secret.dt plain.dt --key team.jwk
@@ -335,6 +348,16 @@ pub struct KeygenArgs {
     pub format: KeyFormat,
 }
 
+/// Options of `key`.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// The JWK file (one key, a JWK set or an array).
+    pub file: PathBuf,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// How a key file is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum KeyFormat {
@@ -421,15 +444,19 @@ pub struct SignArgs {
     /// The file to sign.
     pub file: PathBuf,
     /// The Ed25519 JWK file (with its secret "d").
-    #[arg(long = "with", value_name = "FILE")]
+    #[arg(long = "with", value_name = "KEY")]
     pub with: PathBuf,
 }
 
 /// Options of `inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The file.
+    /// The file (a sharded index, a collection or a URL too; a JWK key file shows the key, as `key`).
     pub file: PathBuf,
+    /// An Ed25519 public key (JWK file) you trust: a signature by it is shown as verified, and named by
+    /// its key id (repeatable).
+    #[arg(long, value_name = "KEY")]
+    pub signer: Vec<PathBuf>,
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
@@ -478,9 +505,11 @@ pub enum FormatArg {
 /// Options of `convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// The file to convert.
+    /// The file to convert (a sharded index or a URL too).
+    #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// The file to write (replaced atomically if it exists).
+    #[arg(value_name = "OUT")]
     pub output: PathBuf,
     /// The output format [default: from OUT's extension].
     #[arg(long, value_enum)]

@@ -51,9 +51,10 @@ impl RunContext {
     /// `--signer` and `--require-signature`.
     ///
     /// # Errors
-    /// As [`crate::keys::signers`].
+    /// As [`crate::signers::Trusted::load`].
     pub fn read_options_requiring(&self, signer: &[PathBuf], require_signature: bool) -> anyhow::Result<ReadOptions> {
-        Ok(ReadOptions { trusted_signers: crate::keys::signers(signer)?, require_signature, ..self.read_options() })
+        let trusted = crate::signers::Trusted::load(signer)?.keys();
+        Ok(ReadOptions { trusted_signers: trusted, require_signature, ..self.read_options() })
     }
 
     /// Opens a file or URL with the keys (and policy input) of this run; a

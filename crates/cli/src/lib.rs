@@ -27,6 +27,7 @@ mod out;
 mod progress;
 mod remote;
 mod sharded;
+mod signers;
 
 use std::ffi::OsString;
 

@@ -66,7 +66,7 @@ pub use crate::{
     },
     copy::{copy_tensors, COPY_CHUNK},
     crypt::{
-        cryptotensors_jwk, EncryptOptions, KeyRing, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey,
+        cryptotensors_jwk, describe_key_file, describe_keys, EncryptOptions, KeyRing, KeySummary, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey,
         X25519PublicKey, X25519SecretKey, KEY_ENV_VARS,
     },
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
@@ -88,7 +88,7 @@ pub use crate::{
         ShardedReader, INDEX_SUFFIX, LEGACY_INDEX_MARKER,
     },
     sidecar::{manifest, write_manifest},
-    signing::sign_file,
+    signing::{sign_file, sign_file_with},
     stats::{tensor_stats, Stats},
     strided::{Strided, TensorBytes},
     writer::{save, save_from, save_views, Writer},
