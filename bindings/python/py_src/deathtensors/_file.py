@@ -208,12 +208,25 @@ def save_file(
     compress: Union[bool, str] = False,
     compress_level: int = 3,
     durable: bool = True,
+    *,
+    metadata: Optional[Mapping[str, str]] = None,
 ) -> None:
     """The lower-level form of :func:`save`: ``tensors`` is an iterable of
     ``(name, dtype, shape, bytes, metadata)`` with dtype names such as
     ``"F32"`` and raw little-endian row-major bytes. ``compress`` and
     ``compress_level`` are :func:`save`'s.
+
+    safetensors' order is taken too: ``save_file(tensors, path,
+    metadata=None)`` with ``tensors`` a dict of tensors (what
+    :func:`save` takes) and ``metadata`` the global metadata.
     """
+    if isinstance(path, Mapping) and isinstance(tensors, (str, bytes, os.PathLike)):
+        # safetensors.*.save_file(tensors, filename, metadata=None)
+        save(tensors, path, global_metadata=metadata if metadata is not None else global_metadata, checksum=checksum, compress=compress,
+             compress_level=compress_level, durable=durable)
+        return
+    if metadata is not None:
+        raise TypeError("save_file(path, tensors, ...): the global metadata is global_metadata= (metadata= is for save_file(tensors, path, metadata=...), safetensors' order)")
     options = write_options(
         global_metadata=global_metadata, checksum=checksum, compress=compress, compress_level=compress_level,
         durable=durable,
@@ -620,6 +633,15 @@ def refuse_hidden_tensors(reader: Any, path: Any) -> None:
             f"cannot read {path}: the header is sealed and no key given matches its recipients, "
             "so its tensors are hidden"
         )
+
+
+@with_read_options
+def load_file(path: PathLike, framework: str = "torch", **options: Unpack[ReadKeywords]) -> Dict[str, Any]:
+    """Every tensor of ``path`` as a dict, name to tensor of ``framework``
+    (``"torch"``, ``"numpy"``, ``"jax"``, ``"tensorflow"``, ``"paddle"``,
+    ``"mlx"``): safetensors' ``load_file``, with :func:`open`'s keywords."""
+    with DtFile(path, **options) as f:
+        return f.get_tensors(framework)
 
 
 @with_read_options

@@ -4,7 +4,7 @@ Two layouts are written. Hugging Face's: an index
 ``model.deathtensors.index.json`` (``metadata.total_size`` and
 ``weight_map``) and shards ``model-00001-of-00003.deathtensors``.
 deathtensors 0.3.0's: the index is a tensor-less ``.deathtensors`` file at
-the path given, whose metadata lists the shards ``model-00001-of-0003.deathtensors``
+the path given, whose metadata lists the shards ``model-00001-of-00003.deathtensors``
 beside it. ``open_sharded`` reads both, and Hugging Face
 ``model.safetensors.index.json`` checkpoints. Shards are opened only when a
 tensor in them is asked for.
@@ -69,7 +69,7 @@ def save_sharded(
     - ``"deathtensors-0.3"``, when ``path`` ends in ``.deathtensors`` or
       ``.dt``: what deathtensors 0.3.0 writes for the same call. ``path`` is
       the index, a deathtensors file without tensors whose metadata lists
-      the shards, ``model-00001-of-0003.deathtensors`` ... beside it; each
+      the shards, ``model-00001-of-00003.deathtensors`` ... beside it; each
       shard's metadata has ``deathtensors.shard.index`` and ``.count``.
     - ``"huggingface"``, otherwise: ``dir/model`` gives
       ``dir/model-00001-of-0000N.deathtensors`` ... and

@@ -145,10 +145,12 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     if footer.is_none() && digested.is_empty() && tags != "ok" {
         if !args.allow_missing {
             let why = if reader.is_encrypted() && !signers.is_empty() {
+                let all_trusted = reader.signers().iter().all(|k| trusted.trusts(k));
                 format!(
-                    "the signature of {} is valid, but nothing checks the tensors' \
+                    "the signature of {} {}, but nothing checks the tensors' \
                      bytes without a key (no SHA-256 footer, no tensor digests; the chunks' tags need --key)",
-                    reader.signers().iter().map(|k| trusted.name(k)).collect::<Vec<_>>().join(", ")
+                    reader.signers().iter().map(|k| trusted.name(k)).collect::<Vec<_>>().join(", "),
+                    if all_trusted { "verifies (a key you trust)" } else { "is valid (its key is not trusted)" }
                 )
             } else if reader.is_encrypted() {
                 "the file has no SHA-256 footer and no tensor digests, and its chunks' tags need a key (--key)".into()
