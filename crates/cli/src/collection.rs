@@ -137,7 +137,9 @@ pub fn verify(path: &Path, allow_missing: bool, as_json: bool) -> anyhow::Result
                  (header, size)",
                 if p == 1 { "1 partial block".to_string() } else { format!("{p} partial blocks") }
             ),
-            (p, d) => format!("; {p} partial and {d} digest-less full block(s) checked for structure only (header, size)"),
+            (p, d) => {
+                format!("; {p} partial and {d} digest-less full block(s) checked for structure only (header, size)")
+            }
         };
         writeln!(
             out,

@@ -53,7 +53,7 @@ where
             return e.exit_code();
         }
     };
-    let result = RunContext::new(&cli).and_then(|ctx| cmd::run(cli.command, &ctx));
+    let result = RunContext::new(&cli.command.read_args()).and_then(|ctx| cmd::run(cli.command, &ctx));
     match result {
         Ok(code) => code as i32,
         Err(err) => {

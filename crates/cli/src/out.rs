@@ -86,7 +86,13 @@ pub fn quantity(n: u64) -> String {
         value /= 1000.0;
         unit += 1;
     }
-    let digits = if value >= 99.95 { 0 } else if value >= 9.995 { 1 } else { 2 };
+    let digits = if value >= 99.95 {
+        0
+    } else if value >= 9.995 {
+        1
+    } else {
+        2
+    };
     format!("{value:.digits$} {}", UNITS[unit])
 }
 

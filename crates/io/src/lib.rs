@@ -66,8 +66,8 @@ pub use crate::{
     },
     copy::{copy_tensors, COPY_CHUNK},
     crypt::{
-        cryptotensors_jwk, describe_key_file, describe_keys, EncryptOptions, KeyRing, KeySummary, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey,
-        X25519PublicKey, X25519SecretKey, KEY_ENV_VARS,
+        cryptotensors_jwk, describe_key_file, describe_keys, EncryptOptions, KeyRing, KeySummary, Passphrase,
+        RecipientKey, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey, X25519SecretKey, KEY_ENV_VARS,
     },
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
     dcp::{

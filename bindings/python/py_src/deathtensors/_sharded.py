@@ -16,7 +16,7 @@ import json
 import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
-from . import _convert, _native, _remote
+from . import _convert, _keys, _native, _remote
 from ._file import DtFile, PathLike, ReadKeywords, _check_metadata, read_options, with_read_options, write_options
 from ._legacy import expand_path
 from ._native import ShardedIndex, save_sharded as _native_save_sharded
@@ -116,6 +116,7 @@ class ShardedFile:
         (``storage_options``: the index's and every shard's store)."""
         self.path = _index_path(expand_path(index_path))
         self._options = read_options(**options)
+        self._trusted = _keys.trusted_names(options.get("trusted_signers"))
         self._index = ShardedIndex(self.path, self._options)
         self._files: Dict[str, DtFile] = {}
         if verify:
@@ -130,7 +131,7 @@ class ShardedFile:
     def _shard(self, shard: str) -> DtFile:
         f = self._files.get(shard)
         if f is None:
-            f = self._files[shard] = DtFile._with(shard, self._options)
+            f = self._files[shard] = DtFile._with(shard, self._options, trusted=self._trusted)
         return f
 
     def _file(self, name: str) -> DtFile:
@@ -155,6 +156,10 @@ class ShardedFile:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._index.keys())
+
+    def __repr__(self) -> str:
+        shards = len(self._index.shard_paths())
+        return f"<ShardedFile {os.fspath(self.path)!r} ({len(self)} tensors in {shards} shard{'s' if shards != 1 else ''})>"
 
     def __enter__(self) -> "ShardedFile":
         return self

@@ -120,12 +120,14 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
     // that fails did not drop anything.
     let mut warnings: Vec<String> = Vec::new();
     if !reader.signatures().is_empty() {
-        warnings.push(if format == Format::Deathtensors {
-            "the input's signatures are not carried over: sign the output again (`deathtensors sign`)"
-        } else {
-            "the input's signatures are not carried over: the output's format cannot be signed"
-        }
-        .to_string());
+        warnings.push(
+            if format == Format::Deathtensors {
+                "the input's signatures are not carried over: sign the output again (`deathtensors sign`)"
+            } else {
+                "the input's signatures are not carried over: the output's format cannot be signed"
+            }
+            .to_string(),
+        );
     }
     let had_checksum = reader.has_footer() || header.tensors().iter().any(|t| t.sha256.is_some());
     let checksum = match format {

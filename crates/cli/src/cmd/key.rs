@@ -62,7 +62,10 @@ pub fn rows(path: &Path, k: &KeySummary) -> Vec<Vec<String>> {
         vec!["file".to_string(), path.display().to_string()],
         vec!["kind".into(), kind],
         vec!["kid".into(), k.kid.clone().unwrap_or_else(|| "none".into())],
-        vec!["fingerprint".into(), k.fingerprint.clone().unwrap_or_else(|| "none (a symmetric key has no public half)".into())],
+        vec![
+            "fingerprint".into(),
+            k.fingerprint.clone().unwrap_or_else(|| "none (a symmetric key has no public half)".into()),
+        ],
     ];
     if let Some(public) = &k.public_jwk {
         rows.push(vec!["public key".into(), public.to_string()]);

@@ -174,7 +174,11 @@ fn inspect_counts_parameters_for_people() {
     let dir = Scratch::new("first-hour-params");
     let f = dir.path("big.dt");
     // 1,234,567 parameters: 1.23 M (out's unit test covers 1.02 B).
-    crate::write(&f, &[("w", deathtensors_io::format::Dtype::U8, &[1_234_567], vec![0u8; 1_234_567])], &Default::default());
+    crate::write(
+        &f,
+        &[("w", deathtensors_io::format::Dtype::U8, &[1_234_567], vec![0u8; 1_234_567])],
+        &Default::default(),
+    );
     let out = check(["inspect", p(&f)], 0).stdout;
     assert!(out.contains("1.23 M parameters"), "{out}");
 }
