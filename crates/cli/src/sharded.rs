@@ -279,11 +279,12 @@ pub fn convert(
 /// What a command that reads tensors opened: one file (or URL), or a
 /// sharded checkpoint (either index layout, local or a URL). `ls`, `cat`,
 /// `stats` take both, through this.
+#[allow(clippy::large_enum_variant)] // one per run
 pub enum Input {
     /// One file.
     File(deathtensors_io::Reader),
     /// A sharded checkpoint.
-    Sharded(ShardedReader),
+    Sharded(Box<ShardedReader>),
 }
 
 impl Input {
@@ -293,7 +294,7 @@ impl Input {
     /// The open's.
     pub fn open(ctx: &RunContext, path: &Path) -> anyhow::Result<Input> {
         if is_index(ctx, path) {
-            return Ok(Input::Sharded(ctx.open_sharded(path, ctx.read_options())?));
+            return Ok(Input::Sharded(Box::new(ctx.open_sharded(path, ctx.read_options())?)));
         }
         let reader = ctx.open(path)?;
         reader.check_not_hidden()?;

@@ -298,8 +298,8 @@ mod tests {
     fn display_names_keys_never_secrets() {
         assert_eq!(KeyRing::new().to_string(), "KeyRing(empty)");
         let mut ring = KeyRing::new();
-        let team = SymmetricKey::generate("team").unwrap();
-        ring.add_symmetric(Arc::new(team.clone()));
+        let team = Arc::new(SymmetricKey::generate("team").unwrap());
+        ring.add_symmetric(team.clone());
         let signing = SigningKey::generate();
         ring.add_jwk_value(&signing.to_jwk(Some("pub"), true), None).unwrap();
         ring.add_passphrase(Arc::new(Passphrase::new("correct horse battery").unwrap()));
