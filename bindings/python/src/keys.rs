@@ -75,7 +75,7 @@ impl PyKeyRing {
     }
 
     fn __repr__(&self) -> String {
-        format!("{:?}", self.inner)
+        self.inner.to_string()
     }
 }
 

@@ -79,6 +79,8 @@ fn refuse_overlaps<'a>(spans: impl Iterator<Item = ((usize, usize), &'a str)>, w
 #[pyclass(name = "Reader", module = "deathtensors._native", frozen)]
 pub struct PyReader {
     inner: RwLock<Option<Arc<Reader>>>,
+    /// The path opened: what an error after `close()` names.
+    opened: std::path::PathBuf,
 }
 
 fn metadata_dict<'py>(py: Python<'py>, m: &Metadata) -> PyResult<Bound<'py, PyDict>> {
@@ -114,7 +116,9 @@ type StatsTuple = (u64, u64, u64, u64, u64, Option<f64>, Option<f64>, Option<f64
 impl PyReader {
     pub(crate) fn get(&self) -> PyResult<Arc<Reader>> {
         let guard = self.inner.read().map_err(|_| PyValueError::new_err("reader lock poisoned"))?;
-        guard.clone().ok_or_else(|| PyValueError::new_err("I/O operation on a closed file"))
+        guard
+            .clone()
+            .ok_or_else(|| PyValueError::new_err(format!("I/O operation on a closed file: {}", self.opened.display())))
     }
 
     fn tensor_info<'r>(reader: &'r Reader, py: Python<'_>, name: &str) -> PyResult<&'r TensorInfo> {
@@ -151,7 +155,7 @@ impl PyReader {
                 }
             })
             .py(py)?;
-        Ok(PyReader { inner: RwLock::new(Some(Arc::new(reader))) })
+        Ok(PyReader { inner: RwLock::new(Some(Arc::new(reader))), opened: path })
     }
 
     /// Closes the file. Views made by `region` stay valid until dropped.

@@ -4,10 +4,11 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-const ABOUT: &str = "Inspect, check and convert deathtensors and safetensors files";
+const ABOUT: &str = "Inspect, check, convert, encrypt and sign deathtensors, safetensors and bintensors files";
 
 const LONG_ABOUT: &str = "\
-Inspect, check and convert deathtensors and safetensors files.
+Inspect, check, convert, encrypt and sign deathtensors, safetensors and
+bintensors files.
 
 Files are recognised by their content, not by their extension. Reading a
 file's table of tensors reads only its header, whatever the file's size.
@@ -35,6 +36,25 @@ pub struct Cli {
     /// The subcommand.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The options of every command that reads files: keys, the policy
+/// input, and the object store's settings for URLs. Only those commands
+/// show them (`keygen`, `key` and `sign` do not).
+#[derive(Clone, Debug, Default, Args)]
+pub struct ReadArgs {
+    /// Keys and policy input.
+    #[command(flatten)]
+    pub keys: KeyOptions,
+    /// Object store settings.
+    #[command(flatten)]
+    pub store: StoreOptions,
+}
+
+/// Keys to decrypt with, and a policy's input.
+#[derive(Clone, Debug, Default, Args)]
+#[command(next_help_heading = "Keys")]
+pub struct KeyOptions {
     /// A JWK key file to decrypt encrypted files with (repeatable; also read:
     /// the DEATHTENSORS_KEYS and CRYPTOTENSOR_KEYS environment variables,
     /// JWK JSON).
@@ -48,6 +68,12 @@ pub struct Cli {
     /// (a policy binds honest readers only: docs/SECURITY.md).
     #[arg(long, value_name = "JSON", global = true)]
     pub policy_input: Option<String>,
+}
+
+/// The object store's settings, for URLs.
+#[derive(Clone, Debug, Default, Args)]
+#[command(next_help_heading = "URLs")]
+pub struct StoreOptions {
     /// A setting of the object store for s3://, gs://, az:// and http(s)://
     /// URLs, as object_store names it (repeatable; e.g. aws_endpoint=URL,
     /// aws_region=REGION; the environment, AWS_* and friends, is read too),
@@ -168,6 +194,16 @@ Examples:
   deathtensors keygen --type ed25519 --out publisher.jwk --public-out publisher.pub.jwk")]
     Keygen(KeygenArgs),
 
+    /// Show a JWK key file: each key's kind, key id, fingerprint and public half (never the secret).
+    #[command(after_help = "\
+The fingerprint (16 hex digits of SHA-256 of the public key) is how `inspect`,
+`verify` and errors name a signer. `inspect KEY.jwk` shows the same.
+
+Examples:
+  deathtensors key publisher.jwk
+  deathtensors key --json alice.pub.jwk")]
+    Key(KeyArgs),
+
     /// Encrypt a file for recipients (and optionally sign it), atomically.
     #[command(after_help = "\
 Recipients: symmetric JWK files and X25519 public JWK files (--to, repeatable),
@@ -181,6 +217,8 @@ Examples:
     Encrypt(EncryptArgs),
 
     /// Decrypt a file for a key holder (--key), streaming and atomically.
+    #[command(mut_arg("input", |a| a.help("The encrypted file to decrypt (a URL too)")))]
+    #[command(mut_arg("output", |a| a.help("The plaintext file to write (replaced atomically if it exists)")))]
     #[command(after_help = "\
 Examples:
   deathtensors decrypt secret.dt plain.dt --key team.jwk
@@ -234,6 +272,9 @@ Examples:
 /// Options of `blob`.
 #[derive(Debug, Args)]
 pub struct BlobArgs {
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: BlobCommand,
@@ -335,6 +376,16 @@ pub struct KeygenArgs {
     pub format: KeyFormat,
 }
 
+/// Options of `key`.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// The JWK file (one key, a JWK set or an array).
+    pub file: PathBuf,
+    /// Print one JSON document on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// How a key file is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum KeyFormat {
@@ -355,6 +406,27 @@ pub enum KeyKind {
     Ed25519,
 }
 
+impl Command {
+    /// The reading options of the command, if it reads files.
+    pub fn read_args(&self) -> ReadArgs {
+        match self {
+            Command::Inspect(a) => a.read.clone(),
+            Command::Ls(a) => a.read.clone(),
+            Command::Manifest(a) => a.read.clone(),
+            Command::Verify(a) => a.read.clone(),
+            Command::Convert(a) | Command::Decrypt(a) => a.read.clone(),
+            Command::Diff(a) => a.read.clone(),
+            Command::Stats(a) => a.read.clone(),
+            Command::Cat(a) => a.read.clone(),
+            Command::Meta(a) => a.read.clone(),
+            Command::Encrypt(a) => a.read.clone(),
+            Command::Blob(a) => a.read.clone(),
+            Command::Consolidate(a) => ReadArgs { store: a.store.clone(), ..ReadArgs::default() },
+            Command::Keygen(_) | Command::Key(_) | Command::Sign(_) => ReadArgs::default(),
+        }
+    }
+}
+
 /// A cipher.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum CipherArg {
@@ -369,6 +441,9 @@ pub enum CipherArg {
 /// Options of `encrypt`.
 #[derive(Debug, Args)]
 pub struct EncryptArgs {
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// The file to encrypt.
     pub input: PathBuf,
     /// The encrypted deathtensors file to write.
@@ -421,15 +496,22 @@ pub struct SignArgs {
     /// The file to sign.
     pub file: PathBuf,
     /// The Ed25519 JWK file (with its secret "d").
-    #[arg(long = "with", value_name = "FILE")]
+    #[arg(long = "with", value_name = "KEY")]
     pub with: PathBuf,
 }
 
 /// Options of `inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The file.
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// The file (a sharded index, a collection or a URL too; a JWK key file shows the key, as `key`).
     pub file: PathBuf,
+    /// An Ed25519 public key (JWK file) you trust: a signature by it is shown as verified, and named by
+    /// its key id (repeatable).
+    #[arg(long, value_name = "KEY")]
+    pub signer: Vec<PathBuf>,
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
@@ -438,6 +520,9 @@ pub struct InspectArgs {
 /// Options of `ls`.
 #[derive(Debug, Args)]
 pub struct LsArgs {
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// Print a JSON array of names on stdout.
@@ -448,6 +533,9 @@ pub struct LsArgs {
 /// Options of `verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// Succeed (with a note) when the file carries no checksum at all.
@@ -478,9 +566,14 @@ pub enum FormatArg {
 /// Options of `convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// The file to convert.
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
+    /// The file to convert (a sharded index or a URL too).
+    #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// The file to write (replaced atomically if it exists).
+    #[arg(value_name = "OUT")]
     pub output: PathBuf,
     /// The output format [default: from OUT's extension].
     #[arg(long, value_enum)]
@@ -515,6 +608,9 @@ pub struct ConvertArgs {
 /// Options of `diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// The first file.
     pub a: PathBuf,
     /// The second file.
@@ -533,6 +629,9 @@ pub struct DiffArgs {
 /// Options of `stats`.
 #[derive(Debug, Args)]
 pub struct StatsArgs {
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// The tensors [default: all].
@@ -545,6 +644,9 @@ pub struct StatsArgs {
 /// Options of `manifest`.
 #[derive(Debug, Args)]
 pub struct ManifestArgs {
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// Where to write the manifest [default: FILE.json].
@@ -554,6 +656,9 @@ pub struct ManifestArgs {
 /// Options of `cat`.
 #[derive(Debug, Args)]
 pub struct CatArgs {
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// The tensor.
@@ -572,6 +677,9 @@ pub struct CatArgs {
 /// Options of `meta`.
 #[derive(Debug, Args)]
 pub struct MetaArgs {
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// Set a key (repeatable).

@@ -8,6 +8,7 @@ mod convert;
 mod crypt;
 mod diff;
 mod inspect;
+pub(crate) mod key;
 mod ls;
 mod manifest;
 mod meta;
@@ -31,6 +32,7 @@ pub fn run(command: Command, ctx: &RunContext) -> anyhow::Result<ExitCode> {
         Command::Cat(args) => cat::run(args, ctx),
         Command::Meta(args) => meta::run(args, ctx),
         Command::Keygen(args) => crypt::keygen(args),
+        Command::Key(args) => key::run(args),
         Command::Encrypt(args) => crypt::encrypt(args, ctx),
         Command::Decrypt(args) => convert::run_with(args, true, ctx),
         Command::Sign(args) => crypt::sign(args),

@@ -106,11 +106,19 @@ pub fn verify(path: &Path, allow_missing: bool, as_json: bool) -> anyhow::Result
         }
         Err(e) => return Err(e.into()),
     };
-    let blocks = c.blocks().len();
-    if hashed == 0 && !allow_missing && c.rows() > 0 {
+    let infos = c.blocks();
+    let blocks = infos.len();
+    let block_rows = c.layout().block_rows;
+    // A partial block (the last, growing) has no digest until it is full:
+    // its header and size are all there is to check, and that is not a
+    // missing checksum. Full blocks without a digest are.
+    let partial = infos.iter().filter(|b| b.rows < block_rows).count() as u64;
+    let undigested_full = infos.iter().filter(|b| b.rows == block_rows && b.sha256.is_none()).count();
+    if hashed == 0 && undigested_full > 0 && !allow_missing {
         return Err(CheckFailed(format!(
-            "{display}: {} check out, but none is full with a digest to verify (pass --allow-missing to accept that)",
-            out::count(blocks, "block")
+            "{display}: {} check out, but {} carry no digest to verify (pass --allow-missing to accept that)",
+            out::count(blocks, "block"),
+            out::count(undigested_full, "full block"),
         ))
         .into());
     }
@@ -118,13 +126,20 @@ pub fn verify(path: &Path, allow_missing: bool, as_json: bool) -> anyhow::Result
     if as_json {
         out.json(&json!({
             "path": path.to_string_lossy(), "ok": true, "rows": c.rows(), "blocks": blocks, "blocks_hashed": hashed,
+            "blocks_partial": partial,
         }))?;
     } else {
         let unhashed = blocks as u64 - hashed;
-        let note = if unhashed > 0 {
-            format!("; {unhashed} partial or digest-less block(s) checked for structure only")
-        } else {
-            String::new()
+        let note = match (partial, unhashed - partial) {
+            (0, 0) => String::new(),
+            (p, 0) => format!(
+                "; {} (fewer than {block_rows} rows: no digest until it is full) checked for structure only \
+                 (header, size)",
+                if p == 1 { "1 partial block".to_string() } else { format!("{p} partial blocks") }
+            ),
+            (p, d) => {
+                format!("; {p} partial and {d} digest-less full block(s) checked for structure only (header, size)")
+            }
         };
         writeln!(
             out,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use deathtensors_io::{is_legacy_index, ConsolidateOptions, ErrorKind, KeyRing, ReadOptions, Reader, ShardedReader};
 use deathtensors_remote::RemoteOptions;
 
-use crate::args::Cli;
+use crate::args::ReadArgs;
 
 /// What a command opens files with.
 pub struct RunContext {
@@ -33,10 +33,10 @@ impl RunContext {
     /// # Errors
     /// A malformed storage option or policy input, a key file that cannot
     /// be read, a passphrase variable that is not set.
-    pub fn new(cli: &Cli) -> anyhow::Result<RunContext> {
-        let storage_options = crate::remote::parse_storage_options(&cli.storage_options)?;
-        let policy_input = crate::keys::policy_input(cli.policy_input.as_deref())?;
-        let keys = crate::keys::load(&cli.keys, cli.passphrase_env.as_deref())?;
+    pub fn new(args: &ReadArgs) -> anyhow::Result<RunContext> {
+        let storage_options = crate::remote::parse_storage_options(&args.store.storage_options)?;
+        let policy_input = crate::keys::policy_input(args.keys.policy_input.as_deref())?;
+        let keys = crate::keys::load(&args.keys.keys, args.keys.passphrase_env.as_deref())?;
         // A cache when DEATHTENSORS_REMOTE_CACHE names a directory.
         let remote = RemoteOptions { storage_options, ..RemoteOptions::from_env() };
         Ok(RunContext { keys, policy_input, remote, kept: RefCell::new(None) })
@@ -51,9 +51,10 @@ impl RunContext {
     /// `--signer` and `--require-signature`.
     ///
     /// # Errors
-    /// As [`crate::keys::signers`].
+    /// As [`crate::signers::Trusted::load`].
     pub fn read_options_requiring(&self, signer: &[PathBuf], require_signature: bool) -> anyhow::Result<ReadOptions> {
-        Ok(ReadOptions { trusted_signers: crate::keys::signers(signer)?, require_signature, ..self.read_options() })
+        let trusted = crate::signers::Trusted::load(signer)?.keys();
+        Ok(ReadOptions { trusted_signers: trusted, require_signature, ..self.read_options() })
     }
 
     /// Opens a file or URL with the keys (and policy input) of this run; a

@@ -19,6 +19,18 @@ pub fn load(files: &[PathBuf], passphrase_env: Option<&str>) -> anyhow::Result<K
     let mut ring = KeyRing::new();
     for f in files {
         ring.add_jwk_file(f)?;
+        // An X25519 public key opens nothing: a file encrypted to it opens
+        // with its secret half. (An Ed25519 public key is a signer's, which
+        // a cryptotensors file's signature is checked with.)
+        let summaries = deathtensors_io::describe_key_file(f)?;
+        if let Some(k) = summaries.iter().find(|k| k.kind == "x25519" && !k.secret) {
+            let kid = k.kid.as_deref().map_or(String::new(), |kid| format!(" {kid:?}"));
+            anyhow::bail!(
+                "--key {}: this is the public X25519 key{kid}; decrypting needs the secret key (the JWK with \"d\", \
+                 e.g. the file keygen --out wrote)",
+                f.display()
+            );
+        }
     }
     if let Some(var) = passphrase_env {
         ring.add_passphrase(Arc::new(passphrase(var)?));
@@ -49,21 +61,4 @@ pub fn policy_input(arg: Option<&str>) -> anyhow::Result<Option<serde_json::Valu
         None => arg.to_string(),
     };
     Ok(Some(serde_json::from_str(&text).context("--policy-input is not JSON")?))
-}
-
-/// The Ed25519 public keys of `--signer` JWK files, for `trusted_signers`.
-///
-/// # Errors
-/// A file that cannot be read, or holds no Ed25519 key.
-pub fn signers(files: &[PathBuf]) -> anyhow::Result<Vec<deathtensors_io::VerifyingKey>> {
-    let mut trusted = Vec::new();
-    for f in files {
-        let mut ring = deathtensors_io::KeyRing::new();
-        ring.add_jwk_file(f)?;
-        if ring.verifying_keys().is_empty() {
-            anyhow::bail!("{} holds no Ed25519 key", f.display());
-        }
-        trusted.extend(ring.verifying_keys().iter().map(|(_, k)| *k));
-    }
-    Ok(trusted)
 }

@@ -27,6 +27,7 @@ mod out;
 mod progress;
 mod remote;
 mod sharded;
+mod signers;
 
 use std::ffi::OsString;
 
@@ -52,7 +53,7 @@ where
             return e.exit_code();
         }
     };
-    let result = RunContext::new(&cli).and_then(|ctx| cmd::run(cli.command, &ctx));
+    let result = RunContext::new(&cli.command.read_args()).and_then(|ctx| cmd::run(cli.command, &ctx));
     match result {
         Ok(code) => code as i32,
         Err(err) => {

@@ -72,6 +72,30 @@ pub fn size(bytes: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
+/// A count for people, in powers of 1000: `512`, `12.3 K`, `1.02 B`
+/// (three significant digits; billions as B, as model sizes are said).
+pub fn quantity(n: u64) -> String {
+    const UNITS: [&str; 5] = ["K", "M", "B", "T", "Q"];
+    if n < 1000 {
+        return n.to_string();
+    }
+    let mut value = n as f64;
+    let mut unit = 0;
+    value /= 1000.0;
+    while value >= 999.995 && unit < UNITS.len() - 1 {
+        value /= 1000.0;
+        unit += 1;
+    }
+    let digits = if value >= 99.95 {
+        0
+    } else if value >= 9.995 {
+        1
+    } else {
+        2
+    };
+    format!("{value:.digits$} {}", UNITS[unit])
+}
+
 /// A format's name as the command line spells it.
 pub fn format_name(format: deathtensors_io::format::Format) -> &'static str {
     match format {
@@ -154,6 +178,18 @@ pub fn table(rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_for_people() {
+        assert_eq!(quantity(0), "0");
+        assert_eq!(quantity(999), "999");
+        assert_eq!(quantity(1000), "1.00 K");
+        assert_eq!(quantity(12_345), "12.3 K");
+        assert_eq!(quantity(999_999), "1.00 M");
+        assert_eq!(quantity(124_439_808), "124 M");
+        assert_eq!(quantity(1_021_886_464), "1.02 B");
+        assert_eq!(quantity(70_553_706_496), "70.6 B");
+    }
 
     #[test]
     fn numbers_for_people() {

@@ -281,3 +281,52 @@ pub fn convert(
     copy::copy_from(|name| sharded.reader_of(name), output, specs, &options)?;
     Ok(())
 }
+
+/// What a command that reads tensors opened: one file (or URL), or a
+/// sharded checkpoint (either index layout, local or a URL). `ls`, `cat`,
+/// `stats` take both, through this.
+#[allow(clippy::large_enum_variant)] // one per run
+pub enum Input {
+    /// One file.
+    File(deathtensors_io::Reader),
+    /// A sharded checkpoint.
+    Sharded(Box<ShardedReader>),
+}
+
+impl Input {
+    /// Opens `path` with the run's keys: a sharded index, or a file.
+    ///
+    /// # Errors
+    /// The open's.
+    pub fn open(ctx: &RunContext, path: &Path) -> anyhow::Result<Input> {
+        if is_index(ctx, path) {
+            return Ok(Input::Sharded(Box::new(ctx.open_sharded(path, ctx.read_options())?)));
+        }
+        let reader = ctx.open(path)?;
+        reader.check_not_hidden()?;
+        Ok(Input::File(reader))
+    }
+
+    /// The tensor names, in the header's (or the index's) order.
+    pub fn names(&self) -> Vec<&str> {
+        match self {
+            Input::File(r) => r.header().tensors().iter().map(|t| t.name.as_str()).collect(),
+            Input::Sharded(s) => s.keys().collect(),
+        }
+    }
+
+    /// The reader holding tensor `name` (opening its shard).
+    ///
+    /// # Errors
+    /// `TensorNotFound`; the shard's open.
+    pub fn reader_of(&self, name: &str) -> deathtensors_io::Result<&deathtensors_io::Reader> {
+        match self {
+            Input::File(r) => r.tensor(name).map(|_| r),
+            Input::Sharded(s) => {
+                let r = s.reader_of(name)?;
+                r.check_not_hidden()?;
+                Ok(r)
+            }
+        }
+    }
+}

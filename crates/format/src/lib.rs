@@ -106,8 +106,8 @@ pub use crate::{
     region::{Region, Runs},
     shape::Shape,
     signature::{
-        encode_signatures, parse_signatures, signature_block_len, signed_message, SignatureRecord, MAX_SIGNATURES,
-        SIGNATURE_MAGIC, SIGNATURE_RECORD_LEN, SIGNATURE_TRAILER_LEN,
+        encode_signatures, parse_signatures, signature_block_len, signed_file_truncated, signed_message,
+        SignatureRecord, MAX_SIGNATURES, SIGNATURE_MAGIC, SIGNATURE_RECORD_LEN, SIGNATURE_TRAILER_LEN,
     },
     tensor::{Format, Metadata, TensorInfo, TensorSpec},
 };

@@ -59,6 +59,15 @@ pub fn signature_block_len(trailer: &[u8], file_len: u64) -> Result<u64> {
     Ok(len)
 }
 
+/// For a signed file whose signature block does not decode: the error to
+/// report if the file is shorter than its body (`body_end`: where the data,
+/// and the footer if any, end) plus the smallest signature block, i.e.
+/// if it was cut short, rather than the block's own complaint.
+pub fn signed_file_truncated(body_end: u64, file_len: u64) -> Option<Error> {
+    let needed = body_end.checked_add(SIGNATURE_RECORD_LEN + SIGNATURE_TRAILER_LEN)?;
+    (needed > file_len).then(|| Error::truncated("signed file (data, footer and signature block)", needed, file_len))
+}
+
 /// Decodes a whole block (records and trailer).
 ///
 /// # Errors

@@ -5,12 +5,14 @@
 //! this module runs the ciphers over them.
 
 mod aead;
+mod describe;
 mod jwk;
 mod keyring;
 mod keys;
 mod sign;
 mod wrap;
 
+pub use self::describe::{describe_key_file, describe_keys, KeySummary};
 pub use self::jwk::to_cryptotensors as cryptotensors_jwk;
 pub use self::keyring::{KeyRing, KEY_ENV_VARS};
 pub use self::keys::{

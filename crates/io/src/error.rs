@@ -290,6 +290,9 @@ impl fmt::Display for Error {
             None => write!(f, "{doing}: ")?,
         }
         match kind {
+            // Writing, the problem is in what was given (an empty tensor
+            // name, say), not in a file.
+            ErrorKind::Format(e) if *doing == "cannot write" => write!(f, "invalid tensors: {e}"),
             ErrorKind::Format(e) => write!(f, "invalid file: {e}"),
             ErrorKind::Io(e) => write!(f, "{e}"),
             ErrorKind::ChecksumMismatch { expected, actual } => write!(

@@ -67,8 +67,8 @@ pub use crate::{
     },
     copy::{copy_tensors, COPY_CHUNK},
     crypt::{
-        cryptotensors_jwk, EncryptOptions, KeyRing, Passphrase, RecipientKey, SigningKey, SymmetricKey, VerifyingKey,
-        X25519PublicKey, X25519SecretKey, KEY_ENV_VARS,
+        cryptotensors_jwk, describe_key_file, describe_keys, EncryptOptions, KeyRing, KeySummary, Passphrase,
+        RecipientKey, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey, X25519SecretKey, KEY_ENV_VARS,
     },
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
     dcp::{
@@ -89,7 +89,7 @@ pub use crate::{
         ShardedReader, INDEX_SUFFIX, LEGACY_INDEX_MARKER,
     },
     sidecar::{manifest, write_manifest},
-    signing::sign_file,
+    signing::{sign_file, sign_file_with},
     staged::StagedFiles,
     stats::{tensor_stats, Stats},
     strided::{Strided, TensorBytes},

@@ -479,6 +479,15 @@ fn stem_of(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// Creates the folder a checkpoint's index and shards go in, and its
+/// parents, if missing (`save_sharded("out/model", ...)` without `out/`).
+pub(crate) fn create_parent(path: &Path) -> Result<()> {
+    match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(dir) => std::fs::create_dir_all(dir).map_err(|e| Error::io(e, dir, "cannot create the folder of")),
+        None => Ok(()),
+    }
+}
+
 /// Saves tensors over shards of at most `max_shard_bytes` of tensor data
 /// (a larger tensor gets a shard of its own), named
 /// `<stem>-00001-of-0000N.<ext>`, plus `<stem>.<ext>.index.json` in Hugging
@@ -503,6 +512,7 @@ pub fn save_sharded(
     if max_shard_bytes == 0 {
         return Err(Error::input("max_shard_bytes must be positive", path, "cannot write"));
     }
+    create_parent(path)?;
     let ext = match options.format {
         Format::Deathtensors => "deathtensors",
         Format::Safetensors => "safetensors",

@@ -90,7 +90,22 @@ pub(crate) fn finish(
 ///   longer match its digests or footer: damaged bytes are not signed.
 /// - `Io`.
 pub fn sign_file(path: impl AsRef<Path>, key: &SigningKey, durable: bool) -> Result<()> {
-    let path = path.as_ref();
+    sign_file_with(path.as_ref(), key, durable, |_| {}, |_| {})
+}
+
+/// [`sign_file`], telling `started` the bytes the check before signing
+/// reads (once, at the start), and `progress` the bytes checked as it
+/// goes (from any thread): what a progress bar needs.
+///
+/// # Errors
+/// As [`sign_file`].
+pub fn sign_file_with(
+    path: &Path,
+    key: &SigningKey,
+    durable: bool,
+    started: impl FnOnce(u64),
+    progress: impl Fn(u64) + Sync,
+) -> Result<()> {
     let io = |e| Error::io(e, path, DOING);
     let reader = Reader::open(path)?;
     let head = reader.head();
@@ -126,11 +141,13 @@ pub fn sign_file(path: impl AsRef<Path>, key: &SigningKey, durable: bool) -> Res
     // since they were written are not signed (a sealed file's digests are
     // under its key; its footer is checked).
     if head.sealed.is_some() {
-        if reader.has_footer() {
-            reader.verify_footer()?;
+        if let Some((start, end)) = head.checksummed() {
+            started(end - start);
+            reader.verify_footer_with(&progress)?;
         }
     } else {
-        reader.verify()?;
+        started(reader.verify_progress_len());
+        reader.verify_with(&progress)?;
     }
     let body_end = head.data_end + head.footer().map_or(0, |_| 32);
     let mut signed = vec![0u8; head.header_end as usize];

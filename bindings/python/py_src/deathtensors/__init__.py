@@ -7,7 +7,7 @@ tensor bytes. See :func:`save`, :func:`open` and :class:`DtFile`.
 from ._append import append, append_file
 from ._blob import TensorBlob
 from ._diff import diff
-from ._file import DtFile, open, save, save_file, sign_file
+from ._file import DtFile, load_file, open, save, save_file, sign_file
 from ._formats import from_safetensors, to_safetensors
 from ._keys import KeyRing, Passphrase, fingerprint, generate_key, public_key, register_keys
 from ._legacy import (
@@ -50,6 +50,7 @@ __author__ = library_author()
 __all__ = [
     "save",
     "save_file",
+    "load_file",
     "open",
     "DtFile",
     "save_sharded",

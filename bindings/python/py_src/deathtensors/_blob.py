@@ -101,6 +101,20 @@ def _default_framework() -> str:
         return "numpy"
 
 
+def _what_file(path: Path) -> str:
+    """What a file that is not a collection looks like, from its first bytes."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(9)
+    except OSError:
+        return "a file"
+    if head.startswith(b"DTLEGION"):
+        return "a plain deathtensors tensor file"
+    if len(head) == 9 and head[8:9] == b"{":
+        return "a plain tensor file (safetensors or bintensors)"
+    return "a file"
+
+
 class TensorBlob:
     """A growing collection of same-shaped tensors, stored in a directory,
     read and written like a file and indexed like an array.
@@ -187,6 +201,11 @@ class TensorBlob:
         if kind is None:
             if path.is_dir():
                 raise FileNotFoundError(f"not a collection: no collection.json in {str(path)!r}")
+            if path.is_file():
+                raise FileNotFoundError(
+                    f"{str(path)!r} is {_what_file(path)}, not a collection (a directory of blocks): open it with "
+                    "deathtensors.open(); TensorBlob.open(dir, 'w') makes a collection"
+                )
             raise FileNotFoundError(f"Blob not found: {str(path)!r}")
         if mode == "r":
             native = _Collection.open(str(path))
@@ -302,7 +321,7 @@ class TensorBlob:
 
     def _open(self) -> "TensorBlob":
         if self._closed:
-            raise BlobClosedError("I/O operation on closed blob.")
+            raise BlobClosedError(f"I/O operation on closed blob. ({self.filename})")
         return self
 
     def _check_readable(self) -> None:

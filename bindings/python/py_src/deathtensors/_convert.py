@@ -187,6 +187,8 @@ def view(framework: str, dtype: str, shape: list[int], region: Any, name: str = 
         return _view(framework, dtype, shape, region, name)
     except DeathTensorsError:
         raise
+    except ModuleNotFoundError as e:
+        raise _missing(framework, e) from e
     except (ValueError, TypeError, RuntimeError, OverflowError, MemoryError) as e:
         raise unrepresentable(name, dtype, shape, framework, e) from e
 
@@ -197,6 +199,15 @@ def unrepresentable(name: str, dtype: str, shape: list, framework: str, cause: B
     return DeathTensorsError(
         f"tensor {name!r} ({dtype}, shape {list(shape)}) cannot be made a {framework} tensor: {cause}"
     )
+
+
+def _missing(framework: str, e: ModuleNotFoundError) -> ImportError:
+    """torch or numpy not installed: the error names the package and the
+    ``framework=`` alternative, as for every other framework."""
+    name = {"pt": "torch", "np": "numpy"}.get(framework, framework)
+    if e.name in ("torch", "numpy"):
+        return _frameworks.missing(e.name if e.name != name else name)
+    return e
 
 
 def unknown_framework(framework: Any) -> DeathTensorsError:
@@ -292,6 +303,8 @@ def from_blob(framework: str, layout: list, arena: Any) -> Dict[str, Any]:
         return _from_blob(framework, layout, arena, out)
     except DeathTensorsError:
         raise
+    except ModuleNotFoundError as e:
+        raise _missing(framework, e) from e
     except (ValueError, TypeError, RuntimeError, OverflowError, MemoryError) as e:
         # The first tensor not made is the one that failed.
         row = next(r for r in layout if r[0] not in out)

@@ -208,12 +208,25 @@ def save_file(
     compress: Union[bool, str] = False,
     compress_level: int = 3,
     durable: bool = True,
+    *,
+    metadata: Optional[Mapping[str, str]] = None,
 ) -> None:
     """The lower-level form of :func:`save`: ``tensors`` is an iterable of
     ``(name, dtype, shape, bytes, metadata)`` with dtype names such as
     ``"F32"`` and raw little-endian row-major bytes. ``compress`` and
     ``compress_level`` are :func:`save`'s.
+
+    safetensors' order is taken too: ``save_file(tensors, path,
+    metadata=None)`` with ``tensors`` a dict of tensors (what
+    :func:`save` takes) and ``metadata`` the global metadata.
     """
+    if isinstance(path, Mapping) and isinstance(tensors, (str, bytes, os.PathLike)):
+        # safetensors.*.save_file(tensors, filename, metadata=None)
+        save(tensors, path, global_metadata=metadata if metadata is not None else global_metadata, checksum=checksum, compress=compress,
+             compress_level=compress_level, durable=durable)
+        return
+    if metadata is not None:
+        raise TypeError("save_file(path, tensors, ...): the global metadata is global_metadata= (metadata= is for save_file(tensors, path, metadata=...), safetensors' order)")
     options = write_options(
         global_metadata=global_metadata, checksum=checksum, compress=compress, compress_level=compress_level,
         durable=durable,
@@ -240,21 +253,25 @@ class DtFile:
     def __init__(self, path: PathLike, verify: bool = False, **options: Unpack[ReadKeywords]) -> None:
         """Opens ``path`` with :func:`open`'s keywords (``keys=``,
         ``trusted_signers=``, ...)."""
-        self._open(path, read_options(**options), verify)
+        self._open(path, read_options(**options), verify, _keys.trusted_names(options.get("trusted_signers")))
 
-    def _open(self, path: PathLike, options: Any, verify: bool) -> None:
+    def _open(self, path: PathLike, options: Any, verify: bool, trusted: Dict[bytes, Optional[str]]) -> None:
         path = expand_path(path)
         self._reader = Reader(path, options)
         self.path = path
+        self._trusted = trusted
         if verify:
             self.verify()
 
     @classmethod
-    def _with(cls, path: PathLike, options: Any, verify: bool = False) -> "DtFile":
+    def _with(
+        cls, path: PathLike, options: Any, verify: bool = False, trusted: Optional[Dict[bytes, Optional[str]]] = None
+    ) -> "DtFile":
         """A file opened with native read options already built (a shard
-        of a checkpoint: every shard shares them)."""
+        of a checkpoint: every shard shares them); ``trusted``: the trusted
+        signers' key ids, as :func:`_keys.trusted_names` gives."""
         f = cls.__new__(cls)
-        f._open(path, options, verify)
+        f._open(path, options, verify, trusted or {})
         return f
 
     # -- container protocol -------------------------------------------------
@@ -282,8 +299,16 @@ class DtFile:
         self._reader.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._reader.closed else f"{len(self)} tensors"
-        return f"<DtFile {self.path!r} ({state})>"
+        if self._reader.closed:
+            return f"<DtFile {self.path!r} (closed)>"
+        parts = [f"{len(self)} tensors"]
+        if self._reader.is_encrypted():
+            parts.append("encrypted")
+        for signer in self.signers():
+            who = f"{signer.kid!r} " if signer.kid else ""
+            trust = "verified, trusted key" if signer.trusted else "valid signature, key not trusted"
+            parts.append(f"signed by {who}{signer} ({trust})")
+        return f"<DtFile {self.path!r} ({', '.join(parts)})>"
 
     # -- header -------------------------------------------------------------
     def metadata(self) -> Dict[str, str]:
@@ -352,11 +377,20 @@ class DtFile:
         then shows no tensor; with one, it reads as if it were not sealed."""
         return self._reader.is_sealed()
 
-    def signers(self) -> List[str]:
-        """The fingerprints of the keys whose signatures the file carries
-        (all verified when it was opened). What a signature vouches for is
+    def signers(self) -> List[_keys.Signer]:
+        """The keys whose signatures the file carries, all valid (checked
+        when it was opened): each a :class:`Signer`, a string equal to its
+        fingerprint with ``kid`` and ``trusted``. A valid signature proves
+        the file is unchanged since that key signed it; the key is carried
+        in the file, so only a key given as ``trusted_signers=`` says who
+        signed it (``trusted``). What a signature vouches for is
         :meth:`signature_covers`."""
-        return [_native.fingerprint(k) for k in self._reader.signers()]
+        out = []
+        for k in self._reader.signers():
+            k = bytes(k)
+            trusted = k in self._trusted
+            out.append(_keys.Signer(_native.fingerprint(k), self._trusted.get(k), trusted))
+        return out
 
     def signature_covers(self) -> Optional[str]:
         """What the file's signature commits to, or None if it has none:
@@ -620,6 +654,15 @@ def refuse_hidden_tensors(reader: Any, path: Any) -> None:
             f"cannot read {path}: the header is sealed and no key given matches its recipients, "
             "so its tensors are hidden"
         )
+
+
+@with_read_options
+def load_file(path: PathLike, framework: str = "torch", **options: Unpack[ReadKeywords]) -> Dict[str, Any]:
+    """Every tensor of ``path`` as a dict, name to tensor of ``framework``
+    (``"torch"``, ``"numpy"``, ``"jax"``, ``"tensorflow"``, ``"paddle"``,
+    ``"mlx"``): safetensors' ``load_file``, with :func:`open`'s keywords."""
+    with DtFile(path, **options) as f:
+        return f.get_tensors(framework)
 
 
 @with_read_options

@@ -89,8 +89,21 @@ def module(framework: str) -> Any:
     try:
         return importlib.import_module(name)
     except ImportError as e:
-        package = {"jax": "jax", "tensorflow": "tensorflow", "paddle": "paddlepaddle", "mlx": "mlx"}[framework]
-        raise ImportError(f"framework {framework!r} needs the optional package {package!r}: pip install {package}") from e
+        raise missing(framework) from e
+
+
+PACKAGES = {"torch": "torch", "numpy": "numpy", "jax": "jax", "tensorflow": "tensorflow", "paddle": "paddlepaddle", "mlx": "mlx"}
+
+
+def missing(framework: str) -> ImportError:
+    """The error for a framework whose package is not installed: it names
+    the package to install and the ``framework=`` alternative."""
+    package = PACKAGES.get(framework, framework)
+    others = ", ".join(repr(f) for f in PACKAGES if f != framework)
+    return ImportError(
+        f"framework {framework!r} needs the optional package {package!r}: pip install {package}; "
+        f"or pass framework= one that is installed ({others})"
+    )
 
 
 def check_dtype(framework: str, code: str, name: str) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from typing import Any, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Union
 
 from . import _native
 from .errors import DeathTensorsError
@@ -188,6 +188,77 @@ def signer_keys(trusted: Any) -> List[bytes]:
     for k in items:
         out.extend(_public_bytes(k))
     return out
+
+
+def trusted_names(trusted: Any) -> Dict[bytes, Optional[str]]:
+    """The keys of ``trusted_signers=`` and their key ids (from JWK dicts
+    and key files; None where there is none): how :class:`Signer` names a
+    trusted signer."""
+    if trusted is None:
+        return {}
+    single = isinstance(trusted, (dict, str, bytes, bytearray, os.PathLike, KeyRing)) or not isinstance(trusted, Iterable)
+    items = [trusted] if single else list(trusted)
+    out: Dict[bytes, Optional[str]] = {}
+    for k in items:
+        jwks: List[Any] = []
+        if isinstance(k, dict):
+            jwks = k.get("keys", [k]) if isinstance(k.get("keys"), list) else [k]
+        elif isinstance(k, (str, os.PathLike)):
+            try:
+                with open(os.fspath(k), encoding="utf-8") as f:
+                    doc = json.load(f)
+                jwks = doc.get("keys", [doc]) if isinstance(doc, dict) else list(doc)
+            except (OSError, ValueError):
+                jwks = []
+        for key in _public_bytes(k):
+            out.setdefault(key, None)
+        for jwk in jwks:
+            if isinstance(jwk, dict) and isinstance(jwk.get("kid"), str):
+                try:
+                    named = _public_bytes(jwk)
+                except DeathTensorsError:
+                    continue  # not an Ed25519 key
+                for key in named:
+                    out[key] = jwk["kid"]
+    return out
+
+
+class Signer(str):
+    """A signer of an open file: equal to (and printed as) its fingerprint,
+    as ``signers()`` always returned, with ``fingerprint``, ``kid`` (from
+    ``trusted_signers=``: files carry no key id) and ``trusted``.
+
+    A signature that verifies proves the file is unchanged since that key
+    signed it. The key is carried in the file, so it proves who signed it
+    only when the key is one you trust: ``trusted`` is True only for a key
+    given as ``trusted_signers=``."""
+
+    kid: Optional[str]
+    trusted: bool
+
+    def __new__(cls, fingerprint: str, kid: Optional[str] = None, trusted: bool = False) -> "Signer":
+        self = super().__new__(cls, fingerprint)
+        self.kid = kid
+        self.trusted = trusted
+        return self
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self)
+
+    def describe(self) -> str:
+        """What the signature proves, in one sentence."""
+        name = f"{self.kid!r} (fingerprint {self})" if self.kid else f"fingerprint {self}"
+        if self.trusted:
+            return f"{name}: verified, a key you trust (trusted_signers=)"
+        return (
+            f"{name}: signature valid, but its key is not trusted: the key is carried in the file, so this proves "
+            "the file is unchanged since that key signed it, not who signed it (open with trusted_signers= to "
+            "check it is a key you trust)"
+        )
+
+    def __repr__(self) -> str:
+        return f"<Signer {self.describe()}>"
 
 
 def fingerprint(key: Any) -> str:

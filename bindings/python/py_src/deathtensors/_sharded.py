@@ -4,7 +4,7 @@ Two layouts are written. Hugging Face's: an index
 ``model.deathtensors.index.json`` (``metadata.total_size`` and
 ``weight_map``) and shards ``model-00001-of-00003.deathtensors``.
 deathtensors 0.3.0's: the index is a tensor-less ``.deathtensors`` file at
-the path given, whose metadata lists the shards ``model-00001-of-0003.deathtensors``
+the path given, whose metadata lists the shards ``model-00001-of-00003.deathtensors``
 beside it. ``open_sharded`` reads both, and Hugging Face
 ``model.safetensors.index.json`` checkpoints. Shards are opened only when a
 tensor in them is asked for.
@@ -16,7 +16,7 @@ import json
 import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
-from . import _convert, _native, _remote
+from . import _convert, _keys, _native, _remote
 from ._file import DtFile, PathLike, ReadKeywords, _check_metadata, read_options, with_read_options, write_options
 from ._legacy import expand_path
 from ._native import ShardedIndex, save_sharded as _native_save_sharded
@@ -72,7 +72,7 @@ def save_sharded(
     - ``"deathtensors-0.3"``, when ``path`` ends in ``.deathtensors`` or
       ``.dt``: what deathtensors 0.3.0 writes for the same call. ``path`` is
       the index, a deathtensors file without tensors whose metadata lists
-      the shards, ``model-00001-of-0003.deathtensors`` ... beside it; each
+      the shards, ``model-00001-of-00003.deathtensors`` ... beside it; each
       shard's metadata has ``deathtensors.shard.index`` and ``.count``.
     - ``"huggingface"``, otherwise: ``dir/model`` gives
       ``dir/model-00001-of-0000N.deathtensors`` ... and
@@ -119,6 +119,7 @@ class ShardedFile:
         (``storage_options``: the index's and every shard's store)."""
         self.path = _index_path(expand_path(index_path))
         self._options = read_options(**options)
+        self._trusted = _keys.trusted_names(options.get("trusted_signers"))
         self._index = ShardedIndex(self.path, self._options)
         self._files: Dict[str, DtFile] = {}
         if verify:
@@ -133,7 +134,7 @@ class ShardedFile:
     def _shard(self, shard: str) -> DtFile:
         f = self._files.get(shard)
         if f is None:
-            f = self._files[shard] = DtFile._with(shard, self._options)
+            f = self._files[shard] = DtFile._with(shard, self._options, trusted=self._trusted)
         return f
 
     def _file(self, name: str) -> DtFile:
@@ -158,6 +159,10 @@ class ShardedFile:
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._index.keys())
+
+    def __repr__(self) -> str:
+        shards = len(self._index.shard_paths())
+        return f"<ShardedFile {os.fspath(self.path)!r} ({len(self)} tensors in {shards} shard{'s' if shards != 1 else ''})>"
 
     def __enter__(self) -> "ShardedFile":
         return self

@@ -26,11 +26,12 @@ const LINE_WIDTH: usize = 75;
 const WINDOW: usize = 64 << 10;
 
 pub fn run(args: CatArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
-    let reader = ctx.open(&args.file)?;
+    let input = crate::sharded::Input::open(ctx, &args.file)?;
+    let reader = input.reader_of(&args.name)?;
     let t = reader.tensor(&args.name)?.info.clone();
     // Checked whole before a value is printed (the values are read in
     // windows, here and there).
-    crate::integrity::check(&reader, &[t.name.as_str()])?;
+    crate::integrity::check(reader, &[t.name.as_str()])?;
     let mut out = Out::new();
     if args.raw {
         let mut buf = vec![0u8; copy::CHUNK.min(t.byte_len() as usize)];
@@ -53,7 +54,7 @@ pub fn run(args: CatArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
         );
     };
     let summarise = !args.full && t.numel() > THRESHOLD;
-    let mut elements = Elements { reader: &reader, tensor: &t, size, buf: Vec::new(), start: 0 };
+    let mut elements = Elements { reader, tensor: &t, size, buf: Vec::new(), start: 0 };
     let strides = strides(&t.shape);
     let axes = Axes { shape: &t.shape, strides: &strides, summarise };
     if args.json {

@@ -19,6 +19,9 @@ use crate::exit::ExitCode;
 /// subcommand, one file).
 #[derive(Debug, Args)]
 pub struct ConsolidateArgs {
+    /// Object store settings (for a checkpoint on an object store).
+    #[command(flatten)]
+    pub store: crate::args::StoreOptions,
     /// The checkpoint: a directory, or an `s3://`, `gs://`, `az://` or `http(s)://` prefix (with `deathtensors.json`).
     pub checkpoint: PathBuf,
     /// One local file, or a local directory (existing, or ending in `/`) for a Hugging Face sharded checkpoint.

@@ -35,6 +35,10 @@ pub fn run(args: ConvertArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
 /// plaintext of an encrypted file, so that no conversion drops encryption
 /// by accident.
 pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::Result<ExitCode> {
+    // The input first: a missing input is the error, whatever OUT is.
+    if crate::remote::url(&args.input).is_none() && args.input.symlink_metadata().is_err() {
+        bail!("cannot read {} (the input): no such file or directory", args.input.display());
+    }
     if !decrypt && crate::collection::is_collection(&args.input) {
         // A collection becomes a collection (OUT without an extension) or
         // one tensor of a file.
@@ -112,12 +116,18 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
         bail!("{} is not encrypted: use `deathtensors convert`", args.input.display());
     }
     let header = reader.header();
+    // Warnings about what the copy drops, printed once it is done: a copy
+    // that fails did not drop anything.
+    let mut warnings: Vec<String> = Vec::new();
     if !reader.signatures().is_empty() {
-        out::warn(if format == Format::Deathtensors {
-            "the input's signatures are not carried over: sign the output again (`deathtensors sign`)"
-        } else {
-            "the input's signatures are not carried over: the output's format cannot be signed"
-        });
+        warnings.push(
+            if format == Format::Deathtensors {
+                "the input's signatures are not carried over: sign the output again (`deathtensors sign`)"
+            } else {
+                "the input's signatures are not carried over: the output's format cannot be signed"
+            }
+            .to_string(),
+        );
     }
     let had_checksum = reader.has_footer() || header.tensors().iter().any(|t| t.sha256.is_some());
     let checksum = match format {
@@ -139,13 +149,13 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
             let with_metadata: Vec<&str> =
                 header.tensors().iter().filter(|t| !t.metadata.is_empty()).map(|t| t.name.as_str()).collect();
             if let Some(first) = with_metadata.first() {
-                out::warn(&format!(
+                warnings.push(format!(
                     "per-tensor metadata of {} tensor(s) (first {first:?}) is dropped: safetensors has none",
                     with_metadata.len()
                 ));
             }
             if had_checksum {
-                out::warn("the input's checksums are dropped: safetensors has none");
+                warnings.push("the input's checksums are dropped: safetensors has none".into());
             }
             false
         }
@@ -171,13 +181,13 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
             let with_metadata: Vec<&str> =
                 header.tensors().iter().filter(|t| !t.metadata.is_empty()).map(|t| t.name.as_str()).collect();
             if let Some(first) = with_metadata.first() {
-                out::warn(&format!(
+                warnings.push(format!(
                     "per-tensor metadata of {} tensor(s) (first {first:?}) is dropped: {name} has none",
                     with_metadata.len()
                 ));
             }
             if had_checksum {
-                out::warn(&format!("the input's checksums are dropped: {name} has none"));
+                warnings.push(format!("the input's checksums are dropped: {name} has none"));
             }
             false
         }
@@ -205,6 +215,9 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
     crate::integrity::footer_for(&reader, &names)?;
     let (bytes, n) = (header.tensors().iter().map(|t| t.byte_len()).sum::<u64>(), header.len());
     copy::copy(reader, &args.output, specs, &options)?;
+    for w in &warnings {
+        out::warn(w);
+    }
     let mut out = Out::new();
     let with = match (checksum, compress) {
         (true, deathtensors_io::Compress::Off) => ", with checksum",

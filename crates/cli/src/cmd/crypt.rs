@@ -115,6 +115,8 @@ pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
             (ct(&secret)?, public.as_ref().map(ct).transpose()?)
         }
     };
+    // Of the public half (Ed25519, X25519): the key as inspect and verify name it.
+    let fingerprint = deathtensors_io::describe_keys(&secret, None)?.first().and_then(|k| k.fingerprint.clone());
     let public = match (&args.public_out, public) {
         (Some(path), Some(public)) => Some((path, serde_json::to_string_pretty(&public)?)),
         _ => None,
@@ -134,12 +136,19 @@ pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
             if let Some((public_path, _)) = &public {
                 writeln!(out, "public key written to {}", public_path.display())?;
             }
+            if let Some(fingerprint) = &fingerprint {
+                writeln!(out, "fingerprint {fingerprint} (how inspect, verify and errors name this key)")?;
+            }
         }
         None => {
             if let Some((public_path, text)) = &public {
                 write_new(public_path, text, false)?;
             }
             writeln!(out, "{}", serde_json::to_string_pretty(&secret)?)?;
+            // stdout is the key alone (to pipe to a file): the fingerprint goes to stderr.
+            if let Some(fingerprint) = &fingerprint {
+                out::note(&format!("fingerprint {fingerprint}"));
+            }
         }
     }
     out.finish()?;
@@ -329,7 +338,24 @@ fn encrypt_cryptotensors(args: &EncryptArgs, ctx: &RunContext) -> anyhow::Result
 pub fn sign(args: SignArgs) -> anyhow::Result<ExitCode> {
     let keys = signers(std::slice::from_ref(&args.with))?;
     for k in &keys {
-        deathtensors_io::sign_file(&args.file, k, true)?;
+        // The check before signing reads the file: the bar is over it.
+        let progress = std::sync::OnceLock::<indicatif::ProgressBar>::new();
+        deathtensors_io::sign_file_with(
+            &args.file,
+            k,
+            true,
+            |total| {
+                let _ = progress.set(crate::progress::bar(total, "checking before signing"));
+            },
+            |n| {
+                if let Some(b) = progress.get() {
+                    b.inc(n);
+                }
+            },
+        )?;
+        if let Some(b) = progress.get() {
+            b.finish_and_clear();
+        }
     }
     let mut out = Out::new();
     let names: Vec<String> = keys.iter().map(|k| k.verifying_key().fingerprint()).collect();

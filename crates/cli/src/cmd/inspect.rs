@@ -10,8 +10,12 @@ use crate::args::InspectArgs;
 use crate::context::RunContext;
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
+use crate::signers::Trusted;
 
 pub fn run(args: InspectArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
+    if super::key::is_key_file(&args.file) {
+        return super::key::show(&args.file, args.json);
+    }
     if crate::sharded::is_index(ctx, &args.file) {
         return crate::sharded::inspect(ctx, &args.file, args.json);
     }
@@ -28,11 +32,12 @@ pub fn run(args: InspectArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    let trusted = Trusted::load(&args.signer)?;
     let mut out = Out::new();
     if args.json {
-        out.json(&to_json(&reader))?;
+        out.json(&to_json(&reader, &trusted))?;
     } else {
-        write!(out, "{}", to_text(&reader))?;
+        write!(out, "{}", to_text(&reader, &trusted))?;
     }
     out.finish()?;
     Ok(ExitCode::Success)
@@ -101,7 +106,7 @@ fn compression_json(reader: &Reader) -> Value {
     Value::Null
 }
 
-fn to_json(reader: &Reader) -> Value {
+fn to_json(reader: &Reader, trusted: &Trusted) -> Value {
     let header = reader.header();
     let (total_bytes, parameters) = totals(header.tensors());
     let tensors: Vec<Value> = header
@@ -144,6 +149,7 @@ fn to_json(reader: &Reader) -> Value {
             "signer_kid": e.signer_kid,
         })),
         "signers": reader.signers().iter().map(|k| k.fingerprint()).collect::<Vec<_>>(),
+        "signer_keys": reader.signers().iter().map(|k| trusted.to_json(k)).collect::<Vec<_>>(),
         "signature_covers": reader.signature_covers().map(|c| c.as_str()),
         "policy": reader.policy(),
         "tensors_hidden": hidden(reader),
@@ -158,7 +164,7 @@ fn to_json(reader: &Reader) -> Value {
     })
 }
 
-fn to_text(reader: &Reader) -> String {
+fn to_text(reader: &Reader, trusted: &Trusted) -> String {
     let header = reader.header();
     let (total_bytes, parameters) = totals(header.tensors());
     let mut about = vec![vec!["file".to_string(), reader.path().display().to_string()]];
@@ -222,17 +228,20 @@ fn to_text(reader: &Reader) -> String {
             ]);
         }
     }
-    // What a verified signature vouches for, said plainly.
-    let covers = match reader.signature_covers() {
-        Some(SignatureCovers::Header) => {
-            "verified: the header only; cryptotensors signs no digest of the data, so a holder of the master \
-             key can change tensor bytes"
-        }
-        _ => "verified: the header, and every tensor through its digests, checked on every read",
-    };
+    // Who signed (trusted or not), and what a valid signature covers, said plainly.
     for (i, k) in reader.signers().iter().enumerate() {
         let label = if i == 0 { "signed by" } else { "" };
-        about.push(vec![label.into(), format!("{} ({covers})", k.fingerprint())]);
+        about.push(vec![label.into(), trusted.proves(k)]);
+    }
+    if !reader.signers().is_empty() {
+        let covers = match reader.signature_covers() {
+            Some(SignatureCovers::Header) => {
+                "the header only; cryptotensors signs no digest of the data, so a holder of the master key can \
+                 change tensor bytes"
+            }
+            _ => "the header, and every tensor through its digests, checked on every read",
+        };
+        about.push(vec!["signature covers".into(), covers.into()]);
     }
     // Decoded once: for a cryptotensors file it parses every tensor's entry.
     let policy = reader.policy();
@@ -290,9 +299,10 @@ fn to_text(reader: &Reader) -> String {
         "hidden (sealed header: give its key, --key)".to_string()
     } else {
         format!(
-            "{}, {total_bytes} bytes ({}), {parameters} parameters, {digests} with a sha256 digest",
+            "{}, {total_bytes} bytes ({}), {} parameters, {digests} with a sha256 digest",
             out::count(header.len(), "tensor"),
-            out::size(total_bytes)
+            out::size(total_bytes),
+            out::quantity(parameters)
         )
     };
     about.push(vec!["tensors".into(), tensors]);

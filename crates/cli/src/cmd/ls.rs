@@ -8,10 +8,9 @@ use crate::exit::ExitCode;
 use crate::out::Out;
 
 pub fn run(args: LsArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
-    let reader = ctx.open(&args.file)?;
-    reader.check_not_hidden()?;
+    let input = crate::sharded::Input::open(ctx, &args.file)?;
     let mut out = Out::new();
-    let names = reader.header().tensors().iter().map(|t| t.name.as_str());
+    let names = input.names().into_iter();
     if args.json {
         out.json(&names.collect::<Vec<_>>().into())?;
     } else {

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use deathtensors_io::format::TensorInfo;
-use deathtensors_io::{tensor_stats, values, Stats};
+use deathtensors_io::{tensor_stats, values, Reader, Stats};
 use serde_json::{json, Value};
 
 use crate::args::StatsArgs;
@@ -15,19 +15,32 @@ use crate::progress;
 const COMPLEX_NOTE: &str = "complex: statistics over real and imaginary parts";
 
 pub fn run(args: StatsArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
-    let reader = ctx.open(&args.file)?;
-    reader.check_not_hidden()?;
-    let tensors: Vec<&TensorInfo> = if args.names.is_empty() {
-        reader.header().tensors().iter().collect()
-    } else {
-        args.names.iter().map(|name| Ok(reader.tensor(name)?.info)).collect::<anyhow::Result<_>>()?
-    };
+    let input = crate::sharded::Input::open(ctx, &args.file)?;
+    let wanted: Vec<&str> =
+        if args.names.is_empty() { input.names() } else { args.names.iter().map(String::as_str).collect() };
+    // Each tensor with its reader (a shard's, for a sharded checkpoint),
+    // in runs of one reader: every run is checked and summed as one file.
+    let mut runs: Vec<(&Reader, Vec<&TensorInfo>)> = Vec::new();
+    for name in wanted {
+        let reader = input.reader_of(name)?;
+        let info = reader.tensor(name)?.info;
+        match runs.last_mut() {
+            Some((r, tensors)) if std::ptr::eq(*r, reader) => tensors.push(info),
+            _ => runs.push((reader, vec![info])),
+        }
+    }
+    let tensors: Vec<&TensorInfo> = runs.iter().flat_map(|(_, t)| t.iter().copied()).collect();
     let total = tensors.iter().filter(|t| values::element_size(t.dtype).is_some()).map(|t| t.byte_len()).sum();
-    let names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
-    crate::integrity::check(&reader, &names)?;
+    for (reader, tensors) in &runs {
+        let names: Vec<&str> = tensors.iter().map(|t| t.name.as_str()).collect();
+        crate::integrity::check(reader, &names)?;
+    }
     let bar = progress::bar(total, "computing");
     // `None` for the sub-byte dtypes, whose values are not decoded.
-    let outcomes = tensor_stats(&reader, &tensors, |n| bar.inc(n))?;
+    let mut outcomes = Vec::with_capacity(tensors.len());
+    for (reader, tensors) in &runs {
+        outcomes.extend(tensor_stats(reader, tensors, |n| bar.inc(n))?);
+    }
     bar.finish_and_clear();
 
     let mut out = Out::new();

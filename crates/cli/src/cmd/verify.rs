@@ -2,6 +2,7 @@
 //! all cores, naming each tensor or byte range that does not match.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use deathtensors_io::format::hex_digest;
 use deathtensors_io::ErrorKind;
@@ -12,6 +13,7 @@ use crate::context::RunContext;
 use crate::exit::{CheckFailed, ExitCode};
 use crate::out::{self, Out};
 use crate::progress;
+use crate::signers::Trusted;
 
 /// A digest that does not match: the tensor (or `None` for the footer), the
 /// file's byte range it covers, and the two digests.
@@ -108,6 +110,7 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     // `is_index_requiring` made, for a URL).
     let reader = ctx.open_kept_or(&args.file, || options).map_err(|e| report(&args, e.into()))?;
     let path = args.file.display();
+    let trusted = Trusted::load(&args.signer)?;
     let signers: Vec<String> = reader.signers().iter().map(|k| k.fingerprint()).collect();
     // A key holder checks every tag of an encrypted file: every chunk decrypts.
     let tags = if reader.can_decrypt() {
@@ -142,10 +145,12 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     if footer.is_none() && digested.is_empty() && tags != "ok" {
         if !args.allow_missing {
             let why = if reader.is_encrypted() && !signers.is_empty() {
+                let all_trusted = reader.signers().iter().all(|k| trusted.trusts(k));
                 format!(
-                    "the signature of {} verifies, but nothing checks the tensors' \
+                    "the signature of {} {}, but nothing checks the tensors' \
                      bytes without a key (no SHA-256 footer, no tensor digests; the chunks' tags need --key)",
-                    signers.join(", ")
+                    reader.signers().iter().map(|k| trusted.name(k)).collect::<Vec<_>>().join(", "),
+                    if all_trusted { "verifies (a key you trust)" } else { "is valid (its key is not trusted)" }
                 )
             } else if reader.is_encrypted() {
                 "the file has no SHA-256 footer and no tensor digests, and its chunks' tags need a key (--key)".into()
@@ -174,14 +179,16 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
 
     let footer_bytes = footer.map_or(0, |(start, end)| end - start);
     let tensor_bytes: u64 = digested.iter().map(|t| t.byte_len()).sum();
-    let bar = progress::bar(footer_bytes + tensor_bytes, "verifying");
+    // The footer's pass and the digests' pass read the same bytes twice:
+    // the bar counts the file's bytes, as far as both passes have come.
+    let passes = Passes::new(footer_bytes, tensor_bytes);
     let (footer_result, tensor_results) = std::thread::scope(|s| {
         // The footer is one sequential pass, on its own thread while the
         // tensors are hashed on the other cores.
-        let footer_job = footer.map(|_| s.spawn(|| reader.verify_footer_with(|n| bar.inc(n))));
+        let footer_job = footer.map(|_| s.spawn(|| reader.verify_footer_with(|n| passes.footer(n))));
         // The digests: two streams per core where the CPU allows.
         let names: Vec<&str> = digested.iter().map(|t| t.name.as_str()).collect();
-        let tensors = reader.compute_digests(&names, |n| bar.inc(n)).map(|actual| {
+        let tensors = reader.compute_digests(&names, |n| passes.tensors(n)).map(|actual| {
             digested
                 .iter()
                 .zip(actual)
@@ -202,7 +209,7 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
         let footer = footer_job.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         (footer, tensors)
     });
-    bar.finish_and_clear();
+    passes.bar.finish_and_clear();
 
     let mut failures: Vec<Mismatch> = tensor_results?;
     let footer_status = match (footer_result, footer) {
@@ -226,6 +233,7 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
             "unverified": unverified,
             "tags": tags,
             "signers": signers,
+            "signer_keys": reader.signers().iter().map(|k| trusted.to_json(k)).collect::<Vec<_>>(),
             "failures": failures.iter().map(Mismatch::to_json).collect::<Vec<_>>(),
         }))?;
     } else if failures.is_empty() {
@@ -239,10 +247,10 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
         if tags == "ok" {
             checked.push("every encrypted chunk's tag".to_string());
         }
-        if !signers.is_empty() {
-            checked.push(format!("the signatures of {}", signers.join(", ")));
-        }
         writeln!(out, "{path}: ok: {}", checked.join(" and "))?;
+        for k in reader.signers() {
+            writeln!(out, "{path}: signed by {}", trusted.proves(k))?;
+        }
     } else {
         for f in &failures {
             writeln!(out, "{path}: FAILED: {}", f.describe())?;
@@ -269,6 +277,47 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::Success);
     }
     Err(CheckFailed(format!("verification failed for {path}: {}", mismatched(&failures))).into())
+}
+
+/// One bar for verify's two passes (the footer's, over the whole file, and
+/// the tensors' digests): it shows the bytes of the file both have
+/// checked, so a 1.9 GiB file counts to 1.9 GiB, not to twice that.
+struct Passes {
+    bar: indicatif::ProgressBar,
+    footer: (AtomicU64, u64),
+    tensors: (AtomicU64, u64),
+}
+
+impl Passes {
+    fn new(footer_bytes: u64, tensor_bytes: u64) -> Passes {
+        Passes {
+            bar: progress::bar(footer_bytes.max(tensor_bytes), "verifying"),
+            footer: (AtomicU64::new(0), footer_bytes),
+            tensors: (AtomicU64::new(0), tensor_bytes),
+        }
+    }
+
+    fn footer(&self, n: u64) {
+        self.footer.0.fetch_add(n, Ordering::Relaxed);
+        self.show();
+    }
+
+    fn tensors(&self, n: u64) {
+        self.tensors.0.fetch_add(n, Ordering::Relaxed);
+        self.show();
+    }
+
+    /// The slower pass's share of the work, in bytes of the bar.
+    fn show(&self) {
+        let total = self.bar.length().unwrap_or(0);
+        let share = |(done, of): &(AtomicU64, u64)| {
+            if *of == 0 {
+                return total;
+            }
+            (u128::from(done.load(Ordering::Relaxed).min(*of)) * u128::from(total) / u128::from(*of)) as u64
+        };
+        self.bar.set_position(share(&self.footer).min(share(&self.tensors)));
+    }
 }
 
 /// "tensor "a" does not match", "tensors "a", "b" and the SHA-256 footer

@@ -10,6 +10,7 @@ mod crypt;
 mod dead_server;
 mod diff;
 mod errors;
+mod first_hour;
 mod inspect;
 mod integrity;
 mod meta;

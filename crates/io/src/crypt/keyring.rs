@@ -40,6 +40,33 @@ impl std::fmt::Debug for KeyRing {
     }
 }
 
+impl std::fmt::Display for KeyRing {
+    /// For people (Python's `repr`): each key's kind and key id, and the
+    /// fingerprints of public keys; never secret bytes. `KeyRing(empty)`,
+    /// `KeyRing(symmetric "team"; X25519 "alice"; 1 passphrase)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kid = |k: Option<&str>| k.map_or_else(|| "(no key id)".to_string(), |k| format!("{k:?}"));
+        let mut parts: Vec<String> = Vec::new();
+        parts.extend(self.symmetric.iter().map(|k| format!("symmetric {}", kid(k.has_kid().then(|| k.kid())))));
+        parts.extend(self.x25519.iter().map(|k| format!("X25519 {}", kid(Some(k.kid())))));
+        parts.extend(self.x25519_public.iter().map(|k| format!("X25519 public {}", kid(Some(k.kid())))));
+        match self.passphrases.len() {
+            0 => {}
+            1 => parts.push("1 passphrase".into()),
+            n => parts.push(format!("{n} passphrases")),
+        }
+        for (id, k) in &self.verifying {
+            let signing = self.signing.iter().any(|(_, s)| s.verifying_key() == *k);
+            let what = if signing { "Ed25519 signing" } else { "Ed25519 public" };
+            parts.push(format!("{what} {} (fingerprint {})", kid(id.as_deref()), k.fingerprint()));
+        }
+        if parts.is_empty() {
+            return write!(f, "KeyRing(empty)");
+        }
+        write!(f, "KeyRing({})", parts.join("; "))
+    }
+}
+
 fn key_error(message: String, path: Option<&Path>) -> Error {
     Error::new(ErrorKind::InvalidKey(message), path, "invalid key")
 }
@@ -260,5 +287,29 @@ impl KeyRing {
     /// The Ed25519 public keys found (of signing keys too), with their ids.
     pub fn verifying_keys(&self) -> &[(Option<String>, VerifyingKey)] {
         &self.verifying
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_keys_never_secrets() {
+        assert_eq!(KeyRing::new().to_string(), "KeyRing(empty)");
+        let mut ring = KeyRing::new();
+        let team = Arc::new(SymmetricKey::generate("team").unwrap());
+        ring.add_symmetric(team.clone());
+        let signing = SigningKey::generate();
+        ring.add_jwk_value(&signing.to_jwk(Some("pub"), true), None).unwrap();
+        ring.add_passphrase(Arc::new(Passphrase::new("correct horse battery").unwrap()));
+        let text = ring.to_string();
+        let fp = signing.verifying_key().fingerprint();
+        assert_eq!(
+            text,
+            format!("KeyRing(symmetric \"team\"; 1 passphrase; Ed25519 signing \"pub\" (fingerprint {fp}))")
+        );
+        assert!(!text.contains("correct horse"));
+        assert!(!text.contains(team.to_jwk()["k"].as_str().unwrap()));
     }
 }

@@ -288,6 +288,11 @@ impl PartialEq for SigningKey {
     }
 }
 
+/// 16 hex digits of SHA-256 of a 32-byte public key (Ed25519 or X25519).
+pub(crate) fn fingerprint_of(public: &[u8; 32]) -> String {
+    deathtensors_format::hex_digest(&crate::hash::sha256(public))[..16].to_string()
+}
+
 /// An Ed25519 public key: whom a reader trusts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct VerifyingKey(pub [u8; 32]);
@@ -296,7 +301,7 @@ impl VerifyingKey {
     /// The first 16 hex digits of SHA-256 of the key: how files, errors and
     /// `inspect` name a signer.
     pub fn fingerprint(&self) -> String {
-        deathtensors_format::hex_digest(&crate::hash::sha256(&self.0))[..16].to_string()
+        fingerprint_of(&self.0)
     }
 
     /// The key as a JWK (`kty` `OKP`, `crv` `Ed25519`).

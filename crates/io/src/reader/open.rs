@@ -29,6 +29,26 @@ const MAPPED_HEAD_MIN: u64 = 256 << 10;
 /// [`read_head`], parsing from the file's mapping when the head is long
 /// enough for it to matter and `map` is given (then the mapping is made and
 /// kept there, for a reader opened with `open_mmap`).
+/// For a signed file whose signature block does not decode: a `Truncated`
+/// error with the sizes, if its header says the file is longer than it
+/// is (a copy cut short), so that the cut is reported, not the block.
+fn signed_truncation(file: &dyn ReadAt, file_len: u64, path: &Path, limits: &Limits) -> Option<Error> {
+    let mut probe = vec![0u8; (PROBE_LEN as u64).min(file_len) as usize];
+    read_exact_at(file, &mut probe, 0).ok()?;
+    let needed = Head::needed(&probe, limits).ok()?;
+    let mut bytes = vec![0u8; needed.min(file_len) as usize];
+    read_exact_at(file, &mut bytes, 0).ok()?;
+    // Parsed as if the file were long enough: only the header's own
+    // bytes are read, and they say where the data ends.
+    let body_end = match Head::parse(&bytes, 1 << 60, limits) {
+        Ok(head) => head.footer().map_or(head.data_end, |(_, end)| end),
+        Err(_) if needed > file_len => needed,
+        Err(_) => return None,
+    };
+    let e = deathtensors_format::signed_file_truncated(body_end, file_len)?;
+    Some(Error::format(e, path, "cannot open"))
+}
+
 fn read_head_from(
     file: &dyn ReadAt,
     local: Option<&File>,
@@ -131,7 +151,8 @@ impl Reader {
         let mut probe = vec![0u8; (PROBE_LEN as u64).min(file_len) as usize];
         read_exact_at(&file, &mut probe, 0).map_err(|e| Error::io(e, path, "cannot open"))?;
         // A signed file is parsed as if its signature block were absent.
-        let (body_len, signatures) = trust::split_signatures(&file, file_len, &probe, path)?;
+        let (body_len, signatures) = trust::split_signatures(&file, file_len, &probe, path)
+            .map_err(|e| signed_truncation(&file, file_len, path, &options.limits).unwrap_or(e))?;
         let map = OnceLock::new();
         let head = read_head_from(&file, file.file(), body_len, path, &options.limits, mappable.then_some(&map))?;
         if map.get().and_then(|m| m.as_ref().ok()).is_some_and(|m| m.bytes().len() as u64 != file_len) {

@@ -450,6 +450,17 @@ impl Reader {
     /// first chunk whose tag fails; otherwise as [`Reader::verify_footer`]
     /// and [`Reader::verify_tensors`].
     pub fn verify(&self) -> Result<()> {
+        self.verify_with(|_| {})
+    }
+
+    /// [`Reader::verify`], telling `progress` (from any thread) the bytes
+    /// of one pass: the digests' when the file has digests, else the
+    /// footer's, then the tags'. So a bar over
+    /// [`Reader::verify_progress_len`] bytes ends full, not at twice that.
+    ///
+    /// # Errors
+    /// As [`Reader::verify`].
+    pub fn verify_with(&self, progress: impl Fn(u64) + Sync) -> Result<()> {
         self.check_not_hidden()?;
         let tags = self.can_decrypt();
         let has_digests = self.header().tensors().iter().any(|t| t.sha256.is_some());
@@ -464,8 +475,11 @@ impl Reader {
                     "cannot verify",
                 ))
             }
-            (true, false) => self.verify_footer()?,
-            (false, true) => self.verify_tensors()?,
+            (true, false) => self.verify_footer_with(&progress)?,
+            (false, true) => {
+                let names: Vec<&str> = self.header().tensors().iter().map(|t| t.name.as_str()).collect();
+                self.check_tensors(&names, &progress)?
+            }
             (true, true) => {
                 // A remote object: transferred once for both checks.
                 if let Some(done) = self.verify_one_pass() {
@@ -473,7 +487,8 @@ impl Reader {
                 } else {
                     let (footer, tensors) = std::thread::scope(|s| {
                         let footer = s.spawn(|| self.verify_footer());
-                        let tensors = self.verify_tensors();
+                        let names: Vec<&str> = self.header().tensors().iter().map(|t| t.name.as_str()).collect();
+                        let tensors = self.check_tensors(&names, &progress);
                         (footer.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), tensors)
                     });
                     // A corrupt tensor is the more precise report.
@@ -483,9 +498,27 @@ impl Reader {
             }
         }
         if tags {
-            self.verify_tags(|_| {})?;
+            self.verify_tags(&progress)?;
         }
         Ok(())
+    }
+
+    /// The bytes [`Reader::verify_with`] reports: one pass over the
+    /// tensors with digests (or the footer's range), plus the encrypted
+    /// tensors' bytes for a key holder.
+    pub fn verify_progress_len(&self) -> u64 {
+        let tensors = self.header().tensors();
+        let digested: u64 = tensors.iter().filter(|t| t.sha256.is_some()).map(|t| t.stored_len()).sum();
+        let pass = match (self.head.checksummed(), digested) {
+            (Some((start, end)), 0) => end - start,
+            _ => digested,
+        };
+        let tags: u64 = if self.can_decrypt() {
+            tensors.iter().filter(|t| self.is_tensor_encrypted(&t.name)).map(|t| t.byte_len()).sum()
+        } else {
+            0
+        };
+        pass + tags
     }
 }
 

@@ -44,6 +44,7 @@ pub fn save_sharded_legacy(
     if options.format != Format::Deathtensors {
         return Err(Error::input("deathtensors 0.3.0's sharded layout holds deathtensors files", path, doing));
     }
+    super::create_parent(path)?;
     let (stem, ext) = split_extension(&path.to_string_lossy());
     let mut groups: Vec<Vec<(TensorSpec, &[u8])>> = Vec::new();
     let mut size = 0u64;

@@ -1,0 +1,108 @@
+"""What a newcomer meets in the first hour (issue 49): errors that say what
+to do, safetensors' call shapes, readable reprs, and what a signature proves."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import deathtensors as dt
+
+
+def _plain(tmp_path, name="m.dt", **kw):
+    path = tmp_path / name
+    dt.save(path, {"w": np.arange(6, dtype=np.float32).reshape(2, 3)}, checksum=True, **kw)
+    return path
+
+
+@pytest.mark.parametrize("framework,module", [("torch", "torch"), ("pt", "torch"), ("numpy", "numpy")])
+def test_a_missing_framework_names_its_package_and_the_alternative(tmp_path, monkeypatch, framework, module):
+    path = _plain(tmp_path)
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
+    with dt.open(path) as f:
+        with pytest.raises(ImportError) as e:
+            f.get_tensor("w", framework=framework)
+        message = str(e.value)
+        assert f"needs the optional package '{module}'" in message and f"pip install {module}" in message
+        assert "framework=" in message
+        with pytest.raises(ImportError, match="framework="):
+            f.get_tensors(framework=framework)
+
+
+def test_load_file_and_both_save_file_orders(tmp_path):
+    a = np.arange(4, dtype=np.float32)
+    # safetensors' order: save_file(tensors, path, metadata=None)
+    dt.save_file({"a": a}, tmp_path / "x.dt")
+    dt.save_file({"a": a}, str(tmp_path / "y.dt"), metadata={"k": "v"})
+    loaded = dt.load_file(tmp_path / "x.dt", framework="numpy")
+    assert list(loaded) == ["a"] and np.array_equal(loaded["a"], a)
+    with dt.open(tmp_path / "y.dt") as f:
+        assert f.metadata() == {"k": "v"}
+    # deathtensors 0.3.0's order keeps working: save_file(path, [(name, dtype, shape, bytes, metadata)])
+    dt.save_file(tmp_path / "z.dt", [("a", "F32", [4], a.tobytes(), {"m": "1"})], {"g": "1"})
+    with dt.open(tmp_path / "z.dt") as f:
+        assert np.array_equal(f.get_tensor("a", framework="numpy"), a)
+        assert f.metadata() == {"g": "1"} and f.info("a")["metadata"] == {"m": "1"}
+
+
+def test_save_sharded_creates_its_folder(tmp_path):
+    shards = dt.save_sharded(tmp_path / "out" / "deeper" / "model", {"a": np.zeros(4, np.float32)})
+    assert all(os.path.exists(s) for s in shards)
+    with dt.open_sharded(tmp_path / "out" / "deeper" / "model.deathtensors.index.json") as f:
+        assert f.keys() == ["a"]
+        assert repr(f) == f"<ShardedFile {os.fspath(f.path)!r} (1 tensors in 1 shard)>"
+    assert "-of-0003." not in dt.save_sharded.__doc__
+
+
+def test_closed_file_errors_name_the_file(tmp_path):
+    path = _plain(tmp_path)
+    f = dt.open(path)
+    f.close()
+    with pytest.raises(ValueError, match="closed file: .*m.dt"):
+        f.get_tensor("w", framework="numpy")
+    assert "closed" in repr(f)
+
+
+def test_an_empty_tensor_name_is_a_clear_error(tmp_path):
+    with pytest.raises(dt.DeathTensorsError) as e:
+        dt.save(tmp_path / "k.dt", {"": np.zeros(2, np.float32)})
+    assert "empty tensor name" in str(e.value)
+    assert "invalid file" not in str(e.value)
+    assert not (tmp_path / "k.dt").exists()
+
+
+def test_a_plain_file_is_not_a_collection(tmp_path):
+    path = _plain(tmp_path, "a.dt")
+    with pytest.raises(FileNotFoundError, match="plain deathtensors tensor file, not a collection"):
+        dt.TensorBlob.open(path, "r")
+
+
+def test_keyring_repr_names_keys_never_secrets():
+    team = dt.generate_key("symmetric", kid="team")
+    signer = dt.generate_key("ed25519", kid="pub")
+    ring = dt.KeyRing()
+    ring.add_jwk_json(__import__("json").dumps({"keys": [team, signer]}))
+    text = repr(ring)
+    assert text.startswith("KeyRing(symmetric \"team\"") and dt.fingerprint(signer) in text
+    assert team["k"] not in text and signer["d"] not in text
+    assert repr(dt.KeyRing()) == "KeyRing(empty)"
+
+
+def test_signers_say_what_a_signature_proves(tmp_path):
+    mallory = dt.generate_key("ed25519", kid="mallory")
+    path = _plain(tmp_path)
+    dt.sign_file(path, mallory)
+    with dt.open(path) as f:
+        [s] = f.signers()
+        assert s == dt.fingerprint(mallory)  # still the fingerprint string
+        assert (s.kid, s.trusted) == (None, False)
+        assert "signature valid, but its key is not trusted" in repr(s) and "trusted_signers=" in repr(s)
+        assert "verified" not in repr(s)
+        assert "key not trusted" in repr(f)
+    with dt.open(path, trusted_signers=dt.public_key(mallory)) as f:
+        [s] = f.signers()
+        assert (s.kid, s.trusted) == ("mallory", True)
+        assert "verified, a key you trust" in repr(s) and "mallory" in repr(s)
+        assert "'mallory'" in repr(f) and "trusted key" in repr(f)
+
