@@ -237,7 +237,8 @@ def write(tensors, recipients, *, cipher, data_key, file_id, nonce_salt, chunk_s
     for name in order:
         dtype, shape, _ = tensors[name]
         a, b = offsets[name]
-        entry = {"dtype": dtype, "shape": list(shape), "data_offsets": [a, b], "metadata": {}}
+        # Empty per-tensor metadata is not written (FORMAT.md section 5).
+        entry = {"dtype": dtype, "shape": list(shape), "data_offsets": [a, b]}
         if digests:
             entry["sha256"] = sha256(bytes(blob[a:b])).hex()
         header["tensors"][name] = entry

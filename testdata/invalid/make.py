@@ -26,7 +26,7 @@ FLAG_SEALED = 1 << 4
 FLAG_COMPRESSED = 1 << 5
 FOOTER_LEN = 32
 # Limits::DEFAULT of deathtensors-format.
-MAX_HEADER_LEN = 100 * 1024 * 1024
+MAX_HEADER_LEN = 4 << 30  # Limits::DEFAULT_MAX_HEADER_LEN
 SAFETENSORS_MAX_HEADER = 100_000_000
 MAX_RANK = 64
 MAX_NAME_LEN = 4096
@@ -382,7 +382,7 @@ def build():
     add("dt-signed-plain-tensor-without-digest.deathtensors", dt(flags=FLAG_SIGNED), "Unsupported", "A signed file must give every unencrypted tensor a sha256 digest (the signature commits to the data through them).")
 
     # ---- header length
-    add("dt-header-len-over-limit.deathtensors", dt(header_len=MAX_HEADER_LEN + 1), "LimitExceeded", "The header length is one byte over the 100 MiB default limit.")
+    add("dt-header-len-over-limit.deathtensors", dt(header_len=MAX_HEADER_LEN + 1), "LimitExceeded", "The header length is one byte over the 4 GiB default limit.")
     add("dt-header-len-near-2pow64.deathtensors", dt(header_len=U64_MAX), "LimitExceeded", "The header length is 2^64-1, far past any limit.")
     add("dt-header-len-wraps-to-zero.deathtensors", dt(header_len=2**64 - 24), "LimitExceeded", "24 + header length wraps around to 0 in 64-bit arithmetic.")
     add("dt-header-len-past-end.deathtensors", dt(header_len=4096), "Truncated", "The header length is within the limit but runs past the end of the file.")
@@ -393,8 +393,8 @@ def build():
     both("header-len-just-past-end", "Truncated", "The header length runs just past the end of a file with an empty data blob.",
          dt(data=b"", header_len=len(text(dt_top())) + 8), st(data=b"", header_len=len(text(st_top())) + 8 + 1))
     add("st-truncated-header-len.safetensors", b"\x10\x00\x00\x00\x00", "Truncated", "The file ends inside the 8-byte header length.")
-    add("st-header-len-over-limit.safetensors", st(header_len=MAX_HEADER_LEN + 1), "LimitExceeded", "The header length is one byte over the 100 MiB default limit.")
-    add("st-header-len-over-safetensors-cap.safetensors", st(header_len=SAFETENSORS_MAX_HEADER + 1), "LimitExceeded", "The header length is one byte over safetensors' own cap of 100,000,000 bytes (under our 100 MiB): safetensors refuses it, so do we.")
+    add("st-header-len-over-limit.safetensors", st(header_len=MAX_HEADER_LEN + 1), "LimitExceeded", "The header length is one byte over the 4 GiB default limit.")
+    add("st-header-len-over-safetensors-cap.safetensors", st(header_len=SAFETENSORS_MAX_HEADER + 1), "LimitExceeded", "The header length is one byte over safetensors' own cap of 100,000,000 bytes (under our 4 GiB): safetensors refuses it, so do we.")
     add("st-header-len-near-2pow64.safetensors", st(header_len=U64_MAX), "LimitExceeded", "The header length is 2^64-1, far past any limit.")
     add("st-header-len-wraps-to-zero.safetensors", st(header_len=2**64 - 8), "LimitExceeded", "8 + header length wraps around to 0 in 64-bit arithmetic.")
     add("st-header-len-past-end.safetensors", st(header_len=4096), "Truncated", "The header length is within the limit but runs past the end of the file.")

@@ -51,12 +51,12 @@ impl PyReadOptions {
     /// `require_signature` and `require_encryption` refuse files that do
     /// not meet them; `policy_input` (any JSON value: dicts, lists, str,
     /// numbers, bools, None) is the input of a file's Rego policy;
-    /// `max_decompressed_len` and `max_kdf_work` cap untrusted work (None:
-    /// io's defaults); `storage_options` (a dict) configure the store of a
+    /// `max_decompressed_len`, `max_kdf_work` and `max_header_len` cap
+    /// untrusted work (None: io's defaults); `storage_options` (a dict) configure the store of a
     /// URL.
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, max_kdf_work = None, storage_options = None))]
+    #[pyo3(signature = (*, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, max_kdf_work = None, storage_options = None, max_header_len = None))]
     fn new(
         py: Python<'_>,
         keys: Option<PyKeyRing>,
@@ -67,6 +67,7 @@ impl PyReadOptions {
         max_decompressed_len: Option<u64>,
         max_kdf_work: Option<u64>,
         storage_options: Option<Bound<'_, PyAny>>,
+        max_header_len: Option<u64>,
     ) -> PyResult<PyReadOptions> {
         let policy_input = policy_input
             .map(|value| json_value(&value))
@@ -82,6 +83,10 @@ impl PyReadOptions {
             max_decompressed_len: max_decompressed_len.unwrap_or(defaults.max_decompressed_len),
             max_kdf_work: max_kdf_work.unwrap_or(defaults.max_kdf_work),
             ..defaults
+        };
+        let read = match max_header_len {
+            Some(len) => read.with_max_header_len(len).map_err(pyo3::exceptions::PyValueError::new_err)?,
+            None => read,
         };
         Ok(PyReadOptions { read, remote: remote_options(Some(storage_pairs(storage_options)?)) })
     }

@@ -11,7 +11,7 @@ import deathtensors as dt
 from deathtensors import _native
 
 READ_KEYWORDS = ["keys", "trusted_signers", "require_signature", "require_encryption", "policy_input",
-                 "max_decompressed_len", "storage_options", "max_kdf_work"]
+                 "max_decompressed_len", "storage_options", "max_kdf_work", "max_header_len"]
 
 
 @pytest.mark.parametrize("f", [dt.open, dt.DtFile, dt.open_sharded])
@@ -29,6 +29,19 @@ def test_policy_input_that_is_not_json_is_refused(value, why):
     with pytest.raises(dt.DeathTensorsError, match="policy_input is not JSON") as e:
         _native.ReadOptions(policy_input=value)
     assert why in str(e.value)
+
+
+def test_max_header_len_caps_a_header_and_has_a_ceiling(tmp_path):
+    path = tmp_path / "m.dt"
+    dt.save(path, {f"t{i}": np.zeros(1, np.float32) for i in range(100)})
+    head_len = int.from_bytes(path.read_bytes()[16:24], "little")
+    with dt.open(path, max_header_len=head_len) as f:
+        assert len(f) == 100
+    with pytest.raises(dt.FormatError, match=f"header length {head_len} exceeds the limit of {head_len - 1}"):
+        dt.open(path, max_header_len=head_len - 1)
+    for bad in (0, (64 << 30) + 1):
+        with pytest.raises(ValueError, match=f"max_header_len {bad} is not between 1 and {64 << 30}"):
+            dt.open(path, max_header_len=bad)
 
 
 def test_policy_input_crosses_as_json_does(tmp_path):

@@ -17,11 +17,7 @@ use alloc::vec::Vec;
 use crate::reader::Reader;
 use crate::tensor::{check_name, Metadata, TensorInfo};
 use crate::varint::{self, Claims};
-use crate::{Dtype, Error, ErrorKind, Limits, Result};
-
-/// bintensors refuses headers longer than this (its `MAX_HEADER_SIZE`, as
-/// safetensors').
-pub const BINTENSORS_MAX_HEADER: u64 = 100_000_000;
+use crate::{Dtype, Error, ErrorKind, Limits, Result, BINTENSORS_MAX_HEADER};
 
 /// bintensors' dtypes, by the index its files store.
 const DTYPES: [Dtype; 15] = [

@@ -27,8 +27,13 @@ fn tensor(out: &mut Vec<u8>, t: &TensorInfo, format: Format) {
     uint(out, t.data_offsets.1);
     out.push(b']');
     if format == Format::Deathtensors {
-        out.extend_from_slice(b",\"metadata\":");
-        metadata(out, &t.metadata);
+        // Empty metadata is not written: readers (deathtensors 0.3.0 too)
+        // read a missing `metadata` as empty, and a million tensors would
+        // otherwise carry 14 MB of `,"metadata":{}`.
+        if !t.metadata.is_empty() {
+            out.extend_from_slice(b",\"metadata\":");
+            metadata(out, &t.metadata);
+        }
         if let Some(d) = &t.sha256 {
             out.extend_from_slice(b",\"sha256\":\"");
             hex(out, &d[..]);
@@ -40,8 +45,17 @@ fn tensor(out: &mut Vec<u8>, t: &TensorInfo, format: Format) {
 
 /// The compact JSON text of a header, without padding.
 pub(crate) fn json(h: &Header) -> Vec<u8> {
-    // About 100 bytes a tensor; one reservation avoids regrowing.
-    let mut out = Vec::with_capacity(256 + h.len() * 112);
+    json_after(h, 0)
+}
+
+/// [`json`] after `skip` zero bytes, for the caller to fill (a prefix), so
+/// that a head is built in one buffer and the header text is never held
+/// twice.
+pub(crate) fn json_after(h: &Header, skip: usize) -> Vec<u8> {
+    // About 100 bytes a tensor; one reservation avoids regrowing (and the
+    // padding of a head rarely regrows it either).
+    let mut out = Vec::with_capacity(skip + 320 + h.len() * 112);
+    out.resize(skip, 0);
     match h.format() {
         Format::Deathtensors => {
             out.extend_from_slice(b"{\"format\":\"deathtensors\",\"format_version\":1");

@@ -55,6 +55,13 @@ pub enum ErrorKind {
         /// The limit in force.
         limit: u64,
     },
+    /// A safetensors header to write is longer than safetensors' own cap
+    /// ([`crate::SAFETENSORS_MAX_HEADER`]), which its readers enforce: the
+    /// file belongs in the deathtensors format.
+    SafetensorsHeaderCap {
+        /// The header's length, in bytes.
+        len: u64,
+    },
     /// The bytes between the JSON header and the data blob are not zero.
     NonZeroPadding,
     /// The header is not valid UTF-8.
@@ -303,6 +310,14 @@ impl fmt::Display for ErrorKind {
             LimitExceeded { what, value, limit } => {
                 write!(f, "{what} {value} exceeds the limit of {limit}")
             }
+            SafetensorsHeaderCap { len } => write!(
+                f,
+                "header length {len} exceeds safetensors' cap of {} bytes (about 1.2 million tensors), which \
+                 safetensors refuses to read: write the file in the deathtensors format instead (deathtensors.save \
+                 with format=\"deathtensors\", the default), whose header may reach {} bytes",
+                crate::SAFETENSORS_MAX_HEADER,
+                crate::Limits::DEFAULT_MAX_HEADER_LEN
+            ),
             NonZeroPadding => f.write_str("padding between header and data is not zero"),
             InvalidUtf8 => f.write_str("header is not valid UTF-8"),
             InvalidJson { message } => write!(f, "header is not valid JSON: {message}"),

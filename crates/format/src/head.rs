@@ -10,11 +10,7 @@ use crate::prefix::{Flags, Prefix, MAGIC};
 use crate::reader::Reader;
 use crate::sniff::sniff;
 use crate::tensor::Format;
-use crate::{Error, ErrorKind, Limits, Result};
-
-/// safetensors refuses headers longer than this (its `MAX_HEADER_SIZE`), so
-/// our safetensors encoder and decoder do too (bintensors has the same cap).
-pub const SAFETENSORS_MAX_HEADER: u64 = 100_000_000;
+use crate::{Error, ErrorKind, Limits, Result, SAFETENSORS_MAX_HEADER};
 
 /// Length of the SHA-256 footer.
 pub const FOOTER_LEN: u64 = 32;
@@ -355,7 +351,6 @@ impl Head {
     pub fn encode(header: &Header, flags: Flags) -> Result<Vec<u8>> {
         match header.format() {
             Format::Deathtensors => {
-                let json = crate::enc::json(header);
                 if flags.contains(Flags::ENCRYPTED) != header.encryption().is_some() {
                     return Err(Error::new(ErrorKind::Unsupported {
                         what: "flag bit 2 without an encryption section, or the reverse",
@@ -376,14 +371,14 @@ impl Head {
                         what: "a signed file with a tensor that has no sha256 digest",
                     }));
                 }
+                // The prefix and JSON in one buffer: a 10-million-tensor
+                // header is a gigabyte, which is not copied.
+                let mut out = crate::enc::json_after(header, Prefix::LEN);
                 let align = DATA_START_ALIGN.max(header.alignment());
-                let unpadded = Prefix::LEN as u64 + json.len() as u64;
-                let total = align_up(unpadded, align, "data start")?;
+                let total = align_up(out.len() as u64, align, "data start")?;
                 let header_len = total - Prefix::LEN as u64;
                 check_header_len(header_len, &Limits::DEFAULT, 16)?;
-                let mut out = Vec::with_capacity(total as usize);
-                out.extend_from_slice(&Prefix { version: 1, flags, header_len }.encode());
-                out.extend_from_slice(&json);
+                out[..Prefix::LEN].copy_from_slice(&Prefix { version: 1, flags, header_len }.encode());
                 out.resize(total as usize, b' ');
                 Ok(out)
             }
@@ -391,14 +386,12 @@ impl Head {
                 if flags != Flags::EMPTY {
                     return Err(Error::new(ErrorKind::Unsupported { what: "flags in a safetensors file" }));
                 }
-                let json = crate::enc::json(header);
-                let n = align_up(json.len() as u64, 8, "header length")?;
+                let mut out = crate::enc::json_after(header, 8);
+                let n = align_up(out.len() as u64 - 8, 8, "header length")?;
                 if n > SAFETENSORS_MAX_HEADER {
-                    return Err(Error::limit("header length", n, SAFETENSORS_MAX_HEADER));
+                    return Err(Error::new(ErrorKind::SafetensorsHeaderCap { len: n }));
                 }
-                let mut out = Vec::with_capacity(8 + n as usize);
-                out.extend_from_slice(&n.to_le_bytes());
-                out.extend_from_slice(&json);
+                out[..8].copy_from_slice(&n.to_le_bytes());
                 out.resize(8 + n as usize, b' ');
                 Ok(out)
             }

@@ -75,7 +75,6 @@ mod tree;
 mod varint;
 
 pub use crate::{
-    bintensors::BINTENSORS_MAX_HEADER,
     collection::{
         check_block_name, BlockRef, Manifest, RowLayout, BLOCK_ALIGNMENT, BLOCK_TENSOR, COLLECTION_FORMAT,
         DEFAULT_BLOCK_ROWS, LOCK_NAME, MANIFEST_NAME, MAX_BLOCKS, MAX_BLOCK_BYTES, MAX_BLOCK_NAME_LEN,
@@ -98,9 +97,9 @@ pub use crate::{
     dtype::Dtype,
     error::{Error, ErrorKind, Result},
     fork::{Fork, Serial, PREFAULT_MIN_ENTRIES},
-    head::{Head, FOOTER_LEN, PROBE_LEN, SAFETENSORS_MAX_HEADER},
+    head::{Head, FOOTER_LEN, PROBE_LEN},
     header::{Header, CREATED_BY},
-    limits::{Limits, DEFAULT_ALIGNMENT, MAX_ALIGNMENT},
+    limits::{Limits, BINTENSORS_MAX_HEADER, DEFAULT_ALIGNMENT, MAX_ALIGNMENT, SAFETENSORS_MAX_HEADER},
     name::Name,
     prefix::{Flags, Prefix, MAGIC, VERSION},
     region::{Region, Runs},

@@ -52,6 +52,20 @@ impl ReadOptions {
     /// (64 MiB, 3 passes); about 3.5 s of Argon2 on one core here.
     pub const DEFAULT_MAX_KDF_WORK: u64 = 4 << 20;
 
+    /// These options with a header limit of `len` bytes
+    /// ([`Limits::max_header_len`]; default 4 GiB).
+    ///
+    /// # Errors
+    /// A message naming the ceiling if `len` is 0 or above
+    /// [`Limits::MAX_HEADER_LEN`] (64 GiB).
+    pub fn with_max_header_len(mut self, len: u64) -> std::result::Result<ReadOptions, String> {
+        if len == 0 || len > Limits::MAX_HEADER_LEN {
+            return Err(format!("max_header_len {len} is not between 1 and {}", Limits::MAX_HEADER_LEN));
+        }
+        self.limits.max_header_len = len;
+        Ok(self)
+    }
+
     /// These options without keys, trusted signers, requirements or policy
     /// input: the limits only, to read a file's header (a sharded
     /// checkpoint's index, which the shards' requirements are not for).

@@ -71,6 +71,7 @@ class ReadKeywords(TypedDict, total=False):
     max_decompressed_len: Optional[int]
     storage_options: Optional[Mapping[str, Any]]
     max_kdf_work: Optional[int]
+    max_header_len: Optional[int]
 
 
 def read_options(
@@ -83,6 +84,7 @@ def read_options(
     max_decompressed_len: Optional[int] = None,
     storage_options: Optional[Mapping[str, Any]] = None,
     max_kdf_work: Optional[int] = None,
+    max_header_len: Optional[int] = None,
 ) -> _native.ReadOptions:
     """The native read options of :func:`open`'s keywords (documented
     there), built once for a file or for every shard of a checkpoint.
@@ -96,6 +98,7 @@ def read_options(
         max_decompressed_len=max_decompressed_len,
         storage_options=storage_options,
         max_kdf_work=max_kdf_work,
+        max_header_len=max_header_len,
     )
 
 
@@ -685,6 +688,12 @@ def open(path: PathLike, verify: bool = False, **options: Unpack[ReadKeywords]) 
     4,194,304: 4 GiB of memory times passes) caps the Argon2 work spent
     deriving keys from passphrases in one open, summed over the entries
     tried: a file's header sets that cost, up to 16 GiB-passes an entry.
+    ``max_header_len`` (default 4 GiB, at most 64 GiB) caps a deathtensors
+    header's length: 10 million tensors with 35-byte names take about
+    1 GB. A longer header raises ``FormatError`` before anything is read;
+    a header longer than the file is refused as truncated, and memory for
+    the index grows with the bytes actually read, so a hostile length costs
+    nothing. safetensors files keep safetensors' 100,000,000-byte cap.
 
     ``path`` may be a URL: ``s3://``, ``gs://``, ``az://``, ``http(s)://``.
     Opening then reads the prefix and header with at most 2 ranged

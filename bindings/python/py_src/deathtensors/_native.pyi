@@ -36,6 +36,7 @@ class ReadOptions:
         max_decompressed_len: Optional[int] = None,
         max_kdf_work: Optional[int] = None,
         storage_options: Optional[Mapping[str, Any]] = None,
+        max_header_len: Optional[int] = None,
     ) -> None: ...
 
 class WriteOptions:

@@ -7,6 +7,7 @@ mod crypt;
 mod fixtures;
 mod fuzz_regressions;
 mod invalid;
+mod many;
 mod prefault;
 mod roundtrip;
 mod split;
