@@ -203,3 +203,25 @@ pub(super) fn verify_chain_signature(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_unix_seconds() {
+        assert_eq!(time(0x17, b"700101000000Z"), Some(0));
+        assert_eq!(time(0x17, b"240229120000Z"), Some(1_709_208_000));
+        assert_eq!(time(0x18, b"20491231235959Z"), Some(2_524_607_999));
+        assert_eq!(time(0x17, b"2402291200Z"), None);
+        assert_eq!(time(0x17, b"240229120000"), None);
+    }
+
+    #[test]
+    fn der_lengths_are_bounded_by_the_input() {
+        assert_eq!(element(&[0x30, 0x03, 1, 2]), None);
+        assert_eq!(element(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]), None);
+        assert_eq!(element(&[0x04, 0x81, 0x01, 9]), Some((0x04, &[9u8][..], &[][..])));
+        assert!(parse(&[0x30, 0x00]).is_err());
+    }
+}

@@ -135,3 +135,31 @@ pub(super) fn hash_directory(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_sort_by_path_components_as_model_signing_sorts_them() {
+        let dir = std::env::temp_dir().join(format!("dt-walk-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("a")).unwrap();
+        std::fs::write(dir.join("a.txt"), b"1").unwrap();
+        std::fs::write(dir.join("a").join("b"), b"2").unwrap();
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::write(dir.join(".git").join("HEAD"), b"3").unwrap();
+        let found = hash_directory(&dir, &[".git".into()], false, "test").unwrap();
+        let names: Vec<&str> = found.iter().map(|r| r.name.as_str()).collect();
+        // By components ["a", "b"] < ["a.txt"]; as strings "a.txt" < "a/b".
+        assert_eq!(names, ["a/b", "a.txt"]);
+        assert_eq!(found[0].digest, crate::hash::sha256(b"2"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ignore_entries_that_climb_or_are_absolute_match_nothing() {
+        assert_eq!(components("a/./b/"), Some(vec!["a", "b"]));
+        assert_eq!(components("../x"), None);
+        assert_eq!(components("/etc"), None);
+    }
+}
