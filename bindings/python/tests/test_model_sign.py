@@ -45,7 +45,7 @@ def make_model(root):
         "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"},
     }
     (root / "model.safetensors.index.json").write_text(json.dumps(index))
-    dt.save_file({"head": np.arange(12, dtype=np.float32).reshape(3, 4)}, str(root / "head.dt"))
+    dt.save(str(root / "head.dt"), {"head": np.arange(12, dtype=np.float32).reshape(3, 4)})
     (root / "config.json").write_text(json.dumps({"hidden": 32}))
     (root / "tokenizer").mkdir()
     (root / "tokenizer" / "vocab.txt").write_text("a\nb\n")
@@ -355,7 +355,7 @@ def test_cli_round_trip_and_exit_codes(model, tmp_path):
     assert "7 files" in r.stdout
     r = cli("verify-model", model, "--public-key", pub, "--json")
     assert r.returncode == 0, r.stderr
-    assert "config.json" in json.loads(r.stdout)["files"]
+    assert "config.json" in [f["name"] for f in json.loads(r.stdout)["files"]]
     assert model_signing("verify", "key", model, "--public_key", pub, "--signature", model / "model.sig").returncode == 0
     (model / "config.json").write_text("{}")
     r = cli("verify-model", model, "--public-key", pub)
