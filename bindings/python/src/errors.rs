@@ -47,13 +47,15 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
         ErrorKind::ChecksumMismatch { .. }
         | ErrorKind::TensorDigestMismatch { .. }
         | ErrorKind::BlockDigestMismatch { .. }
-        | ErrorKind::TagTableMismatch => raise(py, "IntegrityError", message),
+        | ErrorKind::TagTableMismatch
+        | ErrorKind::ModelMismatch(_) => raise(py, "IntegrityError", message),
         ErrorKind::NoKey { .. } => raise(py, "NoKeyError", message),
         ErrorKind::Decrypt { .. } => raise(py, "DecryptionError", message),
         ErrorKind::BadSignature { .. }
         | ErrorKind::Unsigned
         | ErrorKind::SignerKeyNeeded { .. }
-        | ErrorKind::UntrustedSigner { .. } => raise(py, "SignatureError", message),
+        | ErrorKind::UntrustedSigner { .. }
+        | ErrorKind::ModelSignature(_) => raise(py, "SignatureError", message),
         ErrorKind::NotEncrypted => raise(py, "NotEncryptedError", message),
         ErrorKind::PolicyDenied(_) => raise(py, "PolicyDeniedError", message),
         ErrorKind::TensorNotFound(_) => raise(py, "TensorNotFoundError", message),

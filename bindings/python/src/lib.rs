@@ -10,6 +10,7 @@ mod collection;
 mod dcp;
 mod errors;
 mod keys;
+mod model_sign;
 mod options;
 mod parity;
 mod reader;
@@ -40,6 +41,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keys::fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(keys::sign_file, m)?)?;
     m.add_function(wrap_pyfunction!(keys::save_cryptotensors, m)?)?;
+    m.add_function(wrap_pyfunction!(model_sign::sign_model, m)?)?;
+    m.add_function(wrap_pyfunction!(model_sign::verify_model, m)?)?;
     m.add_function(wrap_pyfunction!(safetensors::encode_safetensors, m)?)?;
     m.add_function(wrap_pyfunction!(safetensors::parse_head, m)?)?;
     m.add_class::<sharded::PyShardedIndex>()?;

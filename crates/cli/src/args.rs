@@ -234,6 +234,29 @@ Examples:
   deathtensors sign model.dt --with publisher.jwk")]
     Sign(SignArgs),
 
+    /// Sign a model directory as OpenSSF model signing does (model.sig), with an ECDSA PEM key.
+    #[command(after_help = "\
+Writes a Sigstore bundle that `model_signing verify key|certificate` accepts: every file of
+DIR (outside .git, .gitattributes, .github, .gitignore and --ignore) is listed with its
+SHA-256, and the list is signed. Keys: ECDSA P-256 or P-384 in PEM (PKCS#8 \"PRIVATE KEY\" or
+SEC1 \"EC PRIVATE KEY\"). Ed25519 JWKs are the in-file signature keys of `sign`, not these.
+
+Examples:
+  deathtensors sign-model ./my-model --private-key signing-key.pem
+  deathtensors sign-model ./my-model --private-key key.pem --signing-cert cert.pem --cert-chain ca.pem")]
+    SignModel(crate::cmd::model_sign::SignModelArgs),
+
+    /// Verify a model directory against its OpenSSF model-signing bundle (model.sig).
+    #[command(after_help = "\
+Checks the bundle's ECDSA signature with --public-key (a PEM public key, P-256 or P-384) or its
+certificate chain against --cert-chain roots, then that every file matches: none changed,
+missing or added outside the paths the signature ignores. Exit code 1 names what differs.
+
+Examples:
+  deathtensors verify-model ./my-model --public-key public-key.pem
+  deathtensors verify-model ./my-model --cert-chain ca.pem -s release.sig")]
+    VerifyModel(crate::cmd::model_sign::VerifyModelArgs),
+
     /// Appendable collections of rows (directories): create, append, truncate, export, convert.
     #[command(after_help = "\
 A collection is a directory of same-shaped rows (embeddings, dataset features) that

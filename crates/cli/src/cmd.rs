@@ -12,6 +12,7 @@ pub(crate) mod key;
 mod ls;
 mod manifest;
 mod meta;
+pub(crate) mod model_sign;
 mod stats;
 pub(crate) mod verify;
 
@@ -36,6 +37,8 @@ pub fn run(command: Command, ctx: &RunContext) -> anyhow::Result<ExitCode> {
         Command::Encrypt(args) => crypt::encrypt(args, ctx),
         Command::Decrypt(args) => convert::run_with(args, true, ctx),
         Command::Sign(args) => crypt::sign(args),
+        Command::SignModel(args) => model_sign::sign(args),
+        Command::VerifyModel(args) => model_sign::verify(args),
         Command::Blob(args) => blob::run(args, ctx),
         Command::Consolidate(args) => consolidate::run(args, ctx),
     }

@@ -136,6 +136,12 @@ pub enum ErrorKind {
     /// rank files do not match it (another checkpoint's, the wrong size, a
     /// block of the wrong length). The message says what.
     InvalidCheckpoint(String),
+    /// A model directory's signature bundle is refused (another key, an
+    /// untrusted chain, modified, unsupported); the message says why.
+    ModelSignature(String),
+    /// A model directory does not match its signature; the message names
+    /// the files changed, missing and added.
+    ModelMismatch(String),
 }
 
 impl Clone for ErrorKind {
@@ -175,6 +181,8 @@ impl Clone for ErrorKind {
             K::Locked(m) => K::Locked(m.clone()),
             K::DamagedCollection(m) => K::DamagedCollection(m.clone()),
             K::InvalidCheckpoint(m) => K::InvalidCheckpoint(m.clone()),
+            K::ModelSignature(m) => K::ModelSignature(m.clone()),
+            K::ModelMismatch(m) => K::ModelMismatch(m.clone()),
         }
     }
 }
@@ -251,6 +259,8 @@ impl Error {
                 | ErrorKind::UntrustedSigner { .. }
                 | ErrorKind::NotEncrypted
                 | ErrorKind::PolicyDenied(_)
+                | ErrorKind::ModelSignature(_)
+                | ErrorKind::ModelMismatch(_)
         )
     }
 
@@ -264,6 +274,8 @@ impl Error {
                 | ErrorKind::TagTableMismatch
                 | ErrorKind::Decrypt { .. }
                 | ErrorKind::BadSignature { .. }
+                | ErrorKind::ModelSignature(_)
+                | ErrorKind::ModelMismatch(_)
         )
     }
 
@@ -277,6 +289,7 @@ impl Error {
                 | ErrorKind::SignerKeyNeeded { .. }
                 | ErrorKind::UntrustedSigner { .. }
                 | ErrorKind::NotEncrypted
+                | ErrorKind::ModelSignature(_)
         )
     }
 }
@@ -350,6 +363,8 @@ impl fmt::Display for Error {
             ErrorKind::Locked(m) => write!(f, "{m}"),
             ErrorKind::DamagedCollection(m) => write!(f, "damaged collection: {m}"),
             ErrorKind::InvalidCheckpoint(m) => f.write_str(m),
+            ErrorKind::ModelSignature(m) => write!(f, "the model signature is refused: {m}"),
+            ErrorKind::ModelMismatch(m) => write!(f, "the directory does not match its signature: {m}"),
         }
     }
 }

@@ -37,6 +37,7 @@ mod fork;
 mod hash;
 mod huge_pages;
 mod mmap;
+mod model_sign;
 mod options;
 mod pack;
 mod par;
@@ -79,6 +80,10 @@ pub use crate::{
     error::{Error, ErrorKind, Result},
     huge_pages::{huge_pages_pay, HUGE_PAGE},
     mmap::PrivateMap,
+    model_sign::{
+        sign_model, verify_bundle, verify_model, EcPublicKey, EcSigningKey, ModelSigner, ModelVerifier,
+        SignModelOptions, SignedFile, SignedModel,
+    },
     options::{Compress, ReadOptions, WriteOptions},
     pread::ReadAt,
     protection::{EncryptionInfo, SignatureCovers},

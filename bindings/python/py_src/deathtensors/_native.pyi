@@ -179,6 +179,20 @@ def public_jwk(json: str) -> str: ...
 def cryptotensors_jwk(json: str) -> str: ...
 def fingerprint(key: bytes) -> str: ...
 def sign_file(path: str | os.PathLike[str], key: KeyRing, durable: bool = True) -> None: ...
+def sign_model(
+    model_dir: str | os.PathLike[str],
+    key: str | os.PathLike[str],
+    signature: str | os.PathLike[str],
+    certificate_chain: list[str | os.PathLike[str]] | None = None,
+    ignore_paths: list[str] | None = None,
+    allow_symlinks: bool = False,
+) -> dict[str, Any]: ...
+def verify_model(
+    model_dir: str | os.PathLike[str],
+    signature: str | os.PathLike[str],
+    public_key: str | os.PathLike[str] | None = None,
+    certificate_chain: list[str | os.PathLike[str]] | None = None,
+) -> dict[str, Any]: ...
 def save_cryptotensors(
     path: str | os.PathLike[str],
     tensors: Sequence[tuple[str, str, Sequence[int], Any, Optional[Mapping[str, str]]]],
