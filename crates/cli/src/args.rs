@@ -445,7 +445,11 @@ impl Command {
             Command::Encrypt(a) => a.read.clone(),
             Command::Blob(a) => a.read.clone(),
             Command::Consolidate(a) => ReadArgs { store: a.store.clone(), ..ReadArgs::default() },
-            Command::Keygen(_) | Command::Key(_) | Command::Sign(_) => ReadArgs::default(),
+            Command::Keygen(_)
+            | Command::Key(_)
+            | Command::Sign(_)
+            | Command::SignModel(_)
+            | Command::VerifyModel(_) => ReadArgs::default(),
         }
     }
 }

@@ -16,7 +16,7 @@ const SUBCOMMANDS: [&str; 12] =
 fn usage_errors_exit_2() {
     let r = check(Vec::<&str>::new(), 2);
     // The program's name as started: `deathtensors.exe` on Windows.
-    let usage = format!("Usage: deathtensors{} [OPTIONS] <COMMAND>", std::env::consts::EXE_SUFFIX);
+    let usage = format!("Usage: deathtensors{} <COMMAND>", std::env::consts::EXE_SUFFIX);
     assert!(r.stderr.contains(&usage), "{}", r.stderr);
     check(["frobnicate"], 2);
     check(["inspect"], 2);
