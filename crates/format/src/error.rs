@@ -126,12 +126,17 @@ pub enum ErrorKind {
         /// Bytes given by `data_offsets`.
         actual: u64,
     },
-    /// The tensor's bytes extend past the end of the data blob.
+    /// The tensor's bytes extend past the end of the data blob: the file
+    /// was cut short (or its header lies about its tensors).
     OffsetOutOfBounds {
         /// The end offset of the tensor.
         end: u64,
         /// The length of the data blob.
         data_len: u64,
+        /// The file's length its header asks for (through its tensors).
+        file_needed: u64,
+        /// The file's actual length.
+        file_len: u64,
     },
     /// The tensor's bytes overlap another tensor's.
     Overlap {
@@ -338,9 +343,11 @@ impl fmt::Display for ErrorKind {
             ByteLengthMismatch { expected, actual } => {
                 write!(f, "data_offsets span {actual} bytes but dtype and shape need {expected}")
             }
-            OffsetOutOfBounds { end, data_len } => {
-                write!(f, "data ends at {end}, past the {data_len}-byte data blob")
-            }
+            OffsetOutOfBounds { end, data_len, file_needed, file_len } => write!(
+                f,
+                "data ends at {end}, past the {data_len}-byte data blob: the file is truncated \
+                 (its header needs {file_needed} bytes, it has {file_len})"
+            ),
             Overlap { other } => write!(f, "data overlaps tensor {other:?}"),
             UnexpectedGap { expected, actual } => {
                 write!(f, "data starts at {actual} but the layout puts it at {expected} (hole in the data blob)")

@@ -226,7 +226,7 @@ impl Head {
         let data_end = file_len - footer;
         // A sealed file's blob is checked against its inner header (`unseal`).
         if !flags.contains(Flags::ZSTD) && sealed.is_none() {
-            check_blob(header.tensors(), header.data_len(), data_end - data_start)?;
+            check_blob(header.tensors(), header.data_len(), data_end - data_start, data_start + footer)?;
         }
         let header_end = sealed.map_or(json_end as u64, |(_, end)| end);
         Ok(Head { header, flags, data_start, data_end, header_end, tables, sealed })
@@ -255,7 +255,8 @@ impl Head {
         if header.encryption().and_then(|e| e.sealed_header) != Some(inner_json.len() as u64) {
             return Err(Error::new(ErrorKind::InvalidEncryption { what: "sealed_header.length" }));
         }
-        check_blob(header.tensors(), header.data_len(), self.data_end - self.data_start)?;
+        let footer = self.footer().map_or(0, |_| FOOTER_LEN);
+        check_blob(header.tensors(), header.data_len(), self.data_end - self.data_start, self.data_start + footer)?;
         if self.flags.contains(Flags::SIGNED) && !header.has_tensor_digests() {
             return Err(Error::new(ErrorKind::Unsupported {
                 what: "a signed file with a tensor that has no sha256 digest",
@@ -307,7 +308,7 @@ impl Head {
     /// bintensors): no flags, no tables.
     fn after_length(head: &[u8], header: Header, file_len: u64) -> Result<Head> {
         let data_start = head.len() as u64;
-        check_blob(header.tensors(), header.data_len(), file_len - data_start)?;
+        check_blob(header.tensors(), header.data_len(), file_len - data_start, data_start)?;
         Ok(Head {
             header,
             flags: Flags::EMPTY,

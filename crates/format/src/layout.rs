@@ -158,8 +158,10 @@ pub(crate) fn check_in_order(tensors: &[TensorInfo]) -> Result<u64> {
 }
 
 /// Checks that a data blob of `blob_len` bytes holds exactly the tensors of
-/// a header whose layout ends at `data_len`.
-pub(crate) fn check_blob(tensors: &[TensorInfo], data_len: u64, blob_len: u64) -> Result<()> {
+/// a header whose layout ends at `data_len`; `outside` is the length of the
+/// file's other parts (head, tables, footer), for the file's sizes in the
+/// error of a blob cut short.
+pub(crate) fn check_blob(tensors: &[TensorInfo], data_len: u64, blob_len: u64, outside: u64) -> Result<()> {
     if blob_len > data_len {
         return Err(Error::new(ErrorKind::UnownedBytes { covered: data_len, data_len: blob_len }));
     }
@@ -167,7 +169,9 @@ pub(crate) fn check_blob(tensors: &[TensorInfo], data_len: u64, blob_len: u64) -
         // The first tensor (by offset) that does not fit.
         let t = tensors.iter().filter(|t| t.data_offsets.1 > blob_len).min_by_key(|t| t.data_offsets);
         let (name, end) = t.map_or(("", data_len), |t| (t.name.as_str(), t.data_offsets.1));
-        return Err(Error::new(ErrorKind::OffsetOutOfBounds { end, data_len: blob_len }).with_tensor(name));
+        let (file_needed, file_len) = (data_len.saturating_add(outside), blob_len.saturating_add(outside));
+        return Err(Error::new(ErrorKind::OffsetOutOfBounds { end, data_len: blob_len, file_needed, file_len })
+            .with_tensor(name));
     }
     Ok(())
 }

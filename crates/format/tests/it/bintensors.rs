@@ -40,7 +40,8 @@ fn tensors_out_of_the_writers_order_are_read_in_header_order() {
 fn errors_say_what_is_wrong_and_where() {
     let one = b"\x00\x01\x01a\x0b\x01\x02\x00\x08";
     let data = [0u8; 8];
-    check_err(&file(one, &data[..4]), "tensor \"a\": data ends at 8, past the 4-byte data blob");
+    check_err(&file(one, &data[..4]), "tensor \"a\": data ends at 8, past the 4-byte data blob: the file is truncated (its header needs 32 bytes, it has 28)",
+    );
     let mut garbage = file(one, &data);
     garbage[17] = b'X';
     check_err(

@@ -38,12 +38,20 @@ fn signed_truncation(file: &dyn ReadAt, file_len: u64, path: &Path, limits: &Lim
     let needed = Head::needed(&probe, limits).ok()?;
     let mut bytes = vec![0u8; needed.min(file_len) as usize];
     read_exact_at(file, &mut bytes, 0).ok()?;
-    // Parsed as if the file were long enough: only the header's own
-    // bytes are read, and they say where the data ends.
-    let body_end = match Head::parse(&bytes, 1 << 60, limits) {
+    // Parsed as if the file were `LONG` bytes: only the header's own bytes
+    // are read, and the tensors' extent they give says where the body
+    // ends. The parse refuses the made-up length's unowned bytes, and its
+    // error holds the extent: the body is `LONG - data_len + covered`.
+    const LONG: u64 = 1 << 60;
+    let body_end = match Head::parse(&bytes, LONG, limits) {
         Ok(head) => head.footer().map_or(head.data_end, |(_, end)| end),
-        Err(_) if needed > file_len => needed,
-        Err(_) => return None,
+        Err(e) => match e.kind() {
+            deathtensors_format::ErrorKind::UnownedBytes { covered, data_len } => {
+                (LONG - data_len).checked_add(*covered)?
+            }
+            _ if needed > file_len => needed,
+            _ => return None,
+        },
     };
     let e = deathtensors_format::signed_file_truncated(body_end, file_len)?;
     Some(Error::format(e, path, "cannot open"))
