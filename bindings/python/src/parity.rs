@@ -71,7 +71,7 @@ pub fn diff(
         }
     };
     let (ra, rb) = (a.get()?, b.get()?);
-    let d = py.allow_threads(|| deathtensors_io::diff(&ra, &rb, compare, |_| {})).py(py)?;
+    let d = py.allow_threads(|| deathtensors_io::diff(&*ra, &*rb, compare, |_| {})).py(py)?;
     Ok((
         d.removed,
         d.added,

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use deathtensors_io::format::{Format, TensorSpec};
+use deathtensors_io::format::{Format, TensorInfo, TensorSpec};
 use deathtensors_io::{
     is_legacy_index, write_index, ErrorKind, ReadOptions, ShardedReader, StagedFiles, WriteOptions, INDEX_SUFFIX,
 };
@@ -328,5 +328,47 @@ impl Input {
                 Ok(r)
             }
         }
+    }
+
+    /// Every tensor's entry by name (opening every shard).
+    ///
+    /// # Errors
+    /// As [`Input::reader_of`].
+    pub fn infos(&self) -> deathtensors_io::Result<std::collections::HashMap<&str, &TensorInfo>> {
+        let entry = |name| self.reader_of(name).and_then(|r| Ok((name, r.tensor(name)?.info)));
+        self.names().into_iter().map(entry).collect()
+    }
+
+    /// Checks the digests (or the footer) of `names`, shard by shard.
+    ///
+    /// # Errors
+    /// `ChecksumMismatch`; the reads' errors.
+    pub fn check(&self, names: &[&str]) -> deathtensors_io::Result<()> {
+        let mut runs: Vec<(&deathtensors_io::Reader, Vec<&str>)> = Vec::new();
+        for &name in names {
+            let reader = self.reader_of(name)?;
+            match runs.iter_mut().find(|(r, _)| std::ptr::eq(*r, reader)) {
+                Some((_, run)) => run.push(name),
+                None => runs.push((reader, vec![name])),
+            }
+        }
+        runs.iter().try_for_each(|(reader, names)| crate::integrity::check(reader, names))
+    }
+}
+
+impl deathtensors_io::TensorSet for Input {
+    fn names(&self) -> Vec<&str> {
+        Input::names(self)
+    }
+
+    fn global_metadata(&self) -> deathtensors_io::format::Metadata {
+        match self {
+            Input::File(r) => r.global_metadata(),
+            Input::Sharded(s) => s.global_metadata(),
+        }
+    }
+
+    fn reader_of(&self, name: &str) -> deathtensors_io::Result<&deathtensors_io::Reader> {
+        Input::reader_of(self, name)
     }
 }

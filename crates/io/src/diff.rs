@@ -1,14 +1,15 @@
-//! What differs between two open files, across formats: tensors added,
-//! removed, retyped or reshaped, values and metadata. `deathtensors diff`
-//! prints it; the Python `diff` returns it.
+//! What differs between two open files or sharded checkpoints, across
+//! formats: tensors added, removed, retyped or reshaped, values and
+//! metadata. `deathtensors diff` prints it; the Python `diff` returns it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use deathtensors_format::{Dtype, Metadata, TensorInfo};
 
 use crate::copy::COPY_CHUNK;
 use crate::error::Result;
 use crate::reader::Reader;
+use crate::tensor_set::TensorSet;
 use crate::{par, values};
 
 /// Bytes of a tensor one thread compares at a time.
@@ -112,55 +113,64 @@ fn metadata_diff(a: &Metadata, b: &Metadata) -> Vec<MetadataChange> {
         .collect()
 }
 
-/// Compares two files: their tensors by name, the values of those of the
+/// A tensor and the reader that holds it.
+type Held<'a> = (&'a TensorInfo, &'a Reader);
+
+/// Each tensor of `set` with its reader, in order.
+fn held(set: &dyn TensorSet) -> Result<Vec<Held<'_>>> {
+    set.names().into_iter().map(|n| set.reader_of(n).and_then(|r| Ok((r.tensor(n)?.info, r)))).collect()
+}
+
+/// Compares two files (or sharded checkpoints): their tensors by name, the values of those of the
 /// same dtype and shape (streaming, in units spread over all cores), and
 /// their metadata. `progress` is told the bytes compared, from any thread.
 ///
 /// # Errors
 /// `NoKey` for a sealed file opened without its key; the reads' errors.
-pub fn diff(a: &Reader, b: &Reader, compare: Compare, progress: impl Fn(u64) + Sync) -> Result<Diff> {
-    a.check_not_hidden()?;
-    b.check_not_hidden()?;
-    let (ha, hb) = (a.header(), b.header());
-    let removed = ha.tensors().iter().filter(|t| hb.get(&t.name).is_none()).map(|t| t.name.to_string()).collect();
-    let added = hb.tensors().iter().filter(|t| ha.get(&t.name).is_none()).map(|t| t.name.to_string()).collect();
-    let both: Vec<(&TensorInfo, &TensorInfo)> =
-        ha.tensors().iter().filter_map(|ta| hb.get(&ta.name).map(|tb| (ta, tb))).collect();
+pub fn diff(a: &dyn TensorSet, b: &dyn TensorSet, compare: Compare, progress: impl Fn(u64) + Sync) -> Result<Diff> {
+    let (ha, hb) = (held(a)?, held(b)?);
+    let in_a: HashSet<&str> = ha.iter().map(|(t, _)| t.name.as_str()).collect();
+    let in_b: HashMap<&str, Held<'_>> = hb.iter().map(|&(t, r)| (t.name.as_str(), (t, r))).collect();
+    let removed =
+        ha.iter().filter(|(t, _)| !in_b.contains_key(t.name.as_str())).map(|(t, _)| t.name.to_string()).collect();
+    let added = hb.iter().filter(|(t, _)| !in_a.contains(t.name.as_str())).map(|(t, _)| t.name.to_string()).collect();
+    let both: Vec<(Held<'_>, Held<'_>)> =
+        ha.iter().filter_map(|&(ta, ra)| in_b.get(ta.name.as_str()).map(|&held_b| ((ta, ra), held_b))).collect();
     let same = |ta: &TensorInfo, tb: &TensorInfo| ta.dtype == tb.dtype && ta.shape == tb.shape;
-    let retyped = both.iter().filter(|(ta, tb)| !same(ta, tb)).map(|(ta, _)| ta.name.to_string()).collect();
-    let comparable: Vec<&TensorInfo> = both.iter().filter(|(ta, tb)| same(ta, tb)).map(|(ta, _)| *ta).collect();
-    let compared = compare_values(a, b, &comparable, compare, progress)?;
+    let retyped =
+        both.iter().filter(|((ta, _), (tb, _))| !same(ta, tb)).map(|((ta, _), _)| ta.name.to_string()).collect();
+    let comparable: Vec<(Held<'_>, Held<'_>)> =
+        both.iter().copied().filter(|((ta, _), (tb, _))| same(ta, tb)).collect();
+    let compared = compare_values(&comparable, compare, progress)?;
     let values = comparable
         .iter()
         .zip(compared)
         .filter(|(_, v)| v.differing > 0)
-        .map(|(t, v)| (t.name.to_string(), v))
+        .map(|(((t, _), _), v)| (t.name.to_string(), v))
         .collect();
-    let empty = Metadata::new();
-    let metadata = metadata_diff(ha.metadata().unwrap_or(&empty), hb.metadata().unwrap_or(&empty));
+    let metadata = metadata_diff(&a.global_metadata(), &b.global_metadata());
     let tensor_metadata = both
         .iter()
-        .map(|(ta, tb)| (ta.name.to_string(), metadata_diff(&ta.metadata, &tb.metadata)))
+        .map(|((ta, _), (tb, _))| (ta.name.to_string(), metadata_diff(&ta.metadata, &tb.metadata)))
         .filter(|(_, d)| !d.is_empty())
         .collect();
     Ok(Diff { removed, added, retyped, values, metadata, tensor_metadata })
 }
 
 fn compare_values(
-    a: &Reader,
-    b: &Reader,
-    tensors: &[&TensorInfo],
+    tensors: &[(Held<'_>, Held<'_>)],
     compare: Compare,
     progress: impl Fn(u64) + Sync,
 ) -> Result<Vec<ValueDiff>> {
     let mut units = Vec::new();
-    for (i, t) in tensors.iter().enumerate() {
+    for (i, ((t, _), _)) in tensors.iter().enumerate() {
         let size = values::element_size(t.dtype).unwrap_or(1) as u64;
         units.extend(par::ranges(t.byte_len(), UNIT, size).into_iter().map(|r| (i, r)));
     }
     let partial = par::map(units.len(), |u| {
         let (i, (start, end)) = units[u];
-        let v = compare_unit(a, b, tensors[i], start, end, compare)?;
+        let ((t, a), (_, b)) = tensors[i];
+        let v = compare_unit(a, b, t, start, end, compare)?;
         progress(end - start);
         Ok(v)
     })?;

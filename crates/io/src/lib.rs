@@ -55,6 +55,7 @@ mod staged;
 mod stats;
 mod stream_check;
 mod strided;
+mod tensor_set;
 mod trust;
 pub mod values;
 mod writeback;
@@ -98,6 +99,7 @@ pub use crate::{
     staged::StagedFiles,
     stats::{tensor_stats, Stats},
     strided::{Strided, TensorBytes},
+    tensor_set::TensorSet,
     writer::{save, save_from, save_views, Writer},
 };
 pub use deathtensors_format as format;

@@ -12,6 +12,7 @@ use crate::context::RunContext;
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
 use crate::progress;
+use crate::sharded::Input;
 
 fn metadata_json(changes: &[MetadataChange]) -> Value {
     changes.iter().map(|c| json!({ "key": c.key, "a": c.a, "b": c.b })).collect::<Vec<_>>().into()
@@ -38,21 +39,22 @@ pub fn run(args: DiffArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
             Compare::Close { atol, rtol }
         }
     };
-    let a = ctx.open(&args.a)?;
-    let b = ctx.open(&args.b)?;
-    let (ha, hb) = (a.header(), b.header());
-    // The tensors both files have are compared: each side checked first.
-    let both: Vec<&str> = ha.tensors().iter().map(|t| t.name.as_str()).filter(|n| hb.get(n).is_some()).collect();
-    crate::integrity::check(&a, &both)?;
-    crate::integrity::check(&b, &both)?;
-    let total = ha.tensors().iter().filter(|t| hb.get(&t.name).is_some()).map(|t| t.byte_len()).sum();
+    // Files or sharded checkpoints, either side.
+    let a = Input::open(ctx, &args.a)?;
+    let b = Input::open(ctx, &args.b)?;
+    let (ha, hb) = (a.infos()?, b.infos()?);
+    // The tensors both sides have are compared: each side checked first.
+    let both: Vec<&str> = ha.keys().copied().filter(|n| hb.contains_key(n)).collect();
+    a.check(&both)?;
+    b.check(&both)?;
+    let total = both.iter().map(|n| ha[n].byte_len()).sum();
     let bar = progress::bar(total, "comparing");
     let d = diff(&a, &b, compare, |n| bar.inc(n))?;
     bar.finish_and_clear();
     let identical = d.identical();
-    // Every name below is in the header it is looked up in.
-    let in_a = |name: &String| ha.get(name).expect("a tensor of the first file");
-    let in_b = |name: &String| hb.get(name).expect("a tensor of the second file");
+    // Every name below is in the side it is looked up in.
+    let in_a = |name: &String| ha[name.as_str()];
+    let in_b = |name: &String| hb[name.as_str()];
     let removed: Vec<&TensorInfo> = d.removed.iter().map(in_a).collect();
     let added: Vec<&TensorInfo> = d.added.iter().map(in_b).collect();
     let retyped: Vec<(&TensorInfo, &TensorInfo)> = d.retyped.iter().map(|n| (in_a(n), in_b(n))).collect();

@@ -3,7 +3,7 @@
 
 use deathtensors_io::ShardedReader;
 
-use crate::{check, json, valid, Scratch};
+use crate::{check, json, tensors, valid, write, Scratch};
 
 #[test]
 fn inspect_reads_a_hugging_face_index() {
@@ -107,4 +107,50 @@ fn convert_sharded_checkpoints_compressed() {
     for name in source.keys() {
         assert_eq!(merged.read(name).unwrap(), source.read(name).unwrap(), "{name}");
     }
+}
+
+/// `ls`, `stats`, `cat` and `diff` take a sharded index of either layout,
+/// as `inspect`, `verify` and `convert` do: what they print equals what they
+/// print for the same tensors in one file.
+#[test]
+fn ls_stats_cat_and_diff_take_both_index_layouts() {
+    use std::path::Path;
+    let s = Scratch::new("sharded-readers");
+    let hf = valid("safetensors-0.8.0/sharded/model.safetensors.index.json");
+    let single = s.path("one.dt");
+    check([Path::new("convert"), &hf, &single], 0);
+    // deathtensors 0.3.0's layout: an index file holding no tensors.
+    let legacy = valid("deathtensors-0.3.0/sdist-samples/sharded_model.deathtensors");
+    let legacy_names = check([Path::new("ls"), &legacy], 0).stdout;
+    assert_eq!(legacy_names.lines().count(), 20, "{legacy_names}");
+    assert_eq!(legacy_names.lines().next(), Some("layer.0.weight"));
+    let index = &hf;
+    assert_eq!(check([Path::new("ls"), index], 0).stdout, check([Path::new("ls"), &single], 0).stdout);
+    let name = Path::new("model.layers.3.weight");
+    assert_eq!(check([Path::new("cat"), index, name], 0).stdout, check([Path::new("cat"), &single, name], 0).stdout);
+    let stats = |p: &Path| json([Path::new("stats"), p], 0)["tensors"].clone();
+    assert_eq!(stats(index), stats(&single));
+    // The same tensors: identical, either way round.
+    let r = check([Path::new("diff"), index, &single], 0);
+    assert!(r.stdout.starts_with("identical: 4 tensors"), "{}", r.stdout);
+    check([Path::new("diff"), &single, index], 0);
+    let legacy_stats = json([Path::new("stats"), &legacy], 0);
+    assert_eq!(legacy_stats["tensors"].as_array().unwrap().len(), 20);
+    check([Path::new("cat"), &legacy, Path::new("layer.19.weight")], 0);
+    // A changed tensor in one shard is found, named, and makes diff exit 1.
+    let edited = s.path("edited.dt");
+    let mut all = tensors(&single);
+    all[2].3[0] ^= 1;
+    all.pop();
+    let all: Vec<(&str, _, &[u64], Vec<u8>)> =
+        all.iter().map(|(n, d, sh, b)| (n.as_str(), *d, &sh[..], b.clone())).collect();
+    write(&edited, &all, &deathtensors_io::WriteOptions::default());
+    let r = check([Path::new("diff"), &hf, &edited], 1);
+    assert!(r.stdout.contains("- model.layers.3.weight"), "{}", r.stdout);
+    assert!(r.stdout.contains("~ model.layers.2.weight  values: 1 of"), "{}", r.stdout);
+    // The legacy set against itself converted to one file: identical.
+    let legacy_one = s.path("legacy.dt");
+    check([Path::new("convert"), &legacy, &legacy_one], 0);
+    let r = check([Path::new("diff"), &legacy, &legacy_one], 0);
+    assert!(r.stdout.starts_with("identical: 20 tensors"), "{}", r.stdout);
 }
