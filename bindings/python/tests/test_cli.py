@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import deathtensors as dt
 from conftest import TESTDATA
@@ -70,3 +71,46 @@ def test_each_in_process_run_sees_only_its_own_keys_and_policy_input(tmp_path):
     assert json.loads(r.stdout.strip().splitlines()[-1]) == [0, 2, 1, 0], r.stderr
     assert (tmp_path / "out1.dt").exists() and (tmp_path / "out4.dt").exists()
     assert not (tmp_path / "out2.dt").exists() and not (tmp_path / "out3.dt").exists()
+
+
+def run_on_a_terminal(*args):
+    """Runs the CLI with stderr on a pseudo-terminal (stdout a pipe), as a
+    person at a terminal would see it; returns (exit code, what the terminal
+    showed)."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "deathtensors", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not chunk:
+            break
+        shown += chunk
+    proc.wait()
+    os.close(master)
+    return proc.returncode, shown.decode(errors="replace")
+
+
+@pytest.mark.slow
+def test_encrypt_and_sign_show_progress_on_a_terminal(tmp_path):
+    # 320 MiB: past the size under which no bar is drawn (256 MiB).
+    src = tmp_path / "big.dt"
+    dt.save(src, {"w": np.ones(320 << 20, dtype=np.uint8)}, durable=False)
+    assert run("keygen", "--type", "symmetric", "--kid", "k", "--out", tmp_path / "k.jwk").returncode == 0
+    assert run("keygen", "--type", "ed25519", "--out", tmp_path / "s.jwk").returncode == 0
+    code, shown = run_on_a_terminal("encrypt", src, tmp_path / "big.enc.dt", "--to", tmp_path / "k.jwk")
+    assert code == 0, shown
+    assert "encrypting [" in shown and "320.00 MiB" in shown, shown
+    code, shown = run_on_a_terminal("sign", src, "--with", tmp_path / "s.jwk")
+    assert code == 0, shown
+    assert "signing" in shown and "MiB" in shown, shown
+    # Not on a terminal: no bar at all.
+    r = run("encrypt", src, tmp_path / "again.enc.dt", "--to", tmp_path / "k.jwk")
+    assert r.returncode == 0 and "encrypting" not in r.stderr, r.stderr

@@ -100,7 +100,7 @@ pub use crate::{
     stats::{tensor_stats, Stats},
     strided::{Strided, TensorBytes},
     tensor_set::TensorSet,
-    writer::{save, save_from, save_views, Writer},
+    writer::{save, save_from, save_views, save_with_progress, Writer},
 };
 pub use deathtensors_format as format;
 

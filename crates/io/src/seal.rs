@@ -34,6 +34,7 @@ fn encrypt_blob(
     cipher: &ChunkCipher,
     data_start: u64,
     durable: bool,
+    progress: &(dyn Fn(u64) + Sync),
 ) -> std::io::Result<Vec<u8>> {
     let tensors = header.tensors();
     let size = cipher.chunk_size();
@@ -91,6 +92,7 @@ fn encrypt_blob(
                     buf.extend_from_slice(&data[i as usize][cs as usize..ce as usize]);
                     let tag = c.seal(j, &mut buf[pos..]);
                     mine[k * TAG_LEN..(k + 1) * TAG_LEN].copy_from_slice(&tag);
+                    progress(ce - cs);
                     if buf.len() >= BATCH {
                         writeback.write_at(temp.file(), &buf, start)?;
                         buf.clear();
@@ -115,6 +117,7 @@ pub(crate) fn save_encrypted(
     data: &[&[u8]],
     options: &WriteOptions,
     enc: &EncryptOptions,
+    progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Header> {
     let fmt = |e| Error::format(e, path, DOING);
     let io = |e| Error::io(e, path, DOING);
@@ -181,7 +184,7 @@ pub(crate) fn save_encrypted(
     let data_end = tables.data_start + header.data_len();
     // The padding and gaps read as zeros.
     temp.file().set_len(data_end).map_err(io)?;
-    let tags = encrypt_blob(&temp, &header, data, &cipher, tables.data_start, options.durable).map_err(io)?;
+    let tags = encrypt_blob(&temp, &header, data, &cipher, tables.data_start, options.durable, progress).map_err(io)?;
     section.tag_table_sha256 = crate::hash::sha256(&tags);
     if checksum {
         // The digests of the ciphertext, read back from the page cache on all cores.

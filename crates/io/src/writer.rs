@@ -80,6 +80,47 @@ pub fn save(path: impl AsRef<Path>, tensors: Vec<(TensorSpec, &[u8])>, options: 
     save_views(path, tensors.into_iter().map(|(s, b)| (s, TensorBytes::Contiguous(b))).collect(), options)
 }
 
+/// [`save`], telling `progress` the bytes of tensor data encrypted as it
+/// goes (from any thread), for an encrypted file: what a progress bar
+/// needs (their sum is the tensors' bytes). Other files are saved as by
+/// [`save`], and `progress` is told their bytes once they are written.
+///
+/// # Errors
+/// As [`save`].
+pub fn save_with_progress(
+    path: impl AsRef<Path>,
+    tensors: Vec<(TensorSpec, &[u8])>,
+    options: &WriteOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Header> {
+    let path = path.as_ref();
+    let encrypted = options.encryption.is_some() && options.format == Format::Deathtensors;
+    if let (Some(enc), true, Compress::Off) = (&options.encryption, encrypted, options.compress) {
+        let (specs, slices): (Vec<TensorSpec>, Vec<&[u8]>) = tensors.into_iter().unzip();
+        check_lengths(&specs, slices.iter().map(|s| s.len()), path)?;
+        return crate::seal::save_encrypted(path, specs, &slices, options, enc, progress);
+    }
+    let total = tensors.iter().map(|(_, b)| b.len() as u64).sum();
+    let header = save(path, tensors, options)?;
+    progress(total);
+    Ok(header)
+}
+
+/// `InvalidInput` if a buffer's length does not match its spec.
+fn check_lengths(specs: &[TensorSpec], lens: impl Iterator<Item = usize>, path: &Path) -> Result<()> {
+    for (spec, len) in specs.iter().zip(lens) {
+        let want = spec.byte_len().map_err(|e| Error::format(e, path, DOING))?;
+        if len as u64 != want {
+            return Err(Error::input(
+                format!("tensor {:?}: {len} bytes given, its dtype and shape need {want}", spec.name),
+                path,
+                DOING,
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// [`save`] of tensors given as [`TensorBytes`]: a slice each, or strided
 /// runs (rows of a view of a larger tensor), written and hashed where they
 /// are, without a contiguous copy. Compressed and encrypted files take each
@@ -96,16 +137,7 @@ pub fn save_views(
     let path = path.as_ref();
     let (mut specs, data): (Vec<TensorSpec>, Vec<TensorBytes<'_>>) = tensors.into_iter().unzip();
     // Check lengths before any hashing.
-    for (spec, bytes) in specs.iter().zip(&data) {
-        let want = spec.byte_len().map_err(|e| Error::format(e, path, DOING))?;
-        if bytes.len() as u64 != want {
-            return Err(Error::input(
-                format!("tensor {:?}: {} bytes given, its dtype and shape need {want}", spec.name, bytes.len()),
-                path,
-                DOING,
-            ));
-        }
-    }
+    check_lengths(&specs, data.iter().map(TensorBytes::len), path)?;
     let encrypted = options.encryption.is_some() && options.format == Format::Deathtensors;
     if options.compress != Compress::Off || encrypted {
         // These writers take each tensor as one slice: strided tensors are
@@ -122,7 +154,7 @@ pub fn save_views(
             Compress::Off => {}
         }
         if let Some(enc) = &options.encryption {
-            return crate::seal::save_encrypted(path, specs, &slices, options, enc);
+            return crate::seal::save_encrypted(path, specs, &slices, options, enc, &|_| {});
         }
     }
     // Per-tensor digests with nothing over the header (no footer, no

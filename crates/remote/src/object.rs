@@ -60,9 +60,20 @@ impl std::fmt::Debug for Object {
     }
 }
 
-/// An error that says which object and which bytes.
-fn failed(kind: io::ErrorKind, url: &str, range: &Range<u64>, message: impl std::fmt::Display) -> io::Error {
-    io::Error::new(kind, format!("{url}: bytes {}..{}: {message}", range.start, range.end))
+/// An error that says what happened and at which bytes; the object's URL
+/// is said once, by the reader's error that carries this one.
+fn failed(kind: io::ErrorKind, range: &Range<u64>, message: impl std::fmt::Display) -> io::Error {
+    io::Error::new(kind, format!("{message} (reading bytes {}..{})", range.start, range.end))
+}
+
+/// The innermost cause of an error: what a person can act on (e.g. "dns
+/// error: failed to lookup address"), without the layers above it.
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e;
+    while let Some(s) = last.source() {
+        last = s;
+    }
+    last.to_string()
 }
 
 /// A failure another attempt may not see: a connection or a server that
@@ -109,7 +120,7 @@ fn transport(e: &object_store::Error) -> (Option<HttpErrorKind>, bool) {
 
 /// An object_store error as an I/O error of the right kind that says what
 /// happened in words. Not transient: object_store has retried it.
-fn from_store(e: object_store::Error, url: &str, range: &Range<u64>, options: &RemoteOptions) -> Failure {
+fn from_store(e: object_store::Error, range: &Range<u64>, options: &RemoteOptions) -> Failure {
     use object_store::Error as E;
     let (kind, message) = match &e {
         E::NotFound { .. } => (io::ErrorKind::NotFound, "no such object".to_string()),
@@ -118,6 +129,10 @@ fn from_store(e: object_store::Error, url: &str, range: &Range<u64>, options: &R
             "the object changed since it was opened (its ETag no longer matches): reopen it".to_string(),
         ),
         E::PermissionDenied { .. } | E::Unauthenticated { .. } => (io::ErrorKind::PermissionDenied, e.to_string()),
+        E::NotSupported { .. } if e.to_string().contains("Range") => (
+            io::ErrorKind::Unsupported,
+            "the server does not support HTTP Range requests, which reading part of a file needs".to_string(),
+        ),
         E::NotSupported { .. } | E::NotImplemented { .. } | E::InvalidPath { .. } => {
             (io::ErrorKind::Unsupported, e.to_string())
         }
@@ -127,27 +142,33 @@ fn from_store(e: object_store::Error, url: &str, range: &Range<u64>, options: &R
             // or with other bytes is no transient failure.
             // object_store's words for these (`GetResultError`).
             let range_error = ["non-partial response", "Content-Range header", "CONTENT_RANGE header", "Requested "];
-            let tries = format!("timeout {:?}, max_retries {}", options.timeout, options.retries);
+            let retries = match options.retries {
+                1 => "after 1 retry".to_string(),
+                n => format!("after {n} retries"),
+            };
             match transport(&e) {
                 _ if range_error.iter().any(|w| text.contains(w)) => (
                     io::ErrorKind::InvalidData,
-                    format!("the server did not answer the byte range asked for (does it support Range?): {text}"),
+                    format!(
+                        "the server did not answer the byte range asked for (it must support HTTP Range requests): {}",
+                        innermost(&e)
+                    ),
                 ),
-                (Some(HttpErrorKind::Timeout), _) => {
-                    (io::ErrorKind::TimedOut, format!("timed out waiting for the server ({tries}): {text}"))
+                (Some(HttpErrorKind::Timeout), _) => (
+                    io::ErrorKind::TimedOut,
+                    format!("timed out waiting for the server ({retries}, each with timeout {:?})", options.timeout),
+                ),
+                (Some(HttpErrorKind::Connect), true) => {
+                    (io::ErrorKind::ConnectionRefused, format!("connection refused ({retries})"))
                 }
-                (Some(HttpErrorKind::Connect), true) => (
-                    io::ErrorKind::ConnectionRefused,
-                    format!("connection refused (max_retries {}): {text}", options.retries),
-                ),
                 (Some(HttpErrorKind::Connect), false) => {
-                    (io::ErrorKind::Other, format!("cannot connect (max_retries {}): {text}", options.retries))
+                    (io::ErrorKind::Other, format!("cannot connect ({retries}): {}", innermost(&e)))
                 }
                 _ => (io::ErrorKind::Other, text),
             }
         }
     };
-    Failure::fatal(failed(kind, url, range, message))
+    Failure::fatal(failed(kind, range, message))
 }
 
 impl Object {
@@ -180,7 +201,6 @@ impl Object {
 
     /// The first request: the object's head, size and ETag.
     fn first(&self, range: Range<u64>) -> io::Result<Known> {
-        let url = &self.url;
         let (known, bytes) = block_on(async {
             let deadline = Instant::now() + self.options.retry_timeout;
             let mut tries = 0;
@@ -192,13 +212,12 @@ impl Object {
                         .store
                         .get_opts(&self.location, options)
                         .await
-                        .map_err(|e| from_store(e, url, &range, &self.options))?;
+                        .map_err(|e| from_store(e, &range, &self.options))?;
                     let (len, etag, served) = (got.meta.size, got.meta.e_tag.clone(), got.range.clone());
                     let want = range.start..range.end.min(len);
                     if served != want {
                         return Err(Failure::fatal(failed(
                             io::ErrorKind::InvalidData,
-                            url,
                             &want,
                             format!("the server sent bytes {}..{} instead", served.start, served.end),
                         )));
@@ -238,7 +257,6 @@ impl Object {
         let o = &self.options;
         failed(
             io::ErrorKind::TimedOut,
-            &self.url,
             range,
             format!(
                 "timed out: no complete answer within {:?} (retry_timeout; timeout {:?}, max_retries {})",
@@ -260,12 +278,11 @@ impl Object {
     ) -> Result<(), Failure> {
         let mut at = 0usize;
         while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| from_store(e, &self.url, range, &self.options).in_body(etag.is_some()))?;
+            let chunk = chunk.map_err(|e| from_store(e, range, &self.options).in_body(etag.is_some()))?;
             self.options.stats.received(chunk.len() as u64);
             let Some(dest) = buf.get_mut(at..at + chunk.len()) else {
                 return Err(Failure::fatal(failed(
                     io::ErrorKind::InvalidData,
-                    &self.url,
                     range,
                     "the server sent more bytes than asked for",
                 )));
@@ -275,12 +292,7 @@ impl Object {
         }
         if at != buf.len() {
             return Err(Failure {
-                error: failed(
-                    io::ErrorKind::UnexpectedEof,
-                    &self.url,
-                    range,
-                    format!("the body ended after {at} bytes"),
-                ),
+                error: failed(io::ErrorKind::UnexpectedEof, range, format!("the body ended after {at} bytes")),
                 transient: true,
             });
         }
@@ -290,23 +302,18 @@ impl Object {
     /// One ranged GET into `buf`, conditional on the first response's ETag.
     async fn get(&self, buf: &mut [u8], offset: u64, known: &Known) -> Result<(), Failure> {
         let range = offset..offset + buf.len() as u64;
-        let url = &self.url;
         self.options.stats.request();
         let options = GetOptions {
             range: Some(GetRange::Bounded(range.clone())),
             if_match: known.etag.clone(),
             ..GetOptions::default()
         };
-        let got = self
-            .store
-            .get_opts(&self.location, options)
-            .await
-            .map_err(|e| from_store(e, url, &range, &self.options))?;
+        let got =
+            self.store.get_opts(&self.location, options).await.map_err(|e| from_store(e, &range, &self.options))?;
         // Servers that ignore If-Match are caught here.
         if got.meta.e_tag.is_some() && got.meta.e_tag != known.etag || got.meta.size != known.len {
             return Err(Failure::fatal(failed(
                 io::ErrorKind::Other,
-                url,
                 &range,
                 "the object changed since it was opened (another ETag or size): reopen it",
             )));
@@ -314,7 +321,6 @@ impl Object {
         if got.range != range {
             return Err(Failure::fatal(failed(
                 io::ErrorKind::InvalidData,
-                url,
                 &range,
                 format!("the server sent bytes {}..{} instead", got.range.start, got.range.end),
             )));
@@ -411,12 +417,7 @@ impl ReadAt for Object {
         let known = self.known()?;
         let range = offset..offset.saturating_add(buf.len() as u64);
         if range.end > known.len {
-            return Err(failed(
-                io::ErrorKind::UnexpectedEof,
-                &self.url,
-                &range,
-                format!("the object is {} bytes", known.len),
-            ));
+            return Err(failed(io::ErrorKind::UnexpectedEof, &range, format!("the object is {} bytes", known.len)));
         }
         let from_start = offset == 0;
         {

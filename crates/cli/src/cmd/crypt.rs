@@ -207,7 +207,14 @@ pub fn encrypt(args: EncryptArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> 
         signers: signers(&args.sign)?,
         ..WriteOptions::default()
     };
-    with_data(&reader, |data| deathtensors_io::save(&args.output, specs.into_iter().zip(data).collect(), &options))?;
+    let total = header.tensors().iter().map(|t| t.byte_len()).sum();
+    with_data(&reader, |data| {
+        let bar = crate::progress::bar(total, "encrypting");
+        let tensors = specs.into_iter().zip(data).collect();
+        let saved = deathtensors_io::save_with_progress(&args.output, tensors, &options, &|n| bar.inc(n));
+        bar.finish_and_clear();
+        saved
+    })?;
     let mut out = Out::new();
     let n = header.len();
     let bytes: u64 = header.tensors().iter().map(|t| t.byte_len()).sum();
