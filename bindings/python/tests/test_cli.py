@@ -102,7 +102,7 @@ def run_on_a_terminal(*args):
 def test_encrypt_and_sign_show_progress_on_a_terminal(tmp_path):
     # 320 MiB: past the size under which no bar is drawn (256 MiB).
     src = tmp_path / "big.dt"
-    dt.save(src, {"w": np.ones(320 << 20, dtype=np.uint8)}, durable=False)
+    dt.save(src, {"w": np.ones(320 << 20, dtype=np.uint8)}, checksum=True, durable=False)
     assert run("keygen", "--type", "symmetric", "--kid", "k", "--out", tmp_path / "k.jwk").returncode == 0
     assert run("keygen", "--type", "ed25519", "--out", tmp_path / "s.jwk").returncode == 0
     code, shown = run_on_a_terminal("encrypt", src, tmp_path / "big.enc.dt", "--to", tmp_path / "k.jwk")

@@ -106,3 +106,43 @@ def test_signers_say_what_a_signature_proves(tmp_path):
         assert "verified, a key you trust" in repr(s) and "mallory" in repr(s)
         assert "'mallory'" in repr(f) and "trusted key" in repr(f)
 
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_a_truncated_file_says_so_with_the_sizes(tmp_path, signed):
+    path = _plain(tmp_path)
+    if signed:
+        dt.sign_file(path, dt.generate_key("ed25519", kid="me"))
+    data = path.read_bytes()
+    short = tmp_path / "short.dt"
+    short.write_bytes(data[:-7])
+    with pytest.raises(dt.FormatError) as e:
+        dt.open(short)
+    message = str(e.value)
+    assert "truncated" in message and str(len(data)) in message and str(len(data) - 7) in message, message
+    assert "short.dt" in message and "bad magic" not in message, message
+
+
+def test_public_objects_have_readable_reprs(tmp_path):
+    path = _plain(tmp_path)
+    with dt.open(path) as f:
+        assert repr(f) == f"<DtFile {str(path)!r} (1 tensor)>"
+    schema = dt.Schema().expect("w", dtype="F32", shape=[2, 3]).allow_extra()
+    assert repr(schema) == "Schema(expects 'w' (dtype='F32', shape=[2, 3]), extra tensors allowed)"
+    from deathtensors import safetensors as st
+    f = st.safe_open(str(path), "np")
+    assert repr(f) == f"<safe_open {str(path)!r} (framework='numpy', device='cpu')>"
+    with f:
+        pass
+    assert repr(f) == f"<safe_open {str(path)!r} (closed)>"
+
+
+def test_checkpoint_storage_reprs_never_show_option_values(tmp_path):
+    pytest.importorskip("torch")
+    from deathtensors.distributed import StorageReader, StorageWriter
+
+    w = StorageWriter(tmp_path / "ckpt", storage_options={"aws_secret_access_key": "s3cr3t"})
+    assert repr(w) == f"StorageWriter({str(tmp_path / 'ckpt')!r}, format='deathtensors', storage_options=[aws_secret_access_key])"
+    r = StorageReader(tmp_path / "ckpt", storage_options={"token": "s3cr3t"}, allow_pickle=True)
+    assert "s3cr3t" not in repr(r) and repr(r).startswith(f"StorageReader({str(tmp_path / 'ckpt')!r}, storage_options=[token]")
+    assert "allow_pickle=True" in repr(r)

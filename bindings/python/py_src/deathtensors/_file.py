@@ -304,7 +304,8 @@ class DtFile:
     def __repr__(self) -> str:
         if self._reader.closed:
             return f"<DtFile {self.path!r} (closed)>"
-        parts = [f"{len(self)} tensors"]
+        n = len(self)
+        parts = [f"{n} tensor" if n == 1 else f"{n} tensors"]
         if self._reader.is_encrypted():
             parts.append("encrypted")
         for signer in self.signers():

@@ -42,6 +42,15 @@ class Schema:
         }
         return self
 
+    def __repr__(self) -> str:
+        def one(name: str, e: Dict[str, Any]) -> str:
+            said = [f"{k}={v!r}" for k, v in e.items() if v is not None]
+            return f"{name!r}" + (f" ({', '.join(said)})" if said else "")
+
+        expected = "; ".join(one(n, e) for n, e in self._expectations.items()) or "nothing"
+        extra = ", extra tensors allowed" if self._allow_extra else ""
+        return f"Schema(expects {expected}{extra})"
+
     def allow_extra(self, allow: bool = True) -> "Schema":
         """Whether tensors not declared with :meth:`expect` are allowed."""
         self._allow_extra = allow

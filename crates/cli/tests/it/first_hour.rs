@@ -182,3 +182,32 @@ fn inspect_counts_parameters_for_people() {
     let out = check(["inspect", p(&f)], 0).stdout;
     assert!(out.contains("1.23 M parameters"), "{out}");
 }
+
+/// A file cut short says truncated, with the length its header needs and the
+/// length it has, signed (before the signature block is parsed) or not,
+/// encrypted or not.
+#[test]
+fn a_truncated_file_says_so_with_the_sizes() {
+    let dir = Scratch::new("first-hour-truncated");
+    let signed = signed_by_mallory(&dir);
+    let plain = dir.path("plain.dt");
+    check(["convert", p(&valid("safetensors-0.8.0/all_dtypes.safetensors")), p(&plain)], 0);
+    check(["keygen", "--type", "symmetric", "--kid", "team", "--out", p(&dir.path("team.jwk"))], 0);
+    let encrypted = dir.path("enc.dt");
+    check(["encrypt", p(&plain), p(&encrypted), "--to", p(&dir.path("team.jwk"))], 0);
+    for (file, cut, what) in [
+        (&signed, 10, "truncated signed file"),
+        (&signed, 200, "truncated signed file"),
+        (&plain, 1, "the file is truncated"),
+        (&encrypted, 100, "the file is truncated"),
+    ] {
+        let bytes = std::fs::read(file).unwrap();
+        let short = dir.path("short.dt");
+        std::fs::write(&short, &bytes[..bytes.len() - cut]).unwrap();
+        let r = run(["inspect", p(&short), "--key", p(&dir.path("team.jwk"))]);
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        let (needs, has) = (bytes.len().to_string(), (bytes.len() - cut).to_string());
+        assert!(r.stderr.contains(what) && r.stderr.contains(&needs) && r.stderr.contains(&has), "{cut}: {}", r.stderr);
+        assert!(!r.stderr.contains("bad magic"), "{}", r.stderr);
+    }
+}

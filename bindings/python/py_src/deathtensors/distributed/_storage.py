@@ -144,6 +144,17 @@ class StorageWriter(dcp_storage.StorageWriter):
         self.is_coordinator = False
         self.save_id: Optional[str] = None
 
+    def __repr__(self) -> str:
+        options = [f"format={self.format!r}"]
+        if not self.durable:
+            options.append("durable=False")
+        if self.storage_options:
+            # Names only: values may be credentials.
+            options.append(f"storage_options=[{', '.join(sorted(map(str, self.storage_options)))}]")
+        if self.allow_pickle:
+            options.append("allow_pickle=True")
+        return f"StorageWriter({str(self.path)!r}, {', '.join(options)})"
+
     def reset(self, checkpoint_id: Optional[PathOrUrl] = None) -> None:
         if checkpoint_id:
             self.path = checkpoint_id
@@ -387,6 +398,15 @@ class StorageReader(dcp_storage.StorageReader):
         self.storage_data: Dict[MetadataIndex, Any] = {}
         self.doc: Optional[_metadata.Document] = None
         self._torch: Any = None
+
+    def __repr__(self) -> str:
+        options = []
+        if self.storage_options:
+            # Names only: values may be credentials.
+            options.append(f"storage_options=[{', '.join(sorted(map(str, self.storage_options)))}]")
+        if self.allow_pickle:
+            options.append("allow_pickle=True (unpickles: runs code the checkpoint chooses)")
+        return f"StorageReader({', '.join([repr(str(self.path)), *options])})"
 
     def reset(self, checkpoint_id: Optional[PathOrUrl] = None) -> None:
         if checkpoint_id:

@@ -378,6 +378,11 @@ class safe_open:
         """The keys to open the file with: None, the registered ones."""
         return None
 
+    def __repr__(self) -> str:
+        path = getattr(self, "_path", None)
+        state = "closed" if self._reader is None else f"framework={self._framework!r}, device={self._device!r}"
+        return f"<safe_open {path!r} ({state})>"
+
     def _open(self) -> Any:
         reader = self._reader
         if reader is None:
