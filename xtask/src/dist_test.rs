@@ -171,6 +171,16 @@ fn test_wheel(wheel: &Path, name: &str, version: &str, work: &Path, pytest: bool
         let py = venv.join("bin/python");
         exec(Command::new(&py).args(["-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]).arg(wheel))?;
         exec(Command::new(&py).arg(&smoke).arg(&valid).arg(&smoke_work).arg(version))?;
+        // The README's Python examples as a new user runs them with the wheel
+        // alone (no torch, no numpy): those that need none run; pytest is the
+        // only other package (from PyPI).
+        exec(Command::new(&py).args(["-m", "pip", "install", "--quiet", "pytest"]))?;
+        exec(
+            Command::new(&py)
+                .args(["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"])
+                .arg(root().join("bindings/python/tests/test_readme.py"))
+                .current_dir(&work),
+        )?;
         if pytest {
             // The pytest suite, against this wheel: the test dependencies
             // come from the project's .venv, after the wheel on sys.path.
