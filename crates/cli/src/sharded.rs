@@ -357,6 +357,13 @@ impl Input {
 }
 
 impl deathtensors_io::TensorSet for Input {
+    fn check_listed(&self) -> deathtensors_io::Result<()> {
+        match self {
+            Input::File(r) => r.check_listed(),
+            Input::Sharded(s) => s.check_listed(),
+        }
+    }
+
     fn names(&self) -> Vec<&str> {
         Input::names(self)
     }

@@ -128,6 +128,8 @@ fn held(set: &dyn TensorSet) -> Result<Vec<Held<'_>>> {
 /// # Errors
 /// `NoKey` for a sealed file opened without its key; the reads' errors.
 pub fn diff(a: &dyn TensorSet, b: &dyn TensorSet, compare: Compare, progress: impl Fn(u64) + Sync) -> Result<Diff> {
+    a.check_listed()?;
+    b.check_listed()?;
     let (ha, hb) = (held(a)?, held(b)?);
     let in_a: HashSet<&str> = ha.iter().map(|(t, _)| t.name.as_str()).collect();
     let in_b: HashMap<&str, Held<'_>> = hb.iter().map(|&(t, r)| (t.name.as_str(), (t, r))).collect();

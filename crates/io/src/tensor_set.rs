@@ -10,6 +10,13 @@ use crate::sharded::ShardedReader;
 
 /// Named tensors held by one file or by the shards of a checkpoint.
 pub trait TensorSet: Sync {
+    /// Whether the names are all there is to see.
+    ///
+    /// # Errors
+    /// `NoKey` for a sealed file opened without its key (it lists no
+    /// tensors, but holds some).
+    fn check_listed(&self) -> Result<()>;
+
     /// The tensor names, in the header's (or the index's) order.
     fn names(&self) -> Vec<&str>;
 
@@ -26,6 +33,10 @@ pub trait TensorSet: Sync {
 }
 
 impl TensorSet for Reader {
+    fn check_listed(&self) -> Result<()> {
+        self.check_not_hidden()
+    }
+
     fn names(&self) -> Vec<&str> {
         self.header().tensors().iter().map(|t| t.name.as_str()).collect()
     }
@@ -40,6 +51,12 @@ impl TensorSet for Reader {
 }
 
 impl TensorSet for ShardedReader {
+    /// The index lists every tensor; a sealed shard says `NoKey` when one
+    /// of its tensors is asked for.
+    fn check_listed(&self) -> Result<()> {
+        Ok(())
+    }
+
     fn names(&self) -> Vec<&str> {
         self.keys().collect()
     }
