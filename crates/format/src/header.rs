@@ -575,6 +575,21 @@ impl Header {
     pub fn has_tensor_digests(&self) -> bool {
         self.tensors.iter().all(|t| t.sha256.is_some())
     }
+
+    /// Gives the tensor at `position` the digest `sha256`, one a commitment
+    /// held outside the file vouches for (a signed model statement): reads
+    /// then check the tensor against it. The header's bytes are unchanged;
+    /// this is the reader's view of them. Returns false if there is no such
+    /// tensor.
+    pub fn set_tensor_digest(&mut self, position: usize, sha256: [u8; 32]) -> bool {
+        match self.tensors.get_mut(position) {
+            Some(t) => {
+                t.sha256 = Some(alloc::boxed::Box::new(sha256));
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// The position of the tensor named `name` in `tensors`, through `index`.

@@ -25,6 +25,7 @@
 mod append;
 mod atomic;
 mod collection;
+mod commitment;
 mod compress;
 mod copy;
 mod crypt;
@@ -67,6 +68,7 @@ pub use crate::{
         convert_collection, detect as detect_collection, dtype_from_name, BlockInfo, Collection, CollectionKind,
         CollectionOptions, RowsView, LOCK_NAME,
     },
+    commitment::{FileCommitment, ModelCommitments},
     copy::{copy_tensors, COPY_CHUNK},
     crypt::{
         cryptotensors_jwk, describe_key_file, describe_keys, EncryptOptions, KeyRing, KeySummary, Passphrase,
@@ -82,8 +84,8 @@ pub use crate::{
     huge_pages::{huge_pages_pay, HUGE_PAGE},
     mmap::PrivateMap,
     model_sign::{
-        sign_model, verify_bundle, verify_model, EcPublicKey, EcSigningKey, ModelSigner, ModelVerifier,
-        SignModelOptions, SignedFile, SignedModel,
+        open_signed_model, sign_model, verify_bundle, verify_model, EcPublicKey, EcSigningKey, ModelSigner,
+        ModelVerifier, SignModelOptions, SignedFile, SignedModel,
     },
     options::{Compress, ReadOptions, WriteOptions},
     pread::ReadAt,

@@ -44,6 +44,10 @@ pub struct ReadOptions {
     /// the cost of its entries (up to 1 GiB and 16 passes each), so a
     /// hostile file could otherwise hold a reader for about a minute.
     pub max_kdf_work: u64,
+    /// A verified model signature's commitments
+    /// ([`crate::open_signed_model`]): the file must be one of the model's,
+    /// its head is checked on open and each tensor as it is read.
+    pub signed_model: Option<std::sync::Arc<crate::ModelCommitments>>,
 }
 
 impl ReadOptions {
@@ -74,6 +78,9 @@ impl ReadOptions {
             limits: self.limits.clone(),
             max_decompressed_len: self.max_decompressed_len,
             max_kdf_work: self.max_kdf_work,
+            // A sharded checkpoint's index is checked against the model's
+            // signature too.
+            signed_model: self.signed_model.clone(),
             ..ReadOptions::default()
         }
     }
@@ -90,6 +97,7 @@ impl Default for ReadOptions {
             require_encryption: false,
             policy_input: None,
             max_kdf_work: ReadOptions::DEFAULT_MAX_KDF_WORK,
+            signed_model: None,
         }
     }
 }

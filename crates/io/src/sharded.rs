@@ -91,7 +91,11 @@ impl Opener for LocalOpener {
         if len > max {
             return Err(invalid(path, format!("index is {len} bytes, over the limit of {max}")));
         }
-        std::fs::read(path).map_err(|e| Error::io(e, path, "cannot open"))
+        let bytes = std::fs::read(path).map_err(|e| Error::io(e, path, "cannot open"))?;
+        if let Some(model) = &self.options.signed_model {
+            model.check_whole(path, &bytes)?;
+        }
+        Ok(bytes)
     }
 
     fn open(&self, path: &Path) -> Result<Reader> {

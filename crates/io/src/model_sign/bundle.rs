@@ -40,6 +40,9 @@ pub(crate) struct Statement {
     pub(crate) serialization: Serialization,
     /// In the statement's order.
     pub(crate) resources: Vec<Resource>,
+    /// deathtensors' per-tensor commitments (`predicate.deathtensors`), by
+    /// file name; `None` when the statement carries none we can read.
+    pub(crate) commitments: Option<std::collections::BTreeMap<String, crate::commitment::FileCommitment>>,
 }
 
 /// The subject digest: SHA-256 of the resources' digests in order.
@@ -82,11 +85,15 @@ impl Statement {
         if !self.serialization.ignore_paths.is_empty() {
             serialization.insert("ignore_paths".into(), json!(self.serialization.ignore_paths));
         }
+        let mut predicate = json!({"resources": resources, "serialization": Value::Object(serialization)});
+        if let (Some(c), Some(p)) = (&self.commitments, predicate.as_object_mut()) {
+            p.insert(super::commit::FIELD.into(), super::commit::to_json(c));
+        }
         let statement = json!({
             "_type": STATEMENT_TYPE,
             "subject": [{"name": self.model_name, "digest": {"sha256": hex(&subject_digest(&self.resources))}}],
             "predicateType": PREDICATE_TYPE,
-            "predicate": {"resources": resources, "serialization": Value::Object(serialization)},
+            "predicate": predicate,
         });
         // serde_json's map keeps insertion order only with `preserve_order`;
         // without it keys are sorted, which verifiers do not mind.
@@ -165,7 +172,16 @@ impl Statement {
                 hex(&actual)
             ));
         }
-        Ok(Statement { model_name, serialization: Serialization { allow_symlinks, ignore_paths }, resources })
+        let commitments = match predicate.get(super::commit::FIELD) {
+            Some(c) => super::commit::from_json(c, unhex)?,
+            None => None,
+        };
+        Ok(Statement {
+            model_name,
+            serialization: Serialization { allow_symlinks, ignore_paths },
+            resources,
+            commitments,
+        })
     }
 }
 
@@ -336,8 +352,18 @@ mod tests {
             model_name: "m".into(),
             serialization: Serialization { allow_symlinks: false, ignore_paths: vec![".git".into()] },
             resources: vec![Resource { name: "sub/x.bin".into(), digest: [7; 32] }],
+            commitments: None,
         };
         let payload = s.to_payload();
+        // With commitments: they round-trip too.
+        let committed = crate::commitment::FileCommitment {
+            head_len: 88,
+            head_sha256: [9; 32],
+            tensors: [("w".to_string(), [3; 32])].into_iter().collect(),
+        };
+        let with =
+            Statement { commitments: Some([("sub/x.bin".to_string(), committed)].into_iter().collect()), ..s.clone() };
+        assert_eq!(Statement::from_payload(&with.to_payload()).unwrap(), with);
         assert_eq!(Statement::from_payload(&payload).unwrap(), s);
         let text = String::from_utf8(payload).unwrap().replace(&"07".repeat(32), &"08".repeat(32));
         let err = Statement::from_payload(text.as_bytes()).unwrap_err();

@@ -8,6 +8,7 @@
 
 mod bundle;
 mod cert;
+mod commit;
 mod keys;
 mod walk;
 
@@ -180,10 +181,19 @@ pub fn sign_model(
         }
     }
     let files = walk::hash_directory(dir, &ignore_paths, options.allow_symlinks, SIGN)?;
+    // Each plain tensor file's head and tensors, for lazy verified loads.
+    let mut commitments = std::collections::BTreeMap::new();
+    for f in &files {
+        let path = f.name.split('/').fold(dir.to_path_buf(), |p, c| p.join(c));
+        if let Some(c) = commit::commit_file(&path)? {
+            commitments.insert(f.name.clone(), c);
+        }
+    }
     let statement = Statement {
         model_name: model_name(dir),
         serialization: Serialization { allow_symlinks: options.allow_symlinks, ignore_paths },
         resources: files,
+        commitments: Some(commitments),
     };
     let payload = statement.to_payload();
     let key = signer.key();
@@ -254,6 +264,35 @@ fn check_bundle(verifier: &ModelVerifier, signature: &Path) -> Result<Statement>
         ));
     }
     Statement::from_payload(&bundle.payload).map_err(|m| signature_error(signature, m))
+}
+
+/// Checks the bundle at `signature` (its signature and statement; no file
+/// of `dir` is read) and returns the statement's per-tensor commitments,
+/// for readers that check each file's head on open and each tensor as it
+/// is read ([`crate::ReadOptions::signed_model`]): a load of one tensor
+/// reads and checks the head and that tensor only. Files other than plain
+/// tensor files (configs, tokenizers) are checked whole when read through
+/// a sharded checkpoint's index; others are not read here at all.
+///
+/// # Errors
+/// `ModelSignature` for a bundle refused, or one without per-tensor
+/// commitments (signed by `model_signing` itself or without deathtensors'
+/// field): verify those with [`verify_model`].
+pub fn open_signed_model(
+    dir: &Path,
+    verifier: &ModelVerifier,
+    signature: &Path,
+) -> Result<crate::commitment::ModelCommitments> {
+    let statement = check_bundle(verifier, signature)?;
+    let Some(files) = statement.commitments else {
+        return Err(signature_error(
+            signature,
+            "the signed statement carries no per-tensor commitments (it was signed by model_signing, or not by \
+             deathtensors): verify the whole directory with verify_model instead",
+        ));
+    };
+    let whole = statement.resources.into_iter().map(|r| (r.name, r.digest)).collect();
+    crate::commitment::ModelCommitments::new(dir, files, whole)
 }
 
 /// Verifies `dir` against the bundle at `signature`: the signature, then

@@ -4,6 +4,7 @@
 //! (encrypted and signed files), `verify` (digests and the footer) and
 //! `region` (a slice of a tensor gathered as it is read).
 
+mod committed;
 mod compressed;
 mod decrypt;
 mod open;

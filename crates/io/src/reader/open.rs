@@ -168,7 +168,8 @@ impl Reader {
         }
         let (trust, unsealed) = trust::check(&file, path, &head, signatures, &options)?;
         let head = unsealed.unwrap_or(head);
-        Ok(Reader {
+        let signed_model = options.signed_model.clone();
+        let mut reader = Reader {
             path: path.to_path_buf(),
             file,
             file_len,
@@ -178,7 +179,11 @@ impl Reader {
             blob: OnceLock::new(),
             options,
             trust,
-        })
+        };
+        if let Some(model) = signed_model {
+            reader.commit_to(&model)?;
+        }
+        Ok(reader)
     }
 
     /// Opens a file and maps it, for zero-copy access with [`Reader::bytes`].

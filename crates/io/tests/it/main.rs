@@ -10,6 +10,7 @@ mod crypt;
 mod cryptotensors;
 mod dcp;
 mod fixtures;
+mod model_lazy;
 mod model_sign;
 mod page_cache;
 mod parity;
