@@ -43,6 +43,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keys::save_cryptotensors, m)?)?;
     m.add_function(wrap_pyfunction!(model_sign::sign_model, m)?)?;
     m.add_function(wrap_pyfunction!(model_sign::verify_model, m)?)?;
+    m.add_function(wrap_pyfunction!(model_sign::open_signed_model, m)?)?;
+    m.add_class::<model_sign::PySignedModel>()?;
     m.add_function(wrap_pyfunction!(safetensors::encode_safetensors, m)?)?;
     m.add_function(wrap_pyfunction!(safetensors::parse_head, m)?)?;
     m.add_class::<sharded::PyShardedIndex>()?;

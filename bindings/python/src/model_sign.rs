@@ -49,6 +49,59 @@ pub fn sign_model<'py>(
     to_dict(py, &model)
 }
 
+/// A verified model signature's per-tensor commitments: files opened with
+/// it (`ReadOptions(signed_model=...)`) are checked head on open, tensors
+/// on read.
+#[derive(Debug)]
+#[pyclass(name = "SignedModel", module = "deathtensors._native", frozen)]
+pub struct PySignedModel {
+    pub(crate) inner: std::sync::Arc<deathtensors_io::ModelCommitments>,
+}
+
+#[pymethods]
+impl PySignedModel {
+    /// The model directory (resolved).
+    #[getter]
+    fn dir(&self) -> PathBuf {
+        self.inner.dir().to_path_buf()
+    }
+
+    /// The files with per-tensor commitments, relative to the directory.
+    fn files(&self) -> Vec<String> {
+        self.inner.files().map(str::to_string).collect()
+    }
+}
+
+fn verifier(
+    public_key: Option<PathBuf>,
+    certificate_chain: Option<Vec<PathBuf>>,
+) -> deathtensors_io::Result<ModelVerifier> {
+    match (public_key, certificate_chain) {
+        (Some(key), _) => Ok(ModelVerifier::Key(EcPublicKey::from_pem_file(&key)?)),
+        (None, Some(chain)) => ModelVerifier::certificates(&chain),
+        (None, None) => ModelVerifier::certificates(&[]),
+    }
+}
+
+/// Checks the bundle `signature` of `model_dir` (no file of the directory
+/// is read) and returns its per-tensor commitments.
+#[pyfunction]
+#[pyo3(signature = (model_dir, signature, public_key = None, certificate_chain = None))]
+pub fn open_signed_model(
+    py: Python<'_>,
+    model_dir: PathBuf,
+    signature: PathBuf,
+    public_key: Option<PathBuf>,
+    certificate_chain: Option<Vec<PathBuf>>,
+) -> PyResult<PySignedModel> {
+    let inner = py
+        .allow_threads(|| {
+            deathtensors_io::open_signed_model(&model_dir, &verifier(public_key, certificate_chain)?, &signature)
+        })
+        .py(py)?;
+    Ok(PySignedModel { inner: std::sync::Arc::new(inner) })
+}
+
 /// Verifies `model_dir` against the bundle `signature`: with a PEM public
 /// key, or with trusted PEM certificates.
 #[pyfunction]
@@ -62,12 +115,7 @@ pub fn verify_model<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let model = py
         .allow_threads(|| {
-            let verifier = match (public_key, certificate_chain) {
-                (Some(key), _) => ModelVerifier::Key(EcPublicKey::from_pem_file(&key)?),
-                (None, Some(chain)) => ModelVerifier::certificates(&chain)?,
-                (None, None) => ModelVerifier::certificates(&[])?,
-            };
-            deathtensors_io::verify_model(&model_dir, &verifier, &signature)
+            deathtensors_io::verify_model(&model_dir, &verifier(public_key, certificate_chain)?, &signature)
         })
         .py(py)?;
     to_dict(py, &model)

@@ -53,10 +53,11 @@ impl PyReadOptions {
     /// numbers, bools, None) is the input of a file's Rego policy;
     /// `max_decompressed_len`, `max_kdf_work` and `max_header_len` cap
     /// untrusted work (None: io's defaults); `storage_options` (a dict) configure the store of a
-    /// URL.
+    /// URL; `signed_model` (from `open_signed_model`) holds the file to a
+    /// verified model signature's commitments.
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, max_kdf_work = None, storage_options = None, max_header_len = None))]
+    #[pyo3(signature = (*, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, max_kdf_work = None, storage_options = None, max_header_len = None, signed_model = None))]
     fn new(
         py: Python<'_>,
         keys: Option<PyKeyRing>,
@@ -68,6 +69,7 @@ impl PyReadOptions {
         max_kdf_work: Option<u64>,
         storage_options: Option<Bound<'_, PyAny>>,
         max_header_len: Option<u64>,
+        signed_model: Option<PyRef<'_, crate::model_sign::PySignedModel>>,
     ) -> PyResult<PyReadOptions> {
         let policy_input = policy_input
             .map(|value| json_value(&value))
@@ -82,6 +84,7 @@ impl PyReadOptions {
             require_encryption,
             max_decompressed_len: max_decompressed_len.unwrap_or(defaults.max_decompressed_len),
             max_kdf_work: max_kdf_work.unwrap_or(defaults.max_kdf_work),
+            signed_model: signed_model.map(|m| m.inner.clone()),
             ..defaults
         };
         let read = match max_header_len {

@@ -362,3 +362,89 @@ def test_cli_round_trip_and_exit_codes(model, tmp_path):
     assert r.returncode == 1 and "config.json" in r.stderr
     r = cli("sign-model", "--help")
     assert "P-256 or P-384" in r.stdout and "Ed25519" in r.stdout
+
+
+# -- lazy per-tensor verification --------------------------------------------
+
+
+def test_signed_model_loads_each_tensor_checked_and_model_signing_still_verifies(model, keys):
+    key, pub = keys
+    dt.sign_model(model, key)
+    # Our field rides in the signed statement; the reference tool ignores it.
+    statement = json.loads(base64.b64decode(json.loads((model / "model.sig").read_text())["dsseEnvelope"]["payload"]))
+    committed = {f["name"] for f in statement["predicate"]["deathtensors"]["files"]}
+    assert committed == {"head.dt", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}
+    r = model_signing("verify", "key", model, "--public_key", pub, "--signature", model / "model.sig")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    signed = dt.open_signed_model(model, pub)
+    assert sorted(signed.files()) == sorted(committed) and "3 tensor files" in repr(signed)
+    with signed.open("head.dt") as f:
+        assert f.get_tensor("head", framework="numpy").tolist() == np.arange(12).reshape(3, 4).tolist()
+    with signed.open_sharded("model.safetensors.index.json") as f:
+        assert f.get_tensor("b", framework="numpy").shape == (16,)
+    # The same through dt.open's keyword.
+    with dt.open(model / "model-00001-of-00002.safetensors", signed_model=signed) as f:
+        assert f.get_tensor("a", framework="numpy").shape == (64, 32)
+
+
+def test_a_changed_tensor_is_refused_when_read_and_a_changed_header_on_open(model, tmp_path):
+    key, pub = write_key(tmp_path / "k.pem", ec.generate_private_key(ec.SECP256R1()))
+    st_save(
+        {"x": np.ones(256, np.float32), "y": np.zeros(256, np.float32)}, str(model / "two.safetensors")
+    )
+    dt.sign_model(model, key)
+    signed = dt.open_signed_model(model, pub)
+    path = model / "two.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1  # a byte of the last tensor
+    path.write_bytes(bytes(data))
+    with signed.open("two.safetensors") as f:
+        first = min(["x", "y"], key=lambda n: f.info(n)["data_offsets"][0])
+        last = max(["x", "y"], key=lambda n: f.info(n)["data_offsets"][0])
+        f.get_tensor(first, framework="numpy")  # untouched: loads
+        with pytest.raises(dt.IntegrityError, match=last):
+            f.get_tensor(last, framework="numpy")
+    # A header edit that keeps the file valid: refused on open.
+    n = int.from_bytes(data[:8], "little")
+    header = bytes(data[8:8 + n]).replace(b'"F32"', b'"I32"')
+    path.write_bytes(bytes(data[:8]) + header + bytes(data[8 + n:]))
+    dt.open(path).close()  # a valid file, just not the signed one
+    with pytest.raises(dt.IntegrityError, match="header differs from the signed one"):
+        signed.open("two.safetensors")
+    # A file the signature does not list.
+    shutil.copy(model / "head.dt", model / "other.dt")
+    with pytest.raises(dt.IntegrityError, match="does not list this file"):
+        signed.open("other.dt")
+
+
+def test_model_signing_bundles_carry_no_commitments(model, tmp_path):
+    key, pub = write_key(tmp_path / "k.pem", ec.generate_private_key(ec.SECP256R1()))
+    assert model_signing("sign", "key", model, "--private_key", key, "--signature", model / "model.sig").returncode == 0
+    with pytest.raises(dt.SignatureError, match="verify_model"):
+        dt.open_signed_model(model, pub)
+
+
+def _read_bytes():
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="counts bytes read through /proc/self/io (Linux)")
+def test_a_lazy_verified_load_reads_the_header_and_that_tensor_only(tmp_path):
+    root = tmp_path / "big"
+    root.mkdir()
+    tensors = {f"t{i}": np.full(1 << 20, i, np.uint8) for i in range(16)}  # 16 MiB
+    st_save(tensors, str(root / "model.safetensors"))
+    key, pub = write_key(tmp_path / "k.pem", ec.generate_private_key(ec.SECP256R1()))
+    dt.sign_model(root, key)
+    signed = dt.open_signed_model(root, pub)
+    before = _read_bytes()
+    with signed.open("model.safetensors") as f:
+        t = f.get_tensor("t7", framework="numpy")
+    read = _read_bytes() - before
+    assert (t == 7).all()
+    head = 8 + int.from_bytes((root / "model.safetensors").read_bytes()[:8], "little")
+    # The header (read to parse it and again to check it), the tensor, and
+    # the small reads of opening: far below the file's 16 MiB.
+    assert (1 << 20) <= read <= (1 << 20) + 4 * head + (256 << 10), read

@@ -25,7 +25,7 @@ from ._legacy import (
     supported_dtypes,
 )
 from ._manifest import read_manifest, write_manifest
-from ._model_sign import sign_model, verify_model
+from ._model_sign import SignedModel, open_signed_model, sign_model, verify_model
 from ._native import CREATED_BY, __version__
 from ._schema import Schema
 from ._sharded import ShardedFile, ShardedReader, open_sharded, save_sharded
@@ -71,6 +71,8 @@ __all__ = [
     "PolicyDeniedError",
     "sign_file",
     "sign_model",
+    "open_signed_model",
+    "SignedModel",
     "verify_model",
     "KeyRing",
     "Passphrase",

@@ -72,6 +72,7 @@ class ReadKeywords(TypedDict, total=False):
     storage_options: Optional[Mapping[str, Any]]
     max_kdf_work: Optional[int]
     max_header_len: Optional[int]
+    signed_model: Any
 
 
 def read_options(
@@ -85,6 +86,7 @@ def read_options(
     storage_options: Optional[Mapping[str, Any]] = None,
     max_kdf_work: Optional[int] = None,
     max_header_len: Optional[int] = None,
+    signed_model: Any = None,
 ) -> _native.ReadOptions:
     """The native read options of :func:`open`'s keywords (documented
     there), built once for a file or for every shard of a checkpoint.
@@ -99,6 +101,7 @@ def read_options(
         storage_options=storage_options,
         max_kdf_work=max_kdf_work,
         max_header_len=max_header_len,
+        signed_model=None if signed_model is None else signed_model._native,
     )
 
 
@@ -695,6 +698,10 @@ def open(path: PathLike, verify: bool = False, **options: Unpack[ReadKeywords]) 
     a header longer than the file is refused as truncated, and memory for
     the index grows with the bytes actually read, so a hostile length costs
     nothing. safetensors files keep safetensors' 100,000,000-byte cap.
+    ``signed_model`` (from :func:`open_signed_model`) holds the file to a
+    verified model signature: it must be one of the model's files, its
+    header is checked on open and each tensor as it is read (a changed
+    byte raises ``IntegrityError`` when its tensor is read).
 
     ``path`` may be a URL: ``s3://``, ``gs://``, ``az://``, ``http(s)://``.
     Opening then reads the prefix and header with at most 2 ranged

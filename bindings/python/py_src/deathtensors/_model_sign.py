@@ -17,7 +17,7 @@ from . import _native
 
 PathLike = Union[str, "os.PathLike[str]"]
 
-__all__ = ["sign_model", "verify_model"]
+__all__ = ["sign_model", "verify_model", "open_signed_model", "SignedModel"]
 
 
 def _signature_path(model_dir: PathLike, signature: PathLike | None) -> str:
@@ -108,4 +108,82 @@ def verify_model(
         _signature_path(model_dir, signature),
         None if public_key is None else os.fspath(public_key),
         _paths(certificate_chain),
+    )
+
+
+class SignedModel:
+    """A model directory whose signature verified, for loads that check
+    each file's header on open and each tensor as it is read, against the
+    per-tensor commitments deathtensors' :func:`sign_model` adds to the
+    signed statement (docs/SECURITY.md, "Lazy per-tensor verification").
+
+    Loading one tensor reads and checks only its file's header and that
+    tensor: what is not read is not checked. A changed tensor raises
+    ``IntegrityError`` when it is read; a changed header, a file renamed
+    or not listed raises ``IntegrityError`` on open. Give it to
+    :func:`open` / :func:`open_sharded` as ``signed_model=``, or use
+    :meth:`open` and :meth:`open_sharded`.
+    """
+
+    def __init__(self, native: Any) -> None:
+        self._native = native
+
+    @property
+    def dir(self) -> str:
+        """The model directory (resolved)."""
+        return os.fspath(self._native.dir)
+
+    def files(self) -> list[str]:
+        """The tensor files it commits to, relative to :attr:`dir`."""
+        return self._native.files()
+
+    def open(self, name: PathLike, **options: Any) -> Any:
+        """:func:`deathtensors.open` of the file ``name`` (relative to the
+        directory), held to the signature."""
+        from ._file import open as open_file
+
+        return open_file(os.path.join(self.dir, os.fspath(name)), signed_model=self, **options)
+
+    def open_sharded(self, index: PathLike, **options: Any) -> Any:
+        """:func:`deathtensors.open_sharded` of the index ``index``
+        (relative to the directory; it is checked whole), every shard held
+        to the signature."""
+        from ._sharded import open_sharded
+
+        return open_sharded(os.path.join(self.dir, os.fspath(index)), signed_model=self, **options)
+
+    def __repr__(self) -> str:
+        files = self.files()
+        return f"SignedModel({self.dir!r}, {len(files)} tensor file{'' if len(files) == 1 else 's'} committed)"
+
+
+def open_signed_model(
+    model_dir: PathLike,
+    public_key: PathLike | None = None,
+    signature: PathLike | None = None,
+    *,
+    certificate_chain: PathLike | Iterable[PathLike] | None = None,
+) -> SignedModel:
+    """Checks the model-signing bundle of ``model_dir`` (its signature and
+    statement; no file of the directory is read) and returns a
+    :class:`SignedModel` whose loads check each tensor lazily.
+
+    The arguments are :func:`verify_model`'s. The bundle must have been
+    written by deathtensors' :func:`sign_model` (it carries the per-tensor
+    commitments); ``model_signing``'s own bundles carry none: verify those
+    whole with :func:`verify_model`.
+
+    Raises:
+        SignatureError: The bundle is refused, or carries no per-tensor
+            commitments.
+    """
+    if public_key is None and certificate_chain is None:
+        raise TypeError("open_signed_model needs public_key (key mode) or certificate_chain (certificate mode)")
+    return SignedModel(
+        _native.open_signed_model(
+            os.fspath(model_dir),
+            _signature_path(model_dir, signature),
+            None if public_key is None else os.fspath(public_key),
+            _paths(certificate_chain),
+        )
     )

@@ -37,7 +37,20 @@ class ReadOptions:
         max_kdf_work: Optional[int] = None,
         storage_options: Optional[Mapping[str, Any]] = None,
         max_header_len: Optional[int] = None,
+        signed_model: Optional[SignedModel] = None,
     ) -> None: ...
+
+class SignedModel:
+    @property
+    def dir(self) -> str: ...
+    def files(self) -> list[str]: ...
+
+def open_signed_model(
+    model_dir: str | os.PathLike[str],
+    signature: str | os.PathLike[str],
+    public_key: str | os.PathLike[str] | None = None,
+    certificate_chain: list[str | os.PathLike[str]] | None = None,
+) -> SignedModel: ...
 
 class WriteOptions:
     """The options of a save (``deathtensors.save``'s keywords), built and
