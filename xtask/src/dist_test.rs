@@ -179,7 +179,7 @@ fn test_wheel(wheel: &Path, name: &str, version: &str, work: &Path, pytest: bool
             Command::new(&py)
                 .args(["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"])
                 .arg(root().join("bindings/python/tests/test_readme.py"))
-                .current_dir(&work),
+                .current_dir(work),
         )?;
         if pytest {
             // The pytest suite, against this wheel: the test dependencies
