@@ -71,5 +71,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("CREATED_BY", deathtensors_io::format::CREATED_BY)?;
+    // The format's magic, defined once in the format crate.
+    m.add("MAGIC", pyo3::types::PyBytes::new(m.py(), &deathtensors_io::format::MAGIC))?;
+    m.add("FORMAT_VERSION", deathtensors_io::format::VERSION)?;
     Ok(())
 }

@@ -77,3 +77,21 @@ def test_hostile_index_is_refused(tmp_path):
     p.write_text(json.dumps({"metadata": {"total_size": 1}, "weight_map": {"w": "../../etc/passwd"}}))
     with pytest.raises(dt.DeathTensorsError, match="plain file name"):
         dt.open_sharded(p)
+
+
+@pytest.mark.parametrize("layout", ["huggingface", "deathtensors-0.3"])
+def test_save_sharded_takes_alignment_and_drop_cache(tmp_path, layout):
+    tensors = {f"t{i}": np.full(3, i, np.uint8) for i in range(4)}
+    path = tmp_path / ("model" if layout == "huggingface" else "model.deathtensors")
+    shards = dt.save_sharded(path, tensors, max_shard_bytes=6, alignment=1024, drop_cache=True, layout=layout)
+    assert len(shards) == 2
+    for shard in shards:
+        data = open(shard, "rb").read()
+        with dt.open(shard) as f:
+            starts = [f.info(n)["data_offsets"][0] for n in f.keys()]
+            assert starts == [0, 1024], starts
+            for n in f.keys():
+                assert f.get_tensor(n, framework="numpy").tolist() == [int(n[1:])] * 3
+        assert len(data) > 1024
+    with pytest.raises(dt.DeathTensorsError, match="alignment"):
+        dt.save_sharded(tmp_path / "bad", tensors, alignment=3)

@@ -26,7 +26,7 @@ from ._legacy import (
 )
 from ._manifest import read_manifest, write_manifest
 from ._model_sign import SignedModel, open_signed_model, sign_model, verify_model
-from ._native import CREATED_BY, __version__
+from ._native import CREATED_BY, FORMAT_VERSION, MAGIC, __version__
 from ._schema import Schema
 from ._sharded import ShardedFile, ShardedReader, open_sharded, save_sharded
 from ._sparse import get_sparse, save_sparse
@@ -44,8 +44,6 @@ from .errors import (
     TensorNotFoundError,
 )
 
-FORMAT_VERSION = 1
-MAGIC = b"DTLEGION"
 __author__ = library_author()
 
 __all__ = [

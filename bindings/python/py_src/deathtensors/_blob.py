@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from . import _convert, _dtypes
+from . import _convert, _dtypes, _native
 from ._native import Collection as _Collection
 from ._native import dtype_from_name
 from .errors import DeathTensorsError
@@ -108,7 +108,7 @@ def _what_file(path: Path) -> str:
             head = f.read(9)
     except OSError:
         return "a file"
-    if head.startswith(b"DTLEGION"):
+    if head.startswith(_native.MAGIC):
         return "a plain deathtensors tensor file"
     if len(head) == 9 and head[8:9] == b"{":
         return "a plain tensor file (safetensors or bintensors)"

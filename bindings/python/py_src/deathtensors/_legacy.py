@@ -18,9 +18,9 @@ builtin_open = builtins.open
 CANONICAL_EXTENSION = ".deathtensors"
 LEGACY_EXTENSION = ".dt"
 
-#: The format's magic bytes and version (as in ``MAGIC``/``FORMAT_VERSION``).
-_MAGIC = b"DTLEGION"
-_FORMAT_VERSION = 1
+#: The format's magic bytes and version, defined once in the format crate.
+_MAGIC = _native.MAGIC
+_FORMAT_VERSION = _native.FORMAT_VERSION
 
 
 def file_magic() -> bytes:

@@ -5,6 +5,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 __version__: str
 CREATED_BY: str
+MAGIC: bytes
+FORMAT_VERSION: int
 
 class Region:
     """Read-only bytes of a mapped file; keeps the mapping alive."""
@@ -69,8 +71,8 @@ class WriteOptions:
         cipher: str = "AES-256-GCM",
         chunk_size: int = 1048576,
         seal_header: bool = False,
-        compress: bool | str | None = False,
         compress_level: int = 3,
+        compress: bool | str | None = False,
     ) -> None: ...
     @property
     def durable(self) -> bool: ...
@@ -291,3 +293,11 @@ class Collection:
     def convert_to(self, output: str, block_rows: Optional[int] = None) -> int: ...
 
 def dtype_from_name(name: str) -> Optional[str]: ...
+
+def encode_safetensors(tensors: Sequence[tuple[str, str, Sequence[int], Any]], metadata: Optional[Mapping[str, str]] = None) -> bytes:
+    """A whole safetensors file in a new ``bytes`` object, laid out as safetensors 0.8.0 does."""
+    ...
+
+def parse_head(data: bytes) -> tuple[str, Optional[Dict[str, str]], bool, List[tuple[str, str, List[int], tuple[int, int]]], int]:
+    """``(format, metadata, compressed, [(name, dtype, shape, (start, end))], data_start)`` of a file in memory."""
+    ...

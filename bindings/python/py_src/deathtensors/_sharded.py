@@ -58,6 +58,8 @@ def save_sharded(
     chunk_size: int = 1 << 20,
     seal_header: bool = False,
     layout: Optional[str] = None,
+    alignment: int = 64,
+    drop_cache: bool = False,
 ) -> List[str]:
     """Save tensors over shards of at most ``max_shard_bytes`` of tensor data
     (a larger tensor gets a shard of its own) and an index. Returns the
@@ -83,7 +85,12 @@ def save_sharded(
     ``compress`` and ``compress_level`` are :func:`save`'s, for every shard.
     ``encrypt``, ``sign``, ``cipher``, ``chunk_size`` and ``seal_header`` are :func:`save`'s:
     every shard is encrypted (with a data key of its own) and signed. The
-    index itself is plain JSON.
+    index itself is plain JSON. ``alignment`` and ``drop_cache`` are
+    :func:`save`'s, for every shard.
+
+    ``checksum`` defaults to True here and to False in :func:`save`: each is
+    deathtensors 0.3.0's default for the same function, which programs
+    written for it rely on (its checkpoints are verified shard by shard).
     """
     if not isinstance(tensors, Mapping):
         raise DeathTensorsError(f"tensors must be a dict of name to tensor, got {type(tensors).__name__}")
@@ -95,14 +102,14 @@ def save_sharded(
             raise DeathTensorsError("deathtensors 0.3.0's layout cannot be encrypted or signed: use layout='huggingface'")
         options = write_options(
             global_metadata=global_metadata, checksum=checksum, durable=durable, compress=compress,
-            compress_level=compress_level,
+            compress_level=compress_level, alignment=alignment, drop_cache=drop_cache,
         )
         shards = _native.save_sharded_legacy(path, _convert.collect(tensors, checked), int(max_shard_bytes), options)
         return [os.fspath(p) for p in shards]
     options = write_options(
         global_metadata=global_metadata, checksum=checksum and format == "deathtensors", durable=durable,
         format=format, encrypt=encrypt, sign=sign, cipher=cipher, chunk_size=chunk_size, seal_header=seal_header,
-        compress=compress, compress_level=compress_level,
+        compress=compress, compress_level=compress_level, alignment=alignment, drop_cache=drop_cache,
     )
     _index, shards = _native_save_sharded(path, _convert.collect(tensors, checked), int(max_shard_bytes), options)
     return [os.fspath(p) for p in shards]
