@@ -61,6 +61,14 @@ fn model(root: &Path, signer: &ModelSigner) -> PathBuf {
     dir
 }
 
+/// A fresh signed model directory: (scratch root, its verifier, the model).
+fn signed(name: &str) -> (PathBuf, ModelVerifier, PathBuf) {
+    let root = temp(name);
+    let (signer, verifier) = keys(&root);
+    let dir = model(&root, &signer);
+    (root, verifier, dir)
+}
+
 fn with_model(dir: &Path, verifier: &ModelVerifier) -> ReadOptions {
     let model = open_signed_model(dir, verifier, &dir.join("model.sig")).unwrap();
     ReadOptions { signed_model: Some(Arc::new(model)), ..ReadOptions::default() }
@@ -75,9 +83,7 @@ fn mismatch(err: &deathtensors_io::Error) -> String {
 
 #[test]
 fn an_untouched_model_loads_every_tensor_checked() {
-    let root = temp("clean");
-    let (signer, verifier) = keys(&root);
-    let dir = model(&root, &signer);
+    let (root, verifier, dir) = signed("clean");
     let options = with_model(&dir, &verifier);
     let shard = Reader::open_with(dir.join("model-00001-of-00002.safetensors"), options.clone()).unwrap();
     assert!(shard.checked_reads());
@@ -96,9 +102,7 @@ fn an_untouched_model_loads_every_tensor_checked() {
 
 #[test]
 fn a_changed_tensor_byte_is_refused_when_that_tensor_is_read() {
-    let root = temp("byte");
-    let (signer, verifier) = keys(&root);
-    let dir = model(&root, &signer);
+    let (root, verifier, dir) = signed("byte");
     let path = dir.join("model-00001-of-00002.safetensors");
     let mut bytes = std::fs::read(&path).unwrap();
     let last = bytes.len() - 1; // a byte of "b", the last tensor
@@ -116,9 +120,7 @@ fn a_changed_tensor_byte_is_refused_when_that_tensor_is_read() {
 
 #[test]
 fn a_changed_header_is_refused_on_open() {
-    let root = temp("header");
-    let (signer, verifier) = keys(&root);
-    let dir = model(&root, &signer);
+    let (root, verifier, dir) = signed("header");
     let path = dir.join("model-00001-of-00002.safetensors");
     // Swap the two tensors' offsets: the same length, each read would
     // return the other's bytes.
@@ -140,9 +142,7 @@ fn a_changed_header_is_refused_on_open() {
 
 #[test]
 fn a_renamed_or_unlisted_file_is_refused_on_open() {
-    let root = temp("renamed");
-    let (signer, verifier) = keys(&root);
-    let dir = model(&root, &signer);
+    let (root, verifier, dir) = signed("renamed");
     let options = with_model(&dir, &verifier);
     // Shards swapped by name: each is a valid file of the model.
     let (one, two) = (dir.join("model-00001-of-00002.safetensors"), dir.join("model-00002-of-00002.safetensors"));
@@ -172,9 +172,7 @@ fn a_renamed_or_unlisted_file_is_refused_on_open() {
 
 #[test]
 fn a_statement_without_commitments_is_refused_and_stripping_them_breaks_the_signature() {
-    let root = temp("stripped");
-    let (signer, verifier) = keys(&root);
-    let dir = model(&root, &signer);
+    let (root, verifier, dir) = signed("stripped");
     let sig = dir.join("model.sig");
     let mut bundle: serde_json::Value = serde_json::from_slice(&std::fs::read(&sig).unwrap()).unwrap();
     let b64 = base64::engine::general_purpose::STANDARD;
