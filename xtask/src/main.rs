@@ -22,6 +22,8 @@ mod demo;
 mod dist;
 mod dist_test;
 mod fuzz;
+mod headers;
+mod macos;
 #[cfg(test)]
 mod modgraph;
 mod msrv;
