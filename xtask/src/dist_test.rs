@@ -214,14 +214,15 @@ fn test_windows_cli(archive: &Path, target: &str, version: &str, work: &Path) ->
     if std::fs::read(drive.join("dec.safetensors")).map_err(|e| e.to_string())? != input {
         return Err(format!("{target}: encrypt then decrypt changed the tensors"));
     }
-    // In place: sign, meta --set, convert onto itself.
-    let (signer, public) = (c("s.jwk"), c("s.pub.jwk"));
-    exec(&mut cli(&["keygen", "--type", "ed25519", "--out", &signer, "--public-out", &public]))?;
-    exec(&mut cli(&["sign", "--with", &signer, &dt]))?;
-    exec(&mut cli(&["verify", &dt]))?;
+    // In place: meta --set, convert onto itself, then sign (a signed file's
+    // header is not rewritten by meta).
     exec(&mut cli(&["meta", &dt, "--set", "where=wine"]))?;
     exec(&mut cli(&["convert", &dt, &dt]))?;
     exec(&mut cli(&["verify", &dt]))?;
+    let (signer, public) = (c("s.jwk"), c("s.pub.jwk"));
+    exec(&mut cli(&["keygen", "--type", "ed25519", "--out", &signer, "--public-out", &public]))?;
+    exec(&mut cli(&["sign", "--with", &signer, &dt]))?;
+    exec(&mut cli(&["verify", &dt, "--signer", &public]))?;
     let meta = output(&mut cli(&["meta", &dt]))?;
     if !meta.contains("wine") {
         return Err(format!("{target}: meta --set did not stay through the rewrites:\n{meta}"));

@@ -174,7 +174,8 @@ pub fn zip_members(archive: &Path, pick: &str) -> Result<Vec<(String, Vec<u8>)>,
 /// modules. Other artifacts (sdist, crates) pass. Returns whether it checked.
 pub fn check_artifact(dir: &Path, name: &str, version: &str) -> Result<bool, String> {
     let path = dir.join(name);
-    if let Some(target) = name.strip_prefix(&format!("deathtensors-{version}-")) {
+    let cli = name.strip_prefix(&format!("deathtensors-{version}-")).filter(|_| !name.ends_with(".whl"));
+    if let Some(target) = cli {
         let (target, zip) = match (target.strip_suffix(".zip"), target.strip_suffix(".tar.gz")) {
             (Some(t), _) => (t, true),
             (_, Some(t)) => (t, false),
