@@ -1,14 +1,20 @@
 //! `cargo xtask dist`: the release artifacts, in `target/dist/`.
 //!
 //! - the CLI for x86_64 and aarch64 Linux, glibc (2.17 and later) and static
-//!   musl, as `deathtensors-<version>-<target>.tar.gz`;
-//! - abi3 wheels (CPython >= 3.11), manylinux2014 x86_64 and aarch64, their
-//!   tag checked by maturin's auditwheel;
+//!   musl, and macOS (arm64 from 11.0, x86_64 from 10.12), as
+//!   `deathtensors-<version>-<target>.tar.gz`; for Windows (x86_64, mingw)
+//!   as `deathtensors-<version>-x86_64-pc-windows-gnu.zip`;
+//! - abi3 wheels (CPython >= 3.11): manylinux2014 x86_64 and aarch64 (their
+//!   tag checked by maturin's auditwheel), `macosx_11_0_arm64`,
+//!   `macosx_10_12_x86_64` and `win_amd64`;
 //! - the Python sdist and the `.crate` of every published crate;
 //! - `SHA256SUMS`, signed (`SHA256SUMS.sig`, Ed25519), with the public key
 //!   beside it.
 //!
-//! Everything is cross-compiled with zig (`tools.rs`), so that the same
+//! Linux and macOS builds are cross-compiled with zig (`tools.rs`), Windows
+//! builds with Debian's mingw-w64 (the toolchain the Windows tests run
+//! with under Wine: zig's Windows target cannot link the Python import
+//! library pyo3 generates with mingw's dlltool), so that the same
 //! commit gives the same bytes on any x86_64 Linux machine: a fixed
 //! `SOURCE_DATE_EPOCH` (the commit's time), paths remapped out of the
 //! binaries, sorted archives with fixed owners and times. Then
@@ -21,16 +27,27 @@ use crate::util::{cargo_bin, exec, output, root};
 use crate::{dist_test, sums, tools};
 
 /// The CLI's targets: Rust's name, and the name zig builds it under (glibc
-/// 2.17 is manylinux2014's, so the binaries run on any current Linux).
+/// 2.17 is manylinux2014's, so the binaries run on any current Linux; the
+/// macOS version is `MACOSX_DEPLOYMENT_TARGET`'s; Windows is built by
+/// mingw, not zig).
 const CLI_TARGETS: &[(&str, &str)] = &[
     ("x86_64-unknown-linux-gnu", "x86_64-unknown-linux-gnu.2.17"),
     ("aarch64-unknown-linux-gnu", "aarch64-unknown-linux-gnu.2.17"),
     ("x86_64-unknown-linux-musl", "x86_64-unknown-linux-musl"),
     ("aarch64-unknown-linux-musl", "aarch64-unknown-linux-musl"),
+    ("aarch64-apple-darwin", "aarch64-apple-darwin"),
+    ("x86_64-apple-darwin", "x86_64-apple-darwin"),
+    (crate::wine::WINDOWS, crate::wine::WINDOWS),
 ];
 
 /// The wheels' targets.
-const WHEEL_TARGETS: &[&str] = &["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"];
+const WHEEL_TARGETS: &[&str] = &[
+    "x86_64-unknown-linux-gnu",
+    "aarch64-unknown-linux-gnu",
+    "aarch64-apple-darwin",
+    "x86_64-apple-darwin",
+    crate::wine::WINDOWS,
+];
 
 /// The wheels' platform tag (glibc 2.17).
 pub const MANYLINUX: &str = "manylinux2014";
@@ -87,7 +104,8 @@ pub const HELP: &str = "usage: cargo xtask dist [--host | --target TRIPLE ...] [
 
   --host          only the host's CLI and wheel (and the sdist and crates)
   --target T      only target T's CLI and wheel (repeatable): x86_64-unknown-linux-gnu,
-                  aarch64-unknown-linux-gnu, x86_64-unknown-linux-musl, aarch64-unknown-linux-musl
+                  aarch64-unknown-linux-gnu, x86_64-unknown-linux-musl, aarch64-unknown-linux-musl,
+                  aarch64-apple-darwin, x86_64-apple-darwin, x86_64-pc-windows-gnu
   --signing-key   an Ed25519 JWK (`deathtensors keygen --type ed25519`) that signs
                   SHA256SUMS [default: a development key in target/dist-tools/]
   --no-test       build, sum and sign without testing the artifacts
@@ -108,6 +126,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         dist_test::run(&o.out, o.targets.is_empty(), o.pytest)?;
     }
     sums::verify(&o.out, None)?;
+    crate::headers::verify_dir(&o.out)?;
     if let Some(other) = &o.compare {
         sums::compare(&o.out, other)?;
     }
@@ -135,6 +154,10 @@ fn build(o: &Options) -> Result<(), String> {
     rust_targets.sort_unstable();
     rust_targets.dedup();
     tools::install(&rust_targets)?;
+    if rust_targets.contains(&crate::wine::WINDOWS) {
+        // mingw-w64 builds it, Wine runs it in the tests.
+        crate::wine::setup()?;
+    }
 
     let _ = std::fs::remove_dir_all(&o.out);
     std::fs::create_dir_all(&o.out).map_err(|e| format!("{}: {e}", o.out.display()))?;
@@ -210,17 +233,24 @@ pub fn workspace_version() -> Result<String, String> {
 const CLI_TARGET_DIR: &str = "target/dist-build-cli";
 
 fn build_cli(env: &BuildEnv, version: &str, target: &str, zig: &str, out: &Path) -> Result<(), String> {
-    exec(
-        env.command(tools::bin("cargo-zigbuild"))
-            .args(["zigbuild", "--locked", "--profile", "dist", "-p", "deathtensors-cli", "--target", zig])
-            .env("CARGO_TARGET_DIR", root().join(CLI_TARGET_DIR)),
-    )?;
-    let binary = root().join(CLI_TARGET_DIR).join(target).join("dist/deathtensors");
+    let windows = target == crate::wine::WINDOWS;
+    let mut build = if windows {
+        let mut c = env.command(cargo_bin());
+        c.args(["build", "--locked", "--profile", "dist", "-p", "deathtensors-cli", "--target", target]);
+        c
+    } else {
+        let mut c = env.command(tools::bin("cargo-zigbuild"));
+        c.args(["zigbuild", "--locked", "--profile", "dist", "-p", "deathtensors-cli", "--target", zig]);
+        c
+    };
+    exec(macos_env(&mut build, target)?.env("CARGO_TARGET_DIR", root().join(CLI_TARGET_DIR)))?;
+    let exe = if windows { "deathtensors.exe" } else { "deathtensors" };
+    let binary = root().join(CLI_TARGET_DIR).join(target).join("dist").join(exe);
     let name = format!("deathtensors-{version}-{target}");
     let stage = root().join("target/dist-stage").join(&name);
     let _ = std::fs::remove_dir_all(&stage);
     std::fs::create_dir_all(&stage).map_err(|e| format!("{}: {e}", stage.display()))?;
-    let mut files = vec![(binary, "deathtensors", 0o755)];
+    let mut files = vec![(binary, exe, 0o755)];
     for doc in ["README.md", "LICENSE", "CHANGELOG.md"] {
         files.push((root().join(doc), doc, 0o644));
     }
@@ -229,6 +259,9 @@ fn build_cli(env: &BuildEnv, version: &str, target: &str, zig: &str, out: &Path)
         std::fs::copy(&from, &dest).map_err(|e| format!("{}: {e}", from.display()))?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(mode)).map_err(|e| e.to_string())?;
+    }
+    if windows {
+        return zip(env, &stage, &out.join(format!("{name}.zip")));
     }
     let archive = out.join(format!("{name}.tar.gz"));
     let mtime = format!("--mtime=@{}", env.epoch().to_string_lossy());
@@ -241,6 +274,32 @@ fn build_cli(env: &BuildEnv, version: &str, target: &str, zig: &str, out: &Path)
             .arg(stage.parent().expect("stage has a parent"))
             .arg(&name),
     )
+}
+
+/// A `.zip` of the folder `stage` (the folder itself at its top), as
+/// reproducible as the `.tar.gz`s: sorted names, the commit's time, no
+/// owners (Python's zipfile: no zip tool is needed).
+fn zip(env: &BuildEnv, stage: &Path, archive: &Path) -> Result<(), String> {
+    let script = "import os, sys, time, zipfile\n\
+                  stage, archive, epoch = sys.argv[1], sys.argv[2], max(int(sys.argv[3]), 315532800)\n\
+                  top = os.path.basename(stage)\n\
+                  stamp = time.gmtime(epoch)[:6]\n\
+                  with zipfile.ZipFile(archive, 'w', zipfile.ZIP_DEFLATED, compresslevel=9) as z:\n    \
+                      for name in sorted(os.listdir(stage)):\n        \
+                          info = zipfile.ZipInfo(top + '/' + name, stamp)\n        \
+                          info.external_attr = (0o100755 if name.endswith('.exe') else 0o100644) << 16\n        \
+                          info.compress_type = zipfile.ZIP_DEFLATED\n        \
+                          z.writestr(info, open(os.path.join(stage, name), 'rb').read())\n";
+    exec(env.command(crate::python::base_python()).args(["-c", script]).arg(stage).arg(archive).arg(env.epoch()))
+}
+
+/// macOS builds: the oldest macOS they run on, and the stand-in SDK that
+/// links them (`macos.rs`). Other targets: `c` as it is.
+fn macos_env<'c>(c: &'c mut Command, target: &str) -> Result<&'c mut Command, String> {
+    let Some((crate::headers::Os::Mac(major, minor), _)) = crate::headers::target_facts(target) else {
+        return Ok(c);
+    };
+    Ok(c.env("MACOSX_DEPLOYMENT_TARGET", format!("{major}.{minor}")).env("SDKROOT", crate::macos::sdk()?))
 }
 
 /// The host's wheel, built exactly as `dist` builds it (same profile,
@@ -260,13 +319,18 @@ pub fn host_wheel(out: &Path) -> Result<bool, String> {
 }
 
 fn build_wheel(env: &BuildEnv, target: &str, out: &Path) -> Result<(), String> {
-    exec(
-        env.command(tools::bin("maturin"))
-            .args(["build", "--locked", "--profile", "dist", "--zig", "--target", target])
-            .args(["--compatibility", MANYLINUX, "--auditwheel", "check", "--quiet"])
-            .args(["-m", "bindings/python/Cargo.toml", "-o"])
-            .arg(out),
-    )
+    let mut c = env.command(tools::bin("maturin"));
+    c.args(["build", "--locked", "--profile", "dist", "--target", target]);
+    if target.contains("-linux-") {
+        c.args(["--zig", "--compatibility", MANYLINUX, "--auditwheel", "check"]);
+    } else if target.ends_with("-apple-darwin") {
+        // The platform tag is MACOSX_DEPLOYMENT_TARGET's (macos_env).
+        c.arg("--zig");
+    }
+    // Windows: mingw-w64 links, against the import library of python3.dll
+    // that pyo3 generates (its generate-import-lib feature).
+    c.args(["--quiet", "-m", "bindings/python/Cargo.toml", "-o"]).arg(out);
+    exec(macos_env(&mut c, target)?)
 }
 
 fn build_sdist(env: &BuildEnv, out: &Path) -> Result<(), String> {

@@ -11,7 +11,7 @@
 //! - `cargo xtask bench`: run the benchmarks.
 //! - `cargo xtask msrv`: the rust-version toolchain builds and tests.
 //! - `cargo xtask dist`: build, test, sum and sign the release artifacts.
-//! - `cargo xtask verify-dist`: check a dist's sums and signature.
+//! - `cargo xtask verify-dist`: check a dist's sums, signature, binary headers and wheel tags.
 //! - `cargo xtask wine-test`: the Windows tests of format, io and cli, under Wine.
 //! - `cargo xtask release X.Y.Z`: bump, check, build and tag a release.
 
@@ -22,6 +22,8 @@ mod demo;
 mod dist;
 mod dist_test;
 mod fuzz;
+mod headers;
+mod macos;
 #[cfg(test)]
 mod modgraph;
 mod msrv;
@@ -93,11 +95,14 @@ tasks:
                      --compress, --remote, --dcp: only that benchmark (--dcp: torch.distributed.checkpoint, 4 ranks)
   msrv               check the workspace and test the format crate with the rust-version toolchain
   dist [--host] [--signing-key KEY.jwk] [--no-test] [--allow-dirty] [--compare DIR]
-                     release artifacts in target/dist: CLI (x86_64/aarch64, glibc/musl), abi3 wheels
-                     (manylinux2014 x86_64/aarch64), sdist, crates, signed SHA256SUMS; each tested
+                     release artifacts in target/dist: CLI (x86_64/aarch64, glibc/musl; macOS
+                     arm64/x86_64; Windows x86_64 .zip), abi3 wheels (manylinux2014 x86_64/aarch64,
+                     macosx_11_0_arm64, macosx_10_12_x86_64, win_amd64), sdist, crates, signed
+                     SHA256SUMS; each tested (Windows under Wine, macOS by its headers only)
   wine-test [ARGS]   cargo test of format, io and cli for x86_64-pc-windows-gnu, run under Wine
                      (setup installs mingw-w64 and Wine); ARGS go to cargo test
   verify-dist [DIR] [--signer KEY.pub.jwk]
-                     check a dist against its SHA256SUMS and the signature
+                     check a dist against its SHA256SUMS and the signature, and each binary's
+                     header (ELF, PE, Mach-O) and wheel's WHEEL tags against its target
   release X.Y.Z [--dry-run] [--signing-key KEY.jwk]
                      bump the version, run CI, publish --dry-run, build the dist, tag vX.Y.Z";

@@ -113,7 +113,8 @@ pub fn run_verify(args: &[String]) -> Result<(), String> {
             other => return Err(format!("verify-dist: unexpected argument {other:?}")),
         }
     }
-    verify(&dir, signer.as_deref())
+    verify(&dir, signer.as_deref())?;
+    crate::headers::verify_dir(&dir)
 }
 
 /// Checks every artifact of `dir` against `SHA256SUMS`, that nothing else

@@ -17,13 +17,13 @@ use crate::util::{cargo_bin, exec, root};
 pub const WINDOWS: &str = "x86_64-pc-windows-gnu";
 
 /// Debian's Wine (the `wine64` package puts it outside PATH).
-const WINE: &str = "/usr/lib/wine/wine64";
+pub const WINE: &str = "/usr/lib/wine/wine64";
 
 /// The crates whose tests run under Wine.
 const CRATES: &[&str] = &["deathtensors-format", "deathtensors-io", "deathtensors-cli"];
 
 /// The Wine prefix the tests run in.
-fn prefix() -> PathBuf {
+pub fn prefix() -> PathBuf {
     root().join("target/wine-prefix")
 }
 

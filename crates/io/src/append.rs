@@ -97,7 +97,7 @@ pub fn append(
     // The file's own tensors are checked against their digests as they are
     // copied: a damaged one fails the append, and nothing is written.
     let check = StreamCheck::default();
-    save_from(path, specs, &options, |name, offset, buf| match new.get(name) {
+    let fill = |name: &str, offset: u64, buf: &mut [u8]| match new.get(name) {
         Some(bytes) => {
             // Lengths were checked above.
             let at = usize::try_from(offset).ok().and_then(|o| bytes.get(o..o + buf.len()));
@@ -109,6 +109,16 @@ pub fn append(
             reader.read_range_into(name, offset, buf)?;
             check.take(&reader, name, offset, buf)
         }
-    })?;
+    };
+    if cfg!(windows) {
+        // Windows refuses to replace a file that is open, and `reader` is:
+        // the new file is staged beside the old one, the reader closed,
+        // then the new file moved over the old (docs/PLATFORMS.md).
+        let mut staged = crate::StagedFiles::new(durable);
+        staged.write(path, |at| save_from(at, specs, &options, fill))?;
+        drop(reader);
+        return staged.commit();
+    }
+    save_from(path, specs, &options, fill)?;
     Ok(())
 }

@@ -181,8 +181,13 @@ impl TempFile {
         // Replacing a large file frees its page cache inside rename(), which
         // costs ~0.5 s per GiB in the caller's time. Holding the old file
         // open moves that work to whichever thread closes it last: ours, in
-        // the background.
-        let old = File::open(&self.target).ok().filter(|f| f.metadata().is_ok_and(|m| m.len() >= DEFERRED_FREE_MIN));
+        // the background. Only on unix: Windows refuses to replace an open
+        // file.
+        let old = if cfg!(unix) {
+            File::open(&self.target).ok().filter(|f| f.metadata().is_ok_and(|m| m.len() >= DEFERRED_FREE_MIN))
+        } else {
+            None
+        };
         if let Err(e) = std::fs::rename(&from, &self.target) {
             let _ = std::fs::remove_file(&from);
             return Err(refused_replace(e));

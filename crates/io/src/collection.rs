@@ -29,6 +29,7 @@
 //! let mut row = [0u8; 4];
 //! r.read_rows(2, &mut row)?;
 //! assert_eq!(row, [3, 3, 3, 3]);
+//! # drop(r);
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -721,11 +722,19 @@ impl Collection {
     /// A new, empty block file for the working state.
     fn new_slot(&mut self) -> Result<Slot> {
         let generation = self.generation + 1;
-        let w = self.writer_mut("cannot write to")?;
-        w.seq += 1;
-        let file = format!("blk-{generation:016x}-{:08x}.dt", w.seq);
-        let header = w.header.clone();
-        let path = self.dir.join(&file);
+        let header = self.writer_mut("cannot write to")?.header.clone();
+        let (file, path) = loop {
+            let w = self.writer_mut("cannot write to")?;
+            w.seq += 1;
+            let file = format!("blk-{generation:016x}-{:08x}.dt", w.seq);
+            let path = self.dir.join(&file);
+            // A name can be taken only by a block an earlier writer could
+            // not remove (Windows removes no file a reader has open): the
+            // next one is free.
+            if std::fs::symlink_metadata(&path).is_err() {
+                break (file, path);
+            }
+        };
         let handle = BlockFile::create(&path, &self.layout, &header)?;
         let slot = Slot {
             file,

@@ -17,6 +17,7 @@
 //! let reader = Reader::open(&path)?;
 //! assert_eq!(reader.read("weight")?, weight);
 //! reader.verify()?;
+//! # drop(reader);
 //! # std::fs::remove_dir_all(&dir)?;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

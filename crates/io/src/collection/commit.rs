@@ -106,7 +106,7 @@ pub(crate) fn flush(c: &mut Collection) -> Result<()> {
         atomic::sync_dir(&c.dir).map_err(|e| Error::io(e, &c.dir, "cannot commit"))?;
     }
     let path = c.dir.join(MANIFEST_NAME);
-    atomic::write_file(&path, &bytes, durable).map_err(|e| Error::io(e, &path, "cannot commit"))?;
+    write_manifest(&path, &bytes, durable).map_err(|e| Error::io(e, &path, "cannot commit"))?;
     // Committed: the new state is the one on disk.
     c.generation = manifest.generation;
     for slot in &mut c.slots {
@@ -123,7 +123,29 @@ pub(crate) fn flush(c: &mut Collection) -> Result<()> {
         }
         w.changed = false;
     }
+    // Windows removes no file a reader has open: the blocks earlier commits
+    // could not remove go at the first commit after their readers closed.
+    if cfg!(windows) {
+        clean(&c.dir, &manifest);
+    }
     Ok(())
+}
+
+/// Replaces the manifest. Readers hold it open only while they read it,
+/// but Windows refuses to replace a file that is open: there a refused
+/// replacement is tried again, for up to a second, before the commit fails
+/// (and leaves the old manifest, the committed state, as it was).
+fn write_manifest(path: &Path, bytes: &[u8], durable: bool) -> std::io::Result<()> {
+    let mut tries = 0;
+    loop {
+        match atomic::write_file(path, bytes, durable) {
+            Err(e) if cfg!(windows) && e.kind() == std::io::ErrorKind::PermissionDenied && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            result => return result,
+        }
+    }
 }
 
 /// SHA-256 of the rows of each block in `blocks`, on all cores, two

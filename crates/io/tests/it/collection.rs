@@ -33,7 +33,6 @@ fn durable_appends_larger_than_a_writeback_range_read_back() {
     let mut all = vec![0u8; 12_000 * 3000];
     r.read_rows(0, &mut all).unwrap();
     assert!(all == batches.concat());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -64,7 +63,6 @@ fn append_flush_reopen_and_overwrite_copies_committed_blocks() {
     want[8..20].copy_from_slice(&rows(100, 3, 4));
     assert_eq!(all, want);
     assert_eq!(r2.verify().unwrap(), 2, "two full blocks have digests");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -92,7 +90,13 @@ fn committed_rows_map_copy_on_write_across_blocks() {
     assert!(unsafe { w.map_rows(0, 10) }.unwrap().is_none());
     w.flush().unwrap();
     // From mid-block, across two block boundaries, to the partial last block.
-    let mut map = unsafe { w.map_rows(5, 2990) }.unwrap().expect("page-aligned blocks map");
+    let Some(mut map) = unsafe { w.map_rows(5, 2990) }.unwrap() else {
+        // Off unix rows are never mapped (documented): callers read them.
+        #[cfg(unix)]
+        panic!("page-aligned blocks map");
+        #[cfg(not(unix))]
+        return;
+    };
     assert_eq!(map.as_slice(), &data[5 * 16..2995 * 16]);
     // Writes stay in the mapping.
     map.as_mut_slice()[0] ^= 0xff;
@@ -112,8 +116,6 @@ fn committed_rows_map_copy_on_write_across_blocks() {
     w.flush().unwrap();
     assert!(unsafe { w.map_rows(0, 10) }.unwrap().is_none());
     assert!(unsafe { w.map_rows(0, 11) }.is_err(), "past the end");
-    std::fs::remove_dir_all(&dir).unwrap();
-    std::fs::remove_dir_all(&odd).unwrap();
 }
 
 #[test]
@@ -132,5 +134,4 @@ fn a_block_rewritten_after_it_filled_gets_the_digest_of_its_final_rows() {
         w.flush().unwrap();
         assert_eq!(Collection::open(&dir).unwrap().verify().unwrap(), 2 * (round as u64 + 1));
     }
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -242,7 +242,6 @@ fn manifest_blocks_must_be_full_but_the_last() {
     let mut out = vec![0u8; 7 * WIDTH];
     r.read_rows(0, &mut out).unwrap();
     assert_eq!(out, row_bytes(0..7));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -370,7 +369,6 @@ fn missing_block_file() {
     check(w.read_rows(3, &mut [0u8; WIDTH]), not_found, &[&file]);
     check(w.write_rows(3, &row_bytes(0..1)), not_found, &[&file]);
     check(w.verify(), not_found, &[&file]);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -481,7 +479,6 @@ fn corrupt_full_block_fails_verify_naming_it() {
     // The writer's verify finds it too.
     let w = Collection::open_writable(&dir, CollectionOptions::default()).unwrap();
     check(w.verify(), |k| matches!(k, ErrorKind::BlockDigestMismatch { .. }), &[&file]);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -511,7 +508,6 @@ fn reading_past_the_end() {
     check(r.read_rows(7, &mut [0u8; WIDTH]), is_input, &["past the end"]);
     check(r.read_rows(1 << 40, &mut [0u8; WIDTH]), is_input, &["past the end"]);
     r.read_rows(7, &mut []).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -520,7 +516,6 @@ fn reading_at_the_largest_start() {
     let r = Collection::open(&dir).unwrap();
     check(r.read_rows(u64::MAX, &mut [0u8; WIDTH]), is_input, &["past the end"]);
     check(r.read_rows(u64::MAX - 1, &mut [0u8; 2 * WIDTH]), is_input, &["past the end"]);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -531,7 +526,6 @@ fn viewing_a_huge_count() {
     check(unsafe { r.view(1, u64::MAX) }, is_input, &["span"]);
     // SAFETY: as above.
     check(unsafe { r.view(u64::MAX, u64::MAX) }, is_input, &["past the end"]);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -549,7 +543,6 @@ fn views_only_of_committed_rows_in_one_block() {
     check(unsafe { w.view(2, 2) }, is_input, &["2 rows from row 2 span more than one block of 3 rows"]);
     // SAFETY: as above.
     check(unsafe { w.view(9, 1) }, is_input, &["row 9 is past the end (8 rows)"]);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -563,7 +556,6 @@ fn gather_out_of_range() {
     let mut out = [0u8; 4 * WIDTH];
     r.gather(&[6, 0, 6, 2], &mut out).unwrap();
     assert_eq!(out.to_vec(), [row_bytes(6..7), row_bytes(0..1), row_bytes(6..7), row_bytes(2..3)].concat());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -580,7 +572,6 @@ fn writing_non_whole_rows_or_past_the_end() {
     let mut out = vec![0u8; 4 * WIDTH];
     w.read_rows(0, &mut out).unwrap();
     assert_eq!(out, row_bytes(0..4));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -600,7 +591,6 @@ fn writing_on_a_read_only_handle() {
     check(r.extend_blocks(&other), is_input, ro);
     assert_eq!(read_manifest(&dir), before);
     assert_eq!(r.rows(), 4);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -620,9 +610,6 @@ fn extending_from_another_layout() {
     let mut out = vec![0u8; 9 * WIDTH];
     w.read_rows(0, &mut out).unwrap();
     assert_eq!(out, [row_bytes(0..4), row_bytes(0..5)].concat());
-    for d in [dir, f32s, blocks4] {
-        std::fs::remove_dir_all(d).unwrap();
-    }
 }
 
 #[test]
@@ -630,7 +617,6 @@ fn refresh_is_for_readers() {
     let dir = made("refresh-writer", 1);
     let mut w = Collection::open_writable(&dir, CollectionOptions::default()).unwrap();
     check(w.refresh(), is_input, &["the writer's state is always the newest"]);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -393,6 +393,16 @@ impl Harness {
         want.insert("collection.json".into());
         want.insert("writer.lock".into());
         let have: BTreeSet<String> = crate::entries(&self.dir).into_iter().collect();
+        if cfg!(windows) {
+            // Windows removes no file a reader has open: block files the
+            // snapshots' readers held at a commit outlive it (the first
+            // commit after they closed removes them). Nothing else is left.
+            assert!(want.is_subset(&have), "files in {}: {have:?}, {want:?} expected", self.dir.display());
+            let extra: Vec<&String> =
+                have.difference(&want).filter(|f| !(f.starts_with("blk-") && f.ends_with(".dt"))).collect();
+            assert!(extra.is_empty(), "files in {}: {extra:?} are not superseded blocks", self.dir.display());
+            return;
+        }
         assert_eq!(have, want, "files in {}", self.dir.display());
     }
 }

@@ -57,7 +57,9 @@ fn reader_keeps_its_snapshot_read_or_not_after_newer_commits() {
     let now: Vec<String> = (0..2).map(|i| block_name(&w, i)).collect();
     assert!(!now.contains(&a) && !now.contains(&b), "blocks 0 and 1 were copied: {now:?}");
     for old in [&a, &b, &c] {
-        assert!(!dir.join(old).exists(), "{old} must be removed by the commit");
+        // Windows removes no file a reader has open: there they go at the
+        // first commit after the reader closed them (below).
+        assert!(cfg!(windows) || !dir.join(old).exists(), "{old} must be removed by the commit");
     }
 
     // The blocks it opened still read its rows, copied or mapped.
@@ -95,8 +97,14 @@ fn reader_keeps_its_snapshot_read_or_not_after_newer_commits() {
     assert_eq!(view.bytes(), rows(0..3, 0));
     drop(view);
     assert_eq!(read(&Collection::open(&dir).unwrap(), 0, 5), want);
-    drop(w);
-    std::fs::remove_dir_all(&dir).unwrap();
+    // The old blocks are closed now (refreshed, the view dropped): on every
+    // system none is left after the next commit.
+    w.write_rows(5, &rows(5..6, 0)).unwrap();
+    w.flush().unwrap();
+    for old in [&a, &b, &c] {
+        assert!(!dir.join(old).exists(), "{old} must be removed once closed");
+    }
+    drop((r, w));
 }
 
 #[test]
@@ -117,7 +125,6 @@ fn reader_of_a_partial_block_ignores_rows_appended_in_place() {
     assert_eq!(read(&r, 0, 8), rows(0..8, 0));
     r.verify().unwrap();
     drop(w);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -140,7 +147,6 @@ fn reader_does_not_see_uncommitted_writes_nor_a_writer_dropped_without_flush() {
     // The next writer starts from the commit.
     let w = Collection::open_writable(&dir, CollectionOptions::default()).unwrap();
     assert_eq!(read(&w, 0, 5), rows(0..5, 0));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -161,7 +167,6 @@ fn refresh_after_the_collection_is_replaced_with_another_layout() {
     r.read_rows(0, &mut out).unwrap();
     assert_eq!(f32::from_le_bytes(out), 1.5);
     drop(w);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 fn is_locked(dir: &Path) -> bool {

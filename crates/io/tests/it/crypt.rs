@@ -413,6 +413,7 @@ fn signature_requirements_and_downgrades() {
     );
 
     // A second signature leaves the first valid and the data as it was.
+    drop(r); // Windows refuses to replace an open file.
     let before = std::fs::read(&path).unwrap();
     sign_file(&path, &auditor, false).unwrap();
     let after = std::fs::read(&path).unwrap();
@@ -779,8 +780,12 @@ fn sharded_checkpoints_apply_keys_and_requirements_to_every_shard() {
     }
     r.verify().unwrap();
     // Without the key the index still opens; a shard's tensors are hidden.
+    // (Each reader is closed before the next: Windows refuses to replace a
+    // file that one still holds, below.)
+    drop(r);
     let r = ShardedReader::open(&index).unwrap();
     expect_err(r.read("t1"), "NoKey");
+    drop(r);
 
     // A signer that is not trusted fails every read and the verification,
     // with the shard's own error.
@@ -791,6 +796,7 @@ fn sharded_checkpoints_apply_keys_and_requirements_to_every_shard() {
     expect_err(r.verify(), "UntrustedSigner"); // the same error again, not a string of it
 
     // A shard replaced by an unsigned encrypted file: refused under the requirement.
+    drop(r); // Windows refuses to replace an open file.
     let mut unsigned = options.clone();
     unsigned.signers.clear();
     let first: Vec<_> = list()

@@ -38,7 +38,8 @@ pub fn scratch(name: &str) -> Scratch {
 
 /// A test's directory: a path while the test runs, gone when it ends
 /// (a failing test's files go too; rerun it with `DT_KEEP_SCRATCH=1`
-/// to keep them).
+/// to keep them). Declared before the test's files and collections, it is
+/// dropped after them: Windows removes no folder with an open file in it.
 #[derive(Debug)]
 pub struct Scratch(PathBuf);
 
