@@ -113,7 +113,8 @@ fn every_fixture_has_statistics() {
         assert_eq!(tensors.len(), shards.iter().map(|s| s.as_object().unwrap().len()).sum::<usize>(), "{name}");
         for t in tensors {
             let tname = t["name"].as_str().unwrap();
-            let e = shards.iter().map(|s| &s[tname]).find(|e| !e.is_null()).unwrap_or_else(|| panic!("{name}: {tname}"));
+            let e =
+                shards.iter().map(|s| &s[tname]).find(|e| !e.is_null()).unwrap_or_else(|| panic!("{name}: {tname}"));
             let numel: u64 = e["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).product();
             let parts = if matches!(e["dtype"].as_str(), Some("C64" | "C128")) { 2 } else { 1 };
             if matches!(e["dtype"].as_str(), Some("F4" | "F6_E2M3" | "F6_E3M2")) {
