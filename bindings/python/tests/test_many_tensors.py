@@ -121,6 +121,9 @@ def test_a_million_tensors_save_open_and_load_in_a_header_no_larger_than_safeten
         assert len(f) == n
         np.testing.assert_array_equal(f.get_tensor("model.layers.777.block.123.weight", framework="numpy"), ONE)
         assert "model.layers.1000.block.0.weight" not in f
+        keys = f.keys()  # lazy: no million strings
+        assert len(keys) == n and keys[-1] == "model.layers.999.block.999.weight"
+        assert keys.index("model.layers.777.block.123.weight") == 777_123 and "model.layers.5.block.5.weight" in keys
     with st_dropin.safe_open(ours, framework="np") as f:
         np.testing.assert_array_equal(f.get_tensor("model.layers.999.block.999.weight"), ONE)
     with dt.open(ours) as f:
