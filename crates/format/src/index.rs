@@ -7,9 +7,10 @@
 //! in list order, each half's positions and hashes written table by
 //! table), then each table is built from its group: a table of about
 //! [`TABLE_NAMES`] names stays in a core's cache while it is filled, and
-//! the tables are shared between two threads. A name's hash says which
-//! table holds it, so a lookup probes one table, and two equal names always
-//! meet in the same one.
+//! the tables are shared between two threads. A list that fits in cache
+//! has one table, or two (one a thread) when a thread is lent. A name's
+//! hash says which table holds it, so a lookup probes one table, and two
+//! equal names always meet in the same one.
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -78,9 +79,29 @@ impl Index {
         let parallel = fork.is_parallel() && tensors.len() >= FORK_MIN;
         let bits = table_bits(tensors.len(), parallel);
         let built = if bits == 0 {
-            let built = one_table(tensors, &hasher).map(|t| vec![t]);
+            let built = one_table(tensors, &hasher, None).map(|t| vec![t]);
             beside();
             built
+        } else if bits == 1 {
+            // Two tables of a list that fits in cache: each thread reads
+            // every name and keeps its table's (one join, no grouping).
+            let (mut low, mut high) = (None, None);
+            run(
+                fork,
+                parallel,
+                &mut || {
+                    low = Some(one_table(tensors, &hasher, Some(0)));
+                    beside();
+                },
+                &mut || high = Some(one_table(tensors, &hasher, Some(1))),
+            );
+            let low = low.unwrap_or_else(|| one_table(tensors, &hasher, Some(0)));
+            let high = high.unwrap_or_else(|| one_table(tensors, &hasher, Some(1)));
+            match (low, high) {
+                (Ok(low), Ok(high)) => Ok(vec![low, high]),
+                (Err(a), Err(b)) => Err(a.min(b)),
+                (Err(a), _) | (_, Err(a)) => Err(a),
+            }
         } else {
             let job = Job { tensors, hasher: &hasher, bits };
             let mid = tensors.len() / 2;
@@ -151,12 +172,21 @@ fn name_at(tensors: &[TensorInfo], j: u32) -> &str {
     tensors.get(j as usize).map(|t| t.name.as_str()).unwrap_or_default()
 }
 
-/// The table of every name of `tensors`, or the position of the first
-/// name that repeats an earlier one.
-fn one_table(tensors: &[TensorInfo], hasher: &DefaultHashBuilder) -> core::result::Result<HashTable<u32>, usize> {
-    let mut table = HashTable::with_capacity(tensors.len());
+/// The table of every name of `tensors` (or, for `Some(t)`, of those in
+/// table `t` of two), or the position of the first of them that repeats an
+/// earlier one.
+fn one_table(
+    tensors: &[TensorInfo],
+    hasher: &DefaultHashBuilder,
+    only: Option<usize>,
+) -> core::result::Result<HashTable<u32>, usize> {
+    let room = if only.is_some() { tensors.len() / 2 + tensors.len() / 32 } else { tensors.len() };
+    let mut table = HashTable::with_capacity(room);
     for (i, t) in tensors.iter().enumerate() {
         let hash = hasher.hash_one(t.name.as_str());
+        if only.is_some_and(|which| table_of(hash, 1) != which) {
+            continue;
+        }
         let entry =
             table.entry(hash, |&j| name_at(tensors, j) == t.name.as_str(), |&j| hasher.hash_one(name_at(tensors, j)));
         match entry {
