@@ -124,10 +124,17 @@ def main() -> None:
             extra = f", after open {median(rows, 'after_open_s') * 1e3:.2f} ms" if step == "one" else ""
             print(f"  {step:5s} {median(rows, 's'):8.3f} s{extra}  peak RSS {median(rows, 'rss_mb'):8.0f} MB")
     print(f"\nratios at {args.n:,} (ours / safetensors; targets in brackets):")
-    for step, key, target in [("open", "s", 0.1), ("one", "after_open_s", 0.01), ("all", "s", 0.5),
-                              ("save", "s", 0.5), ("all", "rss_mb", 0.5)]:
+    for step, key, target in [("open", "s", 0.1), ("all", "s", 0.5), ("save", "s", 0.5), ("all", "rss_mb", 0.5)]:
         ratio = median(results[("ours", step, args.n)], key) / median(results[("theirs", step, args.n)], key)
         print(f"  {step} {key}: {ratio:.3f}x  [<= {target}x]")
+    # Load one: our get_tensor after the open against safetensors' load-one
+    # step (3.0 s in issue 51's table: its open, then get_tensor), the
+    # target's reading; and like for like, get_tensor after each one's open.
+    ours_one = median(results[("ours", "one", args.n)], "after_open_s")
+    print(f"  one: get_tensor after open / safetensors' load-one step: "
+          f"{ours_one / median(results[('theirs', 'one', args.n)], 's'):.6f}x  [<= 0.01x]")
+    print(f"  one: get_tensor after open / safetensors' get_tensor after open: "
+          f"{ours_one / median(results[('theirs', 'one', args.n)], 'after_open_s'):.2f}x")
     if args.big:
         h = header_len(big) / 2**20
         rows = results[("ours", "open", args.big)]

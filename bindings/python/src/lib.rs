@@ -11,6 +11,7 @@ mod dcp;
 mod errors;
 mod keys;
 mod model_sign;
+mod names;
 mod options;
 mod parity;
 mod reader;
@@ -28,6 +29,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<options::PyWriteOptions>()?;
     m.add_class::<reader::PyReader>()?;
     m.add_class::<reader::PyRegion>()?;
+    m.add_class::<names::PyTensorNames>()?;
     m.add_class::<arena::PyArena>()?;
     m.add_class::<collection::PyCollection>()?;
     m.add_function(wrap_pyfunction!(collection::dtype_from_name, m)?)?;

@@ -24,7 +24,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use crate::compression::{Codec, Compression, RawCompression};
-use crate::fork::PREFAULT_MIN_ENTRIES;
+use crate::fork::{PREFAULT_MIN_ENTRIES, RELEASE_STEP};
 use crate::name::{Arena, Name};
 use crate::raw::RawHeader;
 use crate::tensor::{check_name, Format, Metadata, TensorInfo};
@@ -78,14 +78,28 @@ struct Entries<'f> {
     names: Arena,
     /// How many entries have names that are sealed ([`Arena::seal`]).
     sealed: usize,
+    /// Where the input not yet released ([`Fork::release`]) starts.
+    released: usize,
 }
 
 impl<'f> Entries<'f> {
-    /// Entries read from `input_len` bytes of JSON, into `tensors`.
-    fn new(tensors: Vec<TensorInfo>, input_len: usize, fork: &'f dyn Fork) -> Entries<'f> {
+    /// Entries read from `input_len` bytes of JSON from `from` on, into
+    /// `tensors`.
+    fn new(tensors: Vec<TensorInfo>, from: usize, input_len: usize, fork: &'f dyn Fork) -> Entries<'f> {
         let announced = if tensors.capacity() >= PREFAULT_MIN_ENTRIES { 0 } else { usize::MAX };
         let names = Arena::new(input_len);
-        Entries { tensors, metadata: None, metadata_seen: false, fork, announced, names, sealed: 0 }
+        Entries { tensors, metadata: None, metadata_seen: false, fork, announced, names, sealed: 0, released: from }
+    }
+
+    /// Tells the fork that the input before `at` is done with, once that
+    /// is [`RELEASE_STEP`] bytes or more past the last time.
+    fn release_before(&mut self, input: &[u8], at: usize) {
+        if at.saturating_sub(self.released) >= RELEASE_STEP {
+            if let Some(done) = input.get(self.released..at) {
+                self.fork.release(done);
+            }
+            self.released = at;
+        }
     }
 
     /// The name `key` for the next entry, written into the names' block
@@ -532,7 +546,7 @@ impl<'a> Parser<'a> {
     /// Room for the entries `len` bytes of JSON hold.
     fn entries_for<'f>(&self, len: usize, fork: &'f dyn Fork) -> Entries<'f> {
         let max = usize::try_from(self.limits.max_tensors).unwrap_or(usize::MAX);
-        Entries::new(Vec::with_capacity((len / TENSOR_JSON_ESTIMATE + 1).min(max)), len, fork)
+        Entries::new(Vec::with_capacity((len / TENSOR_JSON_ESTIMATE + 1).min(max)), self.at, len, fork)
     }
 
     /// One member of an object of tensors: a tensor, or (safetensors)
@@ -563,6 +577,7 @@ impl<'a> Parser<'a> {
             let key = self.str()?;
             self.eat(b':')?;
             self.member(out, key, format)?;
+            out.release_before(self.bytes, self.at);
             match self.peek()? {
                 b',' if self.at + 1 == stop => return Some(true),
                 b',' => self.at += 1,
@@ -607,7 +622,7 @@ impl<'a> Parser<'a> {
         };
         let mut other = Parser { at: split, ..*self };
         let rest = self.bytes.len().saturating_sub(split);
-        let mut second = Entries::new(Vec::with_capacity(first.tensors.capacity() / 2 + 1), rest, fork);
+        let mut second = Entries::new(Vec::with_capacity(first.tensors.capacity() / 2 + 1), split, rest, fork);
         let (mut a, mut b) = (None, None);
         // Each half seals its own names, on its own thread.
         fork.join(

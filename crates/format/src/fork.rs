@@ -4,7 +4,9 @@
 //! tensor entries in two halves decoded at the same time (see `fast.rs`),
 //! then builds the name index while it checks the layout (see
 //! `header.rs`). A caller that can map memory in bulk does so when
-//! [`Fork::prefault`] is called, ahead of the decoder's writes.
+//! [`Fork::prefault`] is called, ahead of the decoder's writes, and one
+//! that decodes from a file's mapping may drop the pages the decoder is
+//! done with ([`Fork::release`]).
 
 use core::mem::MaybeUninit;
 
@@ -46,7 +48,24 @@ pub trait Fork: Sync {
     fn prefault_bytes(&self, spare: &mut [MaybeUninit<u8>]) {
         let _ = spare;
     }
+
+    /// Called as the decoder leaves behind a stretch of its input: `done`,
+    /// a part of the header text it was given, in steps of
+    /// [`RELEASE_STEP`] bytes or more (while decoding an object of
+    /// tensors). The decoder reads it again only if it falls back to the
+    /// full decoder. A caller that decodes straight from a file's mapping
+    /// may drop those pages from memory (they stay in the page cache): a
+    /// 1 GB header then does not sit in memory whole beside the tensors
+    /// decoded from it. It must not change what `done` reads as. The
+    /// default does nothing.
+    fn release(&self, done: &[u8]) {
+        let _ = done;
+    }
 }
+
+/// The least input the decoder leaves behind between two calls of
+/// [`Fork::release`]: 4 MiB (a 1 GB header makes about 250 calls).
+pub const RELEASE_STEP: usize = 4 << 20;
 
 /// The fewest entries the decoder announces through [`Fork::prefault`] at
 /// once (about 256 KiB of them), and the size of a list below which it

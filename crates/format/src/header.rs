@@ -1,50 +1,12 @@
 //! The decoded header: tensors, their layout and metadata.
 
-use alloc::string::String;
-use alloc::vec::Vec;
-use core::hash::BuildHasher;
-
-use hashbrown::{DefaultHashBuilder, HashTable};
-
 use crate::compression::{ChunkTable, Compression, RawCompression};
 use crate::crypt::Encryption;
+use crate::index::Index;
 use crate::tensor::{Format, Metadata, TensorInfo, TensorSpec};
 use crate::{de, layout, Dtype, Error, ErrorKind, Limits, Result};
-
-/// Headers with at least this many tensors build their name index and
-/// check their layout at once, when the caller lends a thread (below, a
-/// thread costs more than it saves).
-const BUILD_FORK_MIN: usize = 2_500;
-
-/// The index of `tensors` by name.
-///
-/// # Errors
-/// `DuplicateKey` for the first name that repeats an earlier one.
-fn index(format: Format, tensors: &[TensorInfo], hasher: &DefaultHashBuilder) -> Result<HashTable<u32>> {
-    let mut index = HashTable::with_capacity(tensors.len());
-    for (i, t) in tensors.iter().enumerate() {
-        let hash = hasher.hash_one(t.name.as_str());
-        let entry = index.entry(
-            hash,
-            |&j: &u32| tensors[j as usize].name == t.name,
-            |&j: &u32| hasher.hash_one(tensors[j as usize].name.as_str()),
-        );
-        match entry {
-            hashbrown::hash_table::Entry::Occupied(_) => {
-                let within = match format {
-                    Format::Deathtensors | Format::Bintensors => "tensors",
-                    Format::Safetensors => "header",
-                };
-                return Err(Error::new(ErrorKind::DuplicateKey { within, key: t.name.as_str().into() }));
-            }
-            hashbrown::hash_table::Entry::Vacant(v) => {
-                // `tensors.len()` is bounded by `Limits::max_tensors`, far below u32::MAX.
-                v.insert(i as u32);
-            }
-        }
-    }
-    Ok(index)
-}
+use alloc::string::String;
+use alloc::vec::Vec;
 
 /// The name written in `created_by` by this crate's deathtensors encoder.
 pub const CREATED_BY: &str = concat!("deathtensors ", env!("CARGO_PKG_VERSION"), " (rust)");
@@ -62,8 +24,7 @@ pub struct Header {
     metadata: Option<Metadata>,
     alignment: u64,
     tensors: Vec<TensorInfo>,
-    index: HashTable<u32>,
-    hasher: DefaultHashBuilder,
+    index: Index,
     data_len: u64,
     encryption: Option<Encryption>,
     /// For an encrypted header: each tensor's first chunk in the tag table.
@@ -308,24 +269,17 @@ impl Header {
         compression: Option<RawCompression>,
         fork: &dyn crate::Fork,
     ) -> Result<Header> {
-        let hasher = DefaultHashBuilder::default();
         // A compression section's tables are matched through the index
         // before the layout check can run; a bintensors layout is checked
-        // in header order after its dtypes.
-        let both_at_once = fork.is_parallel()
-            && compression.is_none()
-            && format != Format::Bintensors
-            && tensors.len() >= BUILD_FORK_MIN;
-        let (indexed, laid_out) = if both_at_once {
-            let (mut indexed, mut laid_out) = (None, None);
-            fork.join(&mut || indexed = Some(index(format, &tensors, &hasher)), &mut || {
-                laid_out = Some(layout::check(&tensors, alignment, &[]))
-            });
-            (indexed.unwrap_or_else(|| index(format, &tensors, &hasher)), laid_out)
-        } else {
-            (index(format, &tensors, &hasher), None)
-        };
-        let index = indexed?;
+        // in header order after its dtypes. Otherwise a large header's
+        // layout is checked while the index is built.
+        let beside = compression.is_none() && format != Format::Bintensors;
+        let mut laid_out = None;
+        let index = Index::build(format, &tensors, fork, &mut || {
+            if beside {
+                laid_out = Some(layout::check(&tensors, alignment, &[]));
+            }
+        })?;
         // After the duplicate check: a repeated name is the problem to
         // report, not the overlap of its two entries' byte ranges.
         if format == Format::Safetensors {
@@ -345,7 +299,7 @@ impl Header {
                 Some(laid_out) => laid_out?,
                 None => {
                     let stored = match &compression {
-                        Some(c) => Header::match_tables(c, &tensors, &index, &hasher)?,
+                        Some(c) => Header::match_tables(c, &tensors, &index)?,
                         None => Vec::new(),
                     };
                     layout::check(&tensors, alignment, &stored)?
@@ -356,7 +310,7 @@ impl Header {
             Some(c) => {
                 let mut chunks: Vec<Option<Vec<u64>>> = (0..tensors.len()).map(|_| None).collect();
                 for (name, lens) in c.tensors {
-                    let i = find(&index, &hasher, &tensors, &name).unwrap_or(0);
+                    let i = index.find(&tensors, &name).unwrap_or(0);
                     if let Some(slot) = chunks.get_mut(i) {
                         *slot = Some(lens);
                     }
@@ -372,7 +326,6 @@ impl Header {
             alignment,
             tensors,
             index,
-            hasher,
             data_len,
             encryption: None,
             chunk_bases: Vec::new(),
@@ -383,16 +336,11 @@ impl Header {
 
     /// Matches a `compression` section's tables to the tensors and checks
     /// each: returns each tensor's stored length (`None` for raw tensors).
-    fn match_tables(
-        c: &RawCompression,
-        tensors: &[TensorInfo],
-        index: &HashTable<u32>,
-        hasher: &DefaultHashBuilder,
-    ) -> Result<Vec<Option<u64>>> {
+    fn match_tables(c: &RawCompression, tensors: &[TensorInfo], index: &Index) -> Result<Vec<Option<u64>>> {
         c.compression.check()?;
         let mut stored: Vec<Option<u64>> = alloc::vec![None; tensors.len()];
         for (name, lens) in &c.tensors {
-            let Some(i) = find(index, hasher, tensors, name) else {
+            let Some(i) = index.find(tensors, name) else {
                 return Err(crate::compression::invalid("tensor name (not in tensors)").with_tensor(name));
             };
             let t = &tensors[i];
@@ -478,7 +426,7 @@ impl Header {
             created_by: None,
             metadata: Some(Metadata::new()),
             tensors: Vec::new(),
-            index: HashTable::new(),
+            index: Index::default(),
             data_len: 0,
             chunk_bases: Vec::new(),
             ..self.clone()
@@ -562,8 +510,7 @@ impl Header {
 
     /// The index in [`Header::tensors`] of the tensor with this name, in O(1).
     pub fn position(&self, name: &str) -> Option<usize> {
-        let hash = self.hasher.hash_one(name);
-        self.index.find(hash, |&j| self.tensors[j as usize].name == name).map(|&j| j as usize)
+        self.index.find(&self.tensors, name)
     }
 
     /// Length of the (uncompressed) data blob: where the last tensor ends.
@@ -590,10 +537,4 @@ impl Header {
             None => false,
         }
     }
-}
-
-/// The position of the tensor named `name` in `tensors`, through `index`.
-fn find(index: &HashTable<u32>, hasher: &DefaultHashBuilder, tensors: &[TensorInfo], name: &str) -> Option<usize> {
-    let hash = hasher.hash_one(name);
-    index.find(hash, |&j| tensors.get(j as usize).is_some_and(|t| t.name == name)).map(|&j| j as usize)
 }

@@ -44,7 +44,7 @@ extern crate std;
 // sniff, prefix, signature; shape, name, tensor (plain types), layout, region, tree, json; crypt
 // (the encryption section), compression (the compression section and chunk
 // tables), raw, fast, de, bintensors (the decoders, and
-// bintensors' encoder); header (`Header`), enc, head (`Head`),
+// bintensors' encoder); index (the name index); header (`Header`), enc, head (`Head`),
 // cryptotensors, collection.
 mod bintensors;
 mod collection;
@@ -59,6 +59,7 @@ mod fast;
 mod fork;
 mod head;
 mod header;
+mod index;
 mod json;
 mod layout;
 mod limits;
@@ -96,7 +97,7 @@ pub use crate::{
     },
     dtype::Dtype,
     error::{Error, ErrorKind, Result},
-    fork::{Fork, Serial, PREFAULT_MIN_ENTRIES},
+    fork::{Fork, Serial, PREFAULT_MIN_ENTRIES, RELEASE_STEP},
     head::{Head, FOOTER_LEN, PROBE_LEN},
     header::{Header, CREATED_BY},
     limits::{Limits, BINTENSORS_MAX_HEADER, DEFAULT_ALIGNMENT, MAX_ALIGNMENT, SAFETENSORS_MAX_HEADER},

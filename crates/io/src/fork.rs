@@ -1,22 +1,35 @@
 //! The header decoder's second thread: a [`Fork`] over std's scoped
 //! threads, which also maps the decoder's room for tensor entries in bulk
-//! (`prefault.rs`).
+//! (`prefault.rs`) and drops the pages of a mapped header it is done with.
 
 use std::mem::MaybeUninit;
 use std::sync::{Mutex, OnceLock};
 
 use deathtensors_format::{Fork, TensorInfo};
 
+use crate::mmap::Mmap;
+
 /// Runs the second job on a scoped thread of its own (or on the caller's,
 /// if a thread cannot be started), unless this process's own threads
 /// already keep every core busy: then the decoder does not split its work.
 /// Made for one header; it looks at the threads once, when first asked.
+/// Made with [`Threads::releasing`], it drops from memory the pages of the
+/// file's mapping the decoder is done with ([`Fork::release`]).
 #[derive(Default)]
-pub(crate) struct Threads {
+pub(crate) struct Threads<'m> {
     parallel: OnceLock<bool>,
+    /// The mapping the header is decoded from, if it is.
+    mapped: Option<&'m Mmap>,
 }
 
-impl Fork for Threads {
+impl<'m> Threads<'m> {
+    /// Threads for a header decoded from `map`.
+    pub(crate) fn releasing(map: &'m Mmap) -> Threads<'m> {
+        Threads { parallel: OnceLock::new(), mapped: Some(map) }
+    }
+}
+
+impl Fork for Threads<'_> {
     fn join(&self, a: &mut (dyn FnMut() + Send), b: &mut (dyn FnMut() + Send)) {
         if self.is_parallel() {
             on_two_threads(a, b);
@@ -36,6 +49,12 @@ impl Fork for Threads {
 
     fn prefault_bytes(&self, spare: &mut [MaybeUninit<u8>]) {
         crate::prefault::populate(spare);
+    }
+
+    fn release(&self, done: &[u8]) {
+        if let Some(map) = self.mapped {
+            map.release(done);
+        }
     }
 }
 

@@ -28,6 +28,28 @@ impl Mmap {
     pub(crate) fn bytes(&self) -> &[u8] {
         &self.0
     }
+
+    /// Drops from this process's memory the pages of the mapping that
+    /// `done` (bytes of it) lies on; they stay in the page cache, and a
+    /// later read maps them again with the same bytes. Bytes that are not
+    /// in the mapping are left alone. Best effort (unix only): a read-only
+    /// header decoded from the mapping then never sits in memory whole
+    /// beside the tensors decoded from it.
+    pub(crate) fn release(&self, done: &[u8]) {
+        let (base, at) = (self.0.as_ptr() as usize, done.as_ptr() as usize);
+        let Some(offset) = at.checked_sub(base).filter(|o| o.saturating_add(done.len()) <= self.0.len()) else {
+            return;
+        };
+        #[cfg(unix)]
+        // SAFETY: a read-only shared mapping of a file: MADV_DONTNEED only
+        // unmaps the pages, which the next access maps again from the page
+        // cache with the same bytes (the file is not modified while mapped:
+        // the contract of `Mmap::map`), so no reference into the mapping
+        // sees a change.
+        let _ = unsafe { self.0.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, offset, done.len()) };
+        #[cfg(not(unix))]
+        let _ = offset;
+    }
 }
 
 /// A private, copy-on-write mapping of a range of a file (a data blob, or

@@ -50,6 +50,12 @@ TORCH_NAMES = _TORCH
 
 
 def _module(name: str) -> Any:
+    # Already imported (nearly always): a dict lookup, not importlib's
+    # Python-level machinery (tens of microseconds on a cold cache, as
+    # after a large open: most of a first get_tensor).
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
     try:
         return importlib.import_module(name)
     except ImportError:

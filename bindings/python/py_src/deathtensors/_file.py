@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import inspect
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple, TypedDict, TypeVar, Union, Unpack
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypedDict, TypeVar, Union, Unpack
 
 from . import _convert, _dtypes, _keys
 from . import _native
 from ._legacy import expand_path
-from ._native import Reader, save as _native_save
+from ._native import Reader, TensorNames, save as _native_save
 from .errors import DeathTensorsError, IntegrityError, NoKeyError
+
+# The lazy names of a large file are a sequence (isinstance(names, Sequence)).
+collections.abc.Sequence.register(TensorNames)
+
+#: Rows of ``Reader.layout`` that ``DtFile.get_tensors`` asks for at once.
+_LAYOUT_BLOCK = 65_536
 
 PathLike = Union[str, "os.PathLike[str]"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -281,8 +288,13 @@ class DtFile:
         return f
 
     # -- container protocol -------------------------------------------------
-    def keys(self) -> list[str]:
-        """Tensor names in file order."""
+    def keys(self) -> Sequence[str]:
+        """Tensor names in file order: a list, or for a file of 100,000
+        tensors or more a lazy read-only sequence of them
+        (:class:`TensorNames`: ``len``, indexing and slicing, iteration,
+        ``in`` and ``index`` by hash lookup, equal to the list of the same
+        names) that makes no Python string until one is asked for.
+        ``list(f.keys())`` gives a list (for ``json.dumps``, say)."""
         return self._reader.keys()
 
     def __len__(self) -> int:
@@ -549,8 +561,15 @@ class DtFile:
         heap = arena is None
         if heap:
             arena = self._reader.read_all()
+        out: Dict[str, Any] = {}
+        n = len(self._reader)
         with _convert.gc_paused():
-            return _convert.from_blob(framework, self._reader.layout(heap), arena)
+            # The layout a block of rows at a time: all at once, a million
+            # tiny tensors' rows (~200 bytes each) would outweigh the
+            # tensors made from them.
+            for start in range(0, n, _LAYOUT_BLOCK):
+                out.update(_convert.from_blob(framework, self._reader.layout(heap, start, start + _LAYOUT_BLOCK), arena))
+        return out
 
     def get_tensor_slice(
         self, name: str, start: int = 0, count: Optional[int] = None, framework: str = "torch"

@@ -82,9 +82,11 @@ fn read_head_from(
         if let Ok(m) = unsafe { Mmap::map(local) } {
             let _ = map.set(Ok(m));
         }
-        if let Some(bytes) = map.get().and_then(|m| m.as_ref().ok()).and_then(|m| m.bytes().get(..needed as usize)) {
-            return Head::parse_with(bytes, file_len, limits, &Threads::default())
-                .map_err(|e| Error::format(e, path, doing));
+        if let Some(m) = map.get().and_then(|m| m.as_ref().ok()) {
+            if let Some(bytes) = m.bytes().get(..needed as usize) {
+                return Head::parse_with(bytes, file_len, limits, &Threads::releasing(m))
+                    .map_err(|e| Error::format(e, path, doing));
+            }
         }
     }
     let mut head = vec![0u8; needed as usize];

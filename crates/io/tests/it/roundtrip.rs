@@ -408,3 +408,35 @@ fn digests_are_written_under_the_limits_the_header_was_planned_with() {
     r.verify().unwrap();
     assert_eq!(r.read_verified(&name).unwrap(), bytes);
 }
+
+#[test]
+fn a_large_header_decoded_from_the_mapping_reads_the_same_once_its_pages_are_dropped() {
+    // ~9 MB of header: decoded straight from the file's mapping, whose
+    // pages the decoder drops from memory 4 MiB at a time as it leaves
+    // them behind (`Fork::release`). What was decoded, and every later
+    // read through the mapping, must be what a copy of the bytes gives.
+    let dir = crate::scratch("mapped-header");
+    let path = dir.join("many.dt");
+    let n = 100_000usize;
+    let data: Vec<Vec<u8>> = (0..n).map(|i| pattern(i as u8, 4)).collect();
+    let tensors: Vec<(TensorSpec, &[u8])> = data
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            (TensorSpec::new(format!("model.layers.{}.block.{}.weight", i / 1000, i % 1000), Dtype::U8, [4]), &d[..])
+        })
+        .collect();
+    let options = WriteOptions { alignment: 1, durable: false, ..WriteOptions::default() };
+    let written = save(&path, tensors, &options).unwrap();
+    let head_len = Reader::open(&path).unwrap().head().data_start;
+    assert!(head_len > 2 * deathtensors_format::RELEASE_STEP as u64, "{head_len}");
+    let mapped = unsafe { Reader::open_mmap(&path) }.unwrap();
+    assert_eq!(mapped.header(), &written);
+    let bytes = std::fs::read(&path).unwrap();
+    let copied = deathtensors_format::Head::parse(&bytes, bytes.len() as u64, &Default::default()).unwrap();
+    assert_eq!(mapped.header(), &copied.header);
+    for i in [0, 1, n / 2, n - 1] {
+        let name = format!("model.layers.{}.block.{}.weight", i / 1000, i % 1000);
+        assert_eq!(mapped.bytes(&name).unwrap(), &data[i][..], "{name}");
+    }
+}
