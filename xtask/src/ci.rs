@@ -78,9 +78,10 @@ fn check_steps(steps: &mut Steps, fuzz_seconds: u64) -> Result<(), String> {
     steps.run("clippy -D warnings", || cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     // Windows and macOS: Linux-only code is cfg-gated there, not dead.
     steps.run("clippy -D warnings (Windows, macOS)", cross_clippy)?;
-    // The Windows tests of format, io and cli under Wine: ~11 minutes on
-    // 2 shared cores with the Windows build warm (io 3, cli and format 8),
-    // a few more from a fresh clone.
+    // The Windows tests of format, io and cli under Wine: 5:12 on 2 shared
+    // cores with the Windows test build warm (the tests' own time: cli 2:04,
+    // io 1:21, format 0:52); a fresh clone adds the Windows debug build of
+    // the dependencies.
     steps.run("wine-test (format, io, cli for Windows, under Wine)", || crate::wine::run(&[]))?;
     steps.run("format crate: serde_json backend tests, no_std builds, example", || {
         // The serde_json backend of the no_std build, with the same tests.
