@@ -8,7 +8,8 @@
 //! table), then each table is built from its group: a table of about
 //! [`TABLE_NAMES`] names stays in a core's cache while it is filled, and
 //! the tables are shared between two threads. A list that fits in cache
-//! has one table, or two (one a thread) when a thread is lent. A name's
+//! has one table (built beside the caller's other work when a thread is
+//! lent), or two up to twice that (one a thread). A name's
 //! hash says which table holds it, so a lookup probes one table, and two
 //! equal names always meet in the same one.
 
@@ -55,10 +56,9 @@ fn table_of(hash: u64, bits: u32) -> usize {
 }
 
 /// How many bits of the hash pick the table for a list of `n` names: none
-/// (one table) for a short list, at least one when two threads build it.
-fn table_bits(n: usize, parallel: bool) -> u32 {
-    let want = n.div_ceil(TABLE_NAMES).next_power_of_two().trailing_zeros();
-    want.max(u32::from(parallel)).min(MAX_BITS)
+/// (one table) for a list that fits in cache.
+fn table_bits(n: usize) -> u32 {
+    n.div_ceil(TABLE_NAMES).next_power_of_two().trailing_zeros().min(MAX_BITS)
 }
 
 impl Index {
@@ -77,14 +77,16 @@ impl Index {
     ) -> Result<Index> {
         let hasher = DefaultHashBuilder::default();
         let parallel = fork.is_parallel() && tensors.len() >= FORK_MIN;
-        let bits = table_bits(tensors.len(), parallel);
+        let bits = table_bits(tensors.len());
         let built = if bits == 0 {
-            let built = one_table(tensors, &hasher, None).map(|t| vec![t]);
-            beside();
-            built
+            // A list that fits in cache: one table, `beside` on the other
+            // thread if one is lent.
+            let mut built = None;
+            run(fork, parallel, &mut || built = Some(one_table(tensors, &hasher, None)), beside);
+            built.unwrap_or_else(|| one_table(tensors, &hasher, None)).map(|t| vec![t])
         } else if bits == 1 {
-            // Two tables of a list that fits in cache: each thread reads
-            // every name and keeps its table's (one join, no grouping).
+            // Two tables, each of about what fits in cache: each thread
+            // reads every name and keeps its table's (no grouping).
             let (mut low, mut high) = (None, None);
             run(
                 fork,
@@ -318,12 +320,11 @@ mod tests {
 
     #[test]
     fn tables_are_picked_by_list_length() {
-        assert_eq!(table_bits(0, false), 0);
-        assert_eq!(table_bits(TABLE_NAMES, false), 0);
-        assert_eq!(table_bits(TABLE_NAMES + 1, false), 1);
-        assert_eq!(table_bits(3_000, true), 1);
-        assert_eq!(table_bits(10_000_000, true), 9);
-        assert_eq!(table_bits(u32::MAX as usize, true), MAX_BITS);
+        assert_eq!(table_bits(0), 0);
+        assert_eq!(table_bits(TABLE_NAMES), 0);
+        assert_eq!(table_bits(TABLE_NAMES + 1), 1);
+        assert_eq!(table_bits(10_000_000), 9);
+        assert_eq!(table_bits(u32::MAX as usize), MAX_BITS);
         assert_eq!(table_of(u64::MAX, 0), 0);
         assert_eq!(table_of(u64::MAX, 9), 511);
         assert_eq!(table_of(0xffff_fe00_ffff_ffff, 9), 0);
@@ -331,7 +332,7 @@ mod tests {
 
     #[test]
     fn every_name_is_found_at_its_position_however_the_tables_are_split() {
-        for n in [0, 1, 3_000, 70_000] {
+        for n in [0, 1, 3_000, 40_000, 70_000] {
             let names: Vec<alloc::string::String> = (0..n).map(|i| alloc::format!("layer.{i}.weight")).collect();
             let list = tensors(&names);
             for fork in [&Serial as &dyn Fork, &Split] {
@@ -351,7 +352,7 @@ mod tests {
 
     #[test]
     fn the_first_repeat_in_list_order_is_reported_whichever_table_holds_it() {
-        for n in [100, 4_000, 70_000] {
+        for n in [100, 4_000, 40_000, 70_000] {
             let mut names: Vec<alloc::string::String> = (0..n).map(|i| alloc::format!("t{i}")).collect();
             // Repeats after every original, of names in various tables: the
             // first in list order is the one reported; then the same with

@@ -53,8 +53,8 @@ fn both_formats_decode_the_same_in_two_halves() {
         let bytes = file(&header);
         let fork = threads();
         let split = Head::parse_with(&bytes, bytes.len() as u64, &Limits::DEFAULT, &fork).unwrap();
-        // One join splits the entries, one builds the index's two tables
-        // (the layout checked after the first).
+        // One join splits the entries, one builds the index while the
+        // layout is checked.
         assert_eq!(fork.0.load(Ordering::Relaxed), 2, "a 600 KB header is split");
         assert_eq!(split.header, header);
         assert_eq!(Head::parse(&bytes, bytes.len() as u64, &Limits::DEFAULT).unwrap().header, header);
@@ -192,7 +192,7 @@ fn index_and_layout_errors_are_those_of_the_serial_decoder() {
     let (a, b) = (split.unwrap_err(), serial.unwrap_err());
     assert!(matches!(a.kind(), ErrorKind::DuplicateKey { .. }), "{a}");
     assert_eq!(a.to_string(), b.to_string());
-    assert_eq!(forks, 2, "decoded in halves, then indexed in two tables, the layout checked beside");
+    assert_eq!(forks, 2, "decoded in halves, then indexed while the layout was checked");
     let overlap = st_json(n, "\"overlapping\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}", 4000);
     let (split, serial, _) = parse_both(&overlap);
     let (a, b) = (split.unwrap_err(), serial.unwrap_err());
