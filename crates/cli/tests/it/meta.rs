@@ -85,3 +85,38 @@ fn bad_edits_are_refused() {
     // Reading a compressed file's metadata is fine.
     check(["meta".as_ref(), path.as_os_str()], 0);
 }
+
+/// An in-place rewrite while another handle holds the file open for
+/// reading does what docs/PLATFORMS.md says: on Windows the rename over an
+/// open file is refused, and the command fails naming the file, which stays
+/// as it was with no temp file left; elsewhere the rewrite succeeds and the
+/// open handle keeps reading the old bytes.
+#[test]
+fn a_rewrite_of_a_file_held_open_by_a_reader_is_what_the_platform_doc_says() {
+    use std::io::Read;
+    let dir = Scratch::new("meta-held-open");
+    let path = dir.path("m.safetensors");
+    std::fs::copy(valid("safetensors-0.8.0/multi_metadata.safetensors"), &path).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let mut held = std::fs::File::open(&path).unwrap();
+    let p = path.to_str().unwrap();
+    let r = crate::run(["meta", p, "--set", "license=Apache-2.0"]);
+    if cfg!(windows) {
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert!(r.stderr.contains("m.safetensors") && r.stderr.contains("open"), "{}", r.stderr);
+        assert_eq!(std::fs::read(&path).unwrap(), before, "the file changed");
+    } else {
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(check(["meta", p], 0).stdout.contains("license=Apache-2.0"));
+    }
+    // The open handle reads the bytes it opened, whole.
+    let mut seen = Vec::new();
+    held.read_to_end(&mut seen).unwrap();
+    assert_eq!(seen, before);
+    drop(held);
+    let names: Vec<String> = std::fs::read_dir(dir.path("."))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["m.safetensors"], "a temp file was left");
+}
