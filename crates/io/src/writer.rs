@@ -93,17 +93,19 @@ pub fn save_with_progress(
     options: &WriteOptions,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Header> {
-    let path = path.as_ref();
-    let encrypted = options.encryption.is_some() && options.format == Format::Deathtensors;
-    if let (Some(enc), true, Compress::Off) = (&options.encryption, encrypted, options.compress) {
-        let (specs, slices): (Vec<TensorSpec>, Vec<&[u8]>) = tensors.into_iter().unzip();
-        check_lengths(&specs, slices.iter().map(|s| s.len()), path)?;
-        return crate::seal::save_encrypted(path, specs, &slices, options, enc, progress);
-    }
     let total = tensors.iter().map(|(_, b)| b.len() as u64).sum();
-    let header = save(path, tensors, options)?;
-    progress(total);
+    let views = tensors.into_iter().map(|(s, b)| (s, TensorBytes::Contiguous(b))).collect();
+    let header = save_views_with(path.as_ref(), views, options, progress)?;
+    if !encrypts_in_chunks(options) {
+        progress(total);
+    }
     Ok(header)
+}
+
+/// Whether a save goes through the encrypted writer, which reports its
+/// progress chunk by chunk (a compressed save encrypts in `pack.rs`).
+fn encrypts_in_chunks(options: &WriteOptions) -> bool {
+    options.encryption.is_some() && options.format == Format::Deathtensors && options.compress == Compress::Off
 }
 
 /// `InvalidInput` if a buffer's length does not match its spec.
@@ -134,7 +136,16 @@ pub fn save_views(
     tensors: Vec<(TensorSpec, TensorBytes<'_>)>,
     options: &WriteOptions,
 ) -> Result<Header> {
-    let path = path.as_ref();
+    save_views_with(path.as_ref(), tensors, options, &|_| {})
+}
+
+/// [`save_views`], telling the encrypted writer's `progress` its chunks.
+fn save_views_with(
+    path: &Path,
+    tensors: Vec<(TensorSpec, TensorBytes<'_>)>,
+    options: &WriteOptions,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<Header> {
     let (mut specs, data): (Vec<TensorSpec>, Vec<TensorBytes<'_>>) = tensors.into_iter().unzip();
     // Check lengths before any hashing.
     check_lengths(&specs, data.iter().map(TensorBytes::len), path)?;
@@ -154,7 +165,7 @@ pub fn save_views(
             Compress::Off => {}
         }
         if let Some(enc) = &options.encryption {
-            return crate::seal::save_encrypted(path, specs, &slices, options, enc, &|_| {});
+            return crate::seal::save_encrypted(path, specs, &slices, options, enc, progress);
         }
     }
     // Per-tensor digests with nothing over the header (no footer, no
