@@ -136,7 +136,9 @@ fn cross_clippy() -> Result<(), String> {
     ];
     crate::tools::install(crate::setup::CROSS_CHECK_TARGETS)?;
     for target in crate::setup::CROSS_CHECK_TARGETS {
-        if target.contains("apple") {
+        // Zig is the C cross compiler of the macOS and aarch64 Linux
+        // builds (ring and zstd compile C), as in `dist`.
+        if target.contains("apple") || target.starts_with("aarch64-unknown-linux") {
             exec(
                 Command::new(crate::tools::bin("cargo-zigbuild"))
                     .args(["clippy", "--target", target])
