@@ -232,7 +232,7 @@ impl Drop for TempFile {
 /// A rename over the target that failed. Windows refuses to replace a file
 /// that is open (without delete sharing) or mapped, by any process: the
 /// error then says so; the old file is untouched (docs/PLATFORMS.md).
-fn refused_replace(e: io::Error) -> io::Error {
+pub(crate) fn refused_replace(e: io::Error) -> io::Error {
     if cfg!(windows) && e.kind() == io::ErrorKind::PermissionDenied {
         io::Error::new(
             e.kind(),

@@ -140,7 +140,7 @@ fn replace(staging: &Path, target: &Path) -> std::io::Result<Option<PathBuf>> {
         if let Some(backup) = &backup {
             let _ = std::fs::remove_file(backup);
         }
-        return Err(e);
+        return Err(crate::atomic::refused_replace(e));
     }
     Ok(backup)
 }

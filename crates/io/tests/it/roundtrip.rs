@@ -440,3 +440,36 @@ fn a_large_header_decoded_from_the_mapping_reads_the_same_once_its_pages_are_dro
         assert_eq!(mapped.bytes(&name).unwrap(), &data[i][..], "{name}");
     }
 }
+
+/// `append` to a file that another handle holds open does what
+/// docs/PLATFORMS.md says: on Windows the replacement is refused with an
+/// error that names the file and says it is open, the file is unchanged
+/// and no temp file is left; elsewhere the append succeeds and the open
+/// handle keeps reading the old bytes.
+#[test]
+fn an_append_to_a_file_held_open_is_what_the_platform_doc_says() {
+    use std::io::Read;
+    let dir = crate::scratch("append-held-open");
+    let path = dir.join("m.dt");
+    let a = pattern(1, 16);
+    save(&path, vec![(TensorSpec::new("a", Dtype::F32, [4]), &a[..])], &WriteOptions::default()).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let mut held = std::fs::File::open(&path).unwrap();
+    let b = pattern(2, 8);
+    let result = deathtensors_io::append(&path, vec![(TensorSpec::new("b", Dtype::U8, [8]), &b[..])], None, false);
+    if cfg!(windows) {
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("m.dt") && err.contains("refuses to replace an open file"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "the file changed");
+    } else {
+        result.unwrap();
+        assert!(Reader::open(&path).unwrap().tensor("b").is_ok());
+    }
+    let mut seen = Vec::new();
+    held.read_to_end(&mut seen).unwrap();
+    assert_eq!(seen, before);
+    drop(held);
+    let names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["m.dt"], "a temp file was left");
+}
