@@ -8,12 +8,13 @@ operation adds, then the goals as ratios.
     python bench.py [--runs N] [--mib 1024] [--out DIR] [--legacy-python PATH]
                     [--ct-python PATH] [--ops save,open,load-all,load-one,enc-save,enc-load-all,enc-load-one]
     python bench.py --ops blob [--runs N] [--mib 1024]
-    python bench.py --datasets tiny --ops save,open,load-all,load-one [--before-python PATH]
+    python bench.py --ops save,open,load-all,load-one --before-python PATH [--impls ...]
 
 The 20,000-tensor dataset (`tiny`) also runs bintensors 0.2 (its numpy and
-torch modules, each on its own file: its binary header) and, with
-`--before-python`, an older build of ours installed in another venv, so
-that a change is measured before and after in one run.
+torch modules, each on its own file: its binary header). With
+`--before-python`, both datasets also run an older build of ours installed
+in another venv, so that a change is measured before and after in one run
+(`--impls ours-numpy,ours-torch,before-numpy,before-torch` runs only those).
 
 The `enc-*` operations (1 GiB model only) save with AES-256-GCM and an
 Ed25519 signature and load with the key: ours (`dt.save(encrypt=, sign=)`,
@@ -483,7 +484,7 @@ def main():
     ap.add_argument("--ct-python", default=str(HERE.parents[3] / ".venv-ct023" / "bin" / "python"))
     ap.add_argument("--before-python", default=None,
                     help="a Python whose deathtensors is an older build of ours: measured beside this one "
-                         "(`before-numpy`, `before-torch`) on the 20,000-tensor dataset")
+                         "(`before-numpy`, `before-torch`) on every dataset, with a before/after table")
     ap.add_argument("--datasets", default="model,tiny", help="model, tiny (20,000 tensors of [16] F32), or both")
     ap.add_argument("--impls", default=None, help="only these implementations (comma-separated names, as printed)")
     ap.add_argument("--worker", nargs=4)
@@ -683,8 +684,11 @@ def main():
     for dataset in args.datasets.split(",") if file_ops else ():
         impls = ["ours-numpy", "ours-torch", "st-numpy", "st-torch", "dt030"]
         if dataset == "tiny":
-            # bintensors (its binary header), and ours before this change.
-            impls += ["bt-numpy", "bt-torch"] + (["before-numpy", "before-torch"] if args.before_python else [])
+            # bintensors (its binary header).
+            impls += ["bt-numpy", "bt-torch"]
+        if args.before_python:
+            # Ours before this change.
+            impls += ["before-numpy", "before-torch"]
         size = sum(_nbytes(k, s) for _, k, s in (model_spec(args.mib) if dataset == "model" else tiny_spec()))
         print(f"{dataset}: {size / 2**20:.1f} MiB", flush=True)
         ext = lambda i: "safetensors" if i.startswith("st") else "bt" if i.startswith("bt") else "dt"  # noqa: E731
@@ -756,6 +760,14 @@ def main():
         for op in ("save", "open", "load-all", "load-one"):
             if any(k[:2] == ("tiny", op) for k in results):
                 print(f"| {op} | " + " | ".join(f"{r('tiny', op, i) * 1000:.1f}" for i in cols) + " |")
+    if args.before_python:
+        print("\n| before/after | op | before, ms | after, ms | after / before |\n| --- | --- | ---: | ---: | ---: |")
+        for dataset in args.datasets.split(","):
+            for op in ("save", "open", "load-all", "load-one"):
+                for api in ("numpy", "torch"):
+                    if (dataset, op, f"ours-{api}") in results and (dataset, op, f"before-{api}") in results:
+                        b, a = r(dataset, op, f"before-{api}"), r(dataset, op, f"ours-{api}")
+                        print(f"| {dataset} ({api}) | {op} | {b * 1000:.1f} | {a * 1000:.1f} | {a / b:.2f} |")
     if file_ops:
         print("\n| goal | ratio | target |\n| --- | --- | --- |")
         for name, ratio, target in goals:
