@@ -176,6 +176,6 @@ fn consolidate_reads_a_checkpoint_over_http() {
     std::fs::rename(&ckpt, dir.path("www/ckpt")).unwrap();
     let Some(server) = nginx(&dir.0) else { return };
     let local = consolidated(&dir.path("www/ckpt").to_string_lossy(), &dir, "local.dt", &[]);
-    let url = format!("http://127.0.0.1:{}/ckpt", server.1);
+    let url = format!("http://127.0.0.1:{}/ckpt", server.port);
     assert!(consolidated(&url, &dir, "http.dt", &[]) == local);
 }

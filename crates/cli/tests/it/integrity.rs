@@ -126,11 +126,11 @@ fn a_flipped_tensor_byte_served_over_http_fails_every_reading_command() {
     flipped(&good, &dir.path("www/bad.dt"), "big", 9 << 20);
     std::fs::copy(&good, dir.path("www/good.dt")).unwrap();
     let Some(server) = nginx(&dir.0) else { return };
-    let url = format!("http://127.0.0.1:{}/bad.dt", server.1);
+    let url = format!("http://127.0.0.1:{}/bad.dt", server.port);
     every_command_refuses(&dir, &url, &good, "big");
     // A requirement applies to the one open of a URL: an unsigned file is
     // refused, never read through an open made without it.
-    let good_url = format!("http://127.0.0.1:{}/good.dt", server.1);
+    let good_url = format!("http://127.0.0.1:{}/good.dt", server.port);
     let out = dir.path("req.dt");
     for args in
         [vec!["verify", &good_url, "--require-signature"], vec!["convert", &good_url, p(&out), "--require-signature"]]

@@ -3,22 +3,9 @@
 //! is not installed), its output the same as for the local file; a URL
 //! is fetched once by each command (requests counted in nginx's access log).
 
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use crate::{assert_one_error_line, check, json, valid, Scratch};
-
-/// nginx serving `dir/www`, killed on drop.
-pub(crate) struct Nginx(Child, pub(crate) u16);
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// `--storage-option` arguments reaching moto's S3 server `server` (its
 /// fixed test credentials).
@@ -32,42 +19,15 @@ pub(crate) fn moto_options(server: &crate::servers::Server) -> Vec<String> {
     pairs.into_iter().flat_map(|p| ["--storage-option".to_string(), p]).collect()
 }
 
-pub(crate) fn nginx(dir: &Path) -> Option<Nginx> {
+/// nginx serving `dir/www` on loopback, logging requests to
+/// `dir/access.log` (`servers.rs`, shared with the remote crate's tests).
+pub(crate) fn nginx(dir: &Path) -> Option<crate::servers::Server> {
     if cfg!(windows) {
         // Under Wine the Linux nginx would start, but with its config in Windows paths.
         eprintln!("SKIP: nginx is a Linux server: not started by the Windows tests");
         return None;
     }
-    let Some(bin) = ["/usr/sbin/nginx", "/usr/bin/nginx"].iter().map(PathBuf::from).find(|p| p.is_file()) else {
-        eprintln!("SKIP: nginx is not installed (cargo xtask setup installs it with apt-get)");
-        return None;
-    };
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let d = dir.display();
-    std::fs::create_dir_all(dir.join("tmp")).unwrap();
-    let conf = format!(
-        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-         events {{ worker_connections 64; }}\n\
-         http {{ access_log {d}/access.log; client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp; \
-         uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;\n\
-         server {{ listen 127.0.0.1:{port}; root {d}/www; location / {{ }} }} }}\n"
-    );
-    std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-    let child = Command::new(bin)
-        .arg("-p")
-        .arg(dir)
-        .arg("-c")
-        .arg(dir.join("nginx.conf"))
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let server = Nginx(child, port);
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(20), "nginx did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some(server)
+    crate::servers::nginx_logging(dir)
 }
 
 #[test]
@@ -81,7 +41,7 @@ fn reading_commands_take_urls() {
         std::fs::copy(e.path(), dir.path("www/sharded").join(e.file_name())).unwrap();
     }
     let Some(server) = nginx(&dir.0) else { return };
-    let url = format!("http://127.0.0.1:{}/{file}", server.1);
+    let url = format!("http://127.0.0.1:{}/{file}", server.port);
     let local = dir.path(&format!("www/{file}"));
     for cmd in ["inspect", "ls", "stats"] {
         let mut remote = json([cmd, url.as_str()], 0);
@@ -100,9 +60,9 @@ fn reading_commands_take_urls() {
     let out = dir.path("out.dt");
     check(["convert", "--checksum", url.as_str(), out.to_str().unwrap()], 0);
     check(["verify", out.to_str().unwrap()], 0);
-    let index = format!("http://127.0.0.1:{}/sharded/model.safetensors.index.json", server.1);
+    let index = format!("http://127.0.0.1:{}/sharded/model.safetensors.index.json", server.port);
     check(["verify", "--allow-missing", index.as_str()], 0);
-    let r = check(["ls", &format!("http://127.0.0.1:{}/none.dt", server.1)], 2);
+    let r = check(["ls", &format!("http://127.0.0.1:{}/none.dt", server.port)], 2);
     assert_one_error_line(&r, &["none.dt", "no such object"]);
 }
 
@@ -134,7 +94,7 @@ fn a_deathtensors_0_3_0_index_url_is_fetched_once() {
     // Its head fits the first ranged GET (64 KiB): one open, one request.
     assert!(std::fs::metadata(samples.join(index)).unwrap().len() < 64 << 10);
     let Some(server) = nginx(&dir.0) else { return };
-    let url = format!("http://127.0.0.1:{}/{index}", server.1);
+    let url = format!("http://127.0.0.1:{}/{index}", server.port);
     let out = dir.path("merged.dt");
     let local = json(["inspect", samples.join(index).to_str().unwrap()], 0);
     let commands: [&[&str]; 4] = [

@@ -67,6 +67,17 @@ impl Server {
 /// one process, no daemon. `None`, with a message, when nginx is not
 /// installed (`cargo xtask setup` installs it from Debian).
 pub fn nginx(dir: &Path) -> Option<Server> {
+    nginx_with(dir, false)
+}
+
+/// [`nginx`], logging each request to `dir/access.log` (for tests that
+/// count requests).
+#[allow(dead_code)] // used by the CLI's tests, which include this file
+pub fn nginx_logging(dir: &Path) -> Option<Server> {
+    nginx_with(dir, true)
+}
+
+fn nginx_with(dir: &Path, access_log: bool) -> Option<Server> {
     let Some(bin) = find("nginx", &["/usr/sbin/nginx".into()]) else {
         eprintln!("SKIP: nginx is not installed (cargo xtask setup installs it with apt-get)");
         return None;
@@ -75,10 +86,11 @@ pub fn nginx(dir: &Path) -> Option<Server> {
     std::fs::create_dir_all(&root).unwrap();
     let port = free_port();
     let d = dir.display();
+    let log = if access_log { format!("{d}/access.log") } else { "off".into() };
     let conf = format!(
         "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
          events {{ worker_connections 512; }}\n\
-         http {{\n  access_log off;\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  \
+         http {{\n  access_log {log};\n  client_body_temp_path {d}/tmp;\n  proxy_temp_path {d}/tmp;\n  \
          fastcgi_temp_path {d}/tmp;\n  uwsgi_temp_path {d}/tmp;\n  scgi_temp_path {d}/tmp;\n  \
          keepalive_requests 100000;\n  sendfile on;\n  tcp_nopush on;\n\
          server {{ listen 127.0.0.1:{port}; root {}; location / {{ }} }}\n}}\n",
