@@ -17,6 +17,7 @@ mod parity;
 mod region;
 mod roundtrip;
 mod safety;
+mod scratch;
 mod sharded;
 mod strided;
 mod vectors;
@@ -28,40 +29,11 @@ pub fn testdata() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
 }
 
+pub use scratch::Scratch;
+
 /// A fresh empty directory for one test, removed when dropped.
 pub fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("dt-io-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
-}
-
-/// A test's directory: a path while the test runs, gone when it ends
-/// (a failing test's files go too; rerun it with `DT_KEEP_SCRATCH=1`
-/// to keep them). Declared before the test's files and collections, it is
-/// dropped after them: Windows removes no folder with an open file in it.
-#[derive(Debug)]
-pub struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl AsRef<std::path::Path> for Scratch {
-    fn as_ref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if std::env::var_os("DT_KEEP_SCRATCH").is_none() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    Scratch::new("dt-io", name)
 }
 
 /// Names of the entries of a directory, sorted.

@@ -15,47 +15,21 @@ mod gcs;
 mod http;
 mod proxy;
 mod s3;
+#[path = "../../../io/tests/it/scratch.rs"]
+mod scratch;
 mod servers;
 mod upload;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use deathtensors_io::format::{Dtype, TensorSpec};
 use deathtensors_io::{save, WriteOptions};
 
+pub use scratch::Scratch;
+
 /// A fresh empty directory for one test, removed when dropped.
 pub fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("dt-remote-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
-}
-
-/// A test's directory: a path while the test runs, gone when it ends
-/// (a failing test's files go too; rerun it with `DT_KEEP_SCRATCH=1`
-/// to keep them).
-#[derive(Debug)]
-pub struct Scratch(PathBuf);
-
-impl std::ops::Deref for Scratch {
-    type Target = std::path::Path;
-    fn deref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl AsRef<std::path::Path> for Scratch {
-    fn as_ref(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if std::env::var_os("DT_KEEP_SCRATCH").is_none() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    Scratch::new("dt-remote", name)
 }
 
 /// Deterministic bytes: tensor `i`'s contents.
