@@ -10,7 +10,7 @@ use std::os::raw::c_int;
 use pyo3::exceptions::{PyBufferError, PyMemoryError};
 use pyo3::prelude::*;
 
-use deathtensors_io::{huge_pages_pay, HUGE_PAGE};
+use deathtensors_io::HUGE_PAGE;
 
 /// A writable byte buffer exposed through the buffer protocol.
 #[derive(Debug)]
@@ -40,7 +40,7 @@ impl PyArena {
             return Err(PyMemoryError::new_err(format!("cannot allocate {len} bytes")));
         }
         #[cfg(target_os = "linux")]
-        if huge_pages_pay(len) {
+        if deathtensors_io::huge_pages_pay(len) {
             // SAFETY: the range is our own fresh allocation; the advice only
             // changes how the kernel backs it. Failure is harmless.
             let _ = unsafe { rustix::mm::madvise(ptr.cast(), layout.size(), rustix::mm::Advice::LinuxHugepage) };
