@@ -84,5 +84,29 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let result = exec(&mut c);
     // Wine's server outlives the run by a few seconds: end it now.
     let _ = Command::new("/usr/lib/wine/wineserver").arg("-k").envs(env()).status();
+    stop_leftovers();
     result
+}
+
+/// Stops the Linux programs the Windows tests started through Wine (moto's
+/// S3 server, run as `Z:\...\moto_server`): a test stops its server when
+/// it ends, but under Wine that ends only the Windows side of it, and the
+/// Linux process it started would run on. They are found by the prefix's
+/// drive path in their command line.
+fn stop_leftovers() {
+    let mark = prefix().join("dosdevices");
+    let mark = mark.to_string_lossy();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return };
+    for p in procs.flatten() {
+        let name = p.file_name();
+        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else { continue };
+        let Ok(cmdline) = std::fs::read(p.path().join("cmdline")) else { continue };
+        if String::from_utf8_lossy(&cmdline).contains(&*mark) {
+            eprintln!(
+                "xtask: stopping {} (pid {pid}), left running by a Windows test",
+                String::from_utf8_lossy(&cmdline).replace('\0', " ").trim()
+            );
+            let _ = Command::new("kill").arg(pid).status();
+        }
+    }
 }

@@ -52,7 +52,17 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    let output = command().args(args).output().expect("the binary runs");
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(|a| a.as_ref().to_os_string()).collect();
+    let mut output = command().args(&args).output();
+    // Wine's CreateProcess now and then fails with ERROR_INTERNAL_ERROR
+    // (1359) on a loaded machine: the start is tried again, twice at most.
+    for _ in 0..2 {
+        match &output {
+            Err(e) if cfg!(windows) && e.raw_os_error() == Some(1359) => output = command().args(&args).output(),
+            _ => break,
+        }
+    }
+    let output = output.expect("the binary runs");
     Run {
         code: output.status.code().expect("the binary exits"),
         stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
