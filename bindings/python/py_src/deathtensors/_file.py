@@ -49,19 +49,65 @@ def _tensor_metadata(tensors: Any, metadata: Any, verb: str) -> Dict[str, Option
     return {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items()}
 
 
+class WriteKeywords(TypedDict, total=False):
+    """:func:`write_options`' keywords, for type checkers (PEP 692): the
+    write keywords of every writing function (:func:`save` takes them all;
+    the others take them all or a subset documented in their docstrings and
+    in ``docs/API.md``). A test keeps it equal to ``write_options``'
+    parameters, to the native ``WriteOptions`` and to ``_native.pyi``."""
+
+    global_metadata: Optional[Mapping[str, str]]
+    checksum: Union[bool, str]
+    compress: Union[bool, str]
+    compress_level: int
+    durable: bool
+    format: str
+    alignment: int
+    encrypt: Any
+    sign: Any
+    cipher: str
+    chunk_size: int
+    seal_header: bool
+    drop_cache: bool
+
+
 def write_options(
-    *, global_metadata: Optional[Mapping[str, str]] = None, encrypt: Any = None, sign: Any = None, **options: Any
+    *,
+    global_metadata: Optional[Mapping[str, str]] = None,
+    checksum: Union[bool, str] = False,
+    compress: Union[bool, str] = False,
+    compress_level: int = 3,
+    durable: bool = True,
+    format: str = "deathtensors",
+    alignment: int = 64,
+    encrypt: Any = None,
+    sign: Any = None,
+    cipher: str = "AES-256-GCM",
+    chunk_size: int = 1 << 20,
+    seal_header: bool = False,
+    drop_cache: bool = False,
 ) -> _native.WriteOptions:
-    """The native write options of a save's keywords (:func:`save`'s:
-    ``checksum``, ``compress``, ``compress_level``, ``durable``,
-    ``drop_cache``, ``format``, ``alignment``, ``cipher``, ``chunk_size``,
-    ``seal_header``), built and
-    checked once, by the native core; keys are turned into key rings here."""
+    """The native write options of a save's keywords (documented in
+    :func:`save`), built and checked once, by the native core, for every
+    writing function (``save``, ``save_file``, ``save_sharded``,
+    ``from_safetensors``, ``to_safetensors``, the distributed storage
+    writer); keys are turned into key rings here. The defaults are the
+    native ``WriteOptions``' (a test keeps them equal); a writing function
+    whose default differs says why in its docstring."""
     return _native.WriteOptions(
         global_metadata=_check_metadata("global_metadata", global_metadata),
+        checksum=checksum,
+        compress=compress,
+        compress_level=compress_level,
+        durable=durable,
+        format=format,
+        alignment=alignment,
         encrypt=None if encrypt is None else _keys.keyring(encrypt),
         sign=None if sign is None else _keys.keyring(sign),
-        **options,
+        cipher=cipher,
+        chunk_size=chunk_size,
+        seal_header=seal_header,
+        drop_cache=drop_cache,
     )
 
 
@@ -217,33 +263,43 @@ def save_file(
     path: PathLike,
     tensors: Iterable[Tuple[str, str, Iterable[int], Any, Optional[Mapping[str, str]]]],
     global_metadata: Optional[Mapping[str, str]] = None,
-    checksum: bool = False,
+    checksum: Union[bool, str] = False,
     compress: Union[bool, str] = False,
     compress_level: int = 3,
     durable: bool = True,
     *,
     metadata: Optional[Mapping[str, str]] = None,
+    format: str = "deathtensors",
+    alignment: int = 64,
+    encrypt: Any = None,
+    sign: Any = None,
+    cipher: str = "AES-256-GCM",
+    chunk_size: int = 1 << 20,
+    seal_header: bool = False,
+    drop_cache: bool = False,
 ) -> None:
     """The lower-level form of :func:`save`: ``tensors`` is an iterable of
     ``(name, dtype, shape, bytes, metadata)`` with dtype names such as
-    ``"F32"`` and raw little-endian row-major bytes. ``compress`` and
-    ``compress_level`` are :func:`save`'s.
+    ``"F32"`` and raw little-endian row-major bytes. The write keywords
+    (``checksum``, ``compress``, ``format``, ``encrypt``, ...) are
+    :func:`save`'s, with its defaults.
 
     safetensors' order is taken too: ``save_file(tensors, path,
     metadata=None)`` with ``tensors`` a dict of tensors (what
     :func:`save` takes) and ``metadata`` the global metadata.
     """
+    keywords: WriteKeywords = {
+        "checksum": checksum, "compress": compress, "compress_level": compress_level, "durable": durable,
+        "format": format, "alignment": alignment, "encrypt": encrypt, "sign": sign, "cipher": cipher,
+        "chunk_size": chunk_size, "seal_header": seal_header, "drop_cache": drop_cache,
+    }
     if isinstance(path, Mapping) and isinstance(tensors, (str, bytes, os.PathLike)):
         # safetensors.*.save_file(tensors, filename, metadata=None)
-        save(tensors, path, global_metadata=metadata if metadata is not None else global_metadata, checksum=checksum, compress=compress,
-             compress_level=compress_level, durable=durable)
+        save(tensors, path, global_metadata=metadata if metadata is not None else global_metadata, **keywords)
         return
     if metadata is not None:
         raise TypeError("save_file(path, tensors, ...): the global metadata is global_metadata= (metadata= is for save_file(tensors, path, metadata=...), safetensors' order)")
-    options = write_options(
-        global_metadata=global_metadata, checksum=checksum, compress=compress, compress_level=compress_level,
-        durable=durable,
-    )
+    options = write_options(global_metadata=global_metadata, **keywords)
     items = []
     for entry in tensors:
         name, dtype, shape, data = entry[:4]
