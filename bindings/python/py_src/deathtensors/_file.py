@@ -393,7 +393,8 @@ class DtFile:
 
     def info(self, name: str) -> Dict[str, Any]:
         """dtype, shape, data_offsets, nbytes, metadata (and more) of a tensor."""
-        dtype, shape, offsets, meta, sha256, file_offset, aligned = self._reader.info(name)
+        t = self._reader.info(name)
+        dtype, offsets = t.dtype, t.data_offsets
         torch_name = _dtypes._TORCH.get(dtype)
         numpy_spec = _dtypes._NUMPY.get(dtype)
         return {
@@ -401,15 +402,15 @@ class DtFile:
             "dtype": dtype,
             "torch_dtype": f"torch.{torch_name}" if torch_name else None,
             "numpy_dtype": (numpy_spec[1] if isinstance(numpy_spec, tuple) else numpy_spec),
-            "shape": list(shape),
-            "data_offsets": tuple(offsets),
+            "shape": t.shape,
+            "data_offsets": offsets,
             "nbytes": self._reader.nbytes(name),
             "stored_nbytes": offsets[1] - offsets[0],
             "compression": self._tensor_compression(name),
-            "metadata": meta,
-            "sha256": sha256,
-            "file_offset": file_offset,
-            "aligned": aligned,
+            "metadata": t.metadata,
+            "sha256": t.sha256,
+            "file_offset": t.file_offset,
+            "aligned": t.aligned,
         }
 
     def has_checksum(self) -> bool:
@@ -544,7 +545,7 @@ class DtFile:
         implies a copy, so that the bytes checked are the bytes returned.
         """
         info = self._reader.info(name)
-        dtype, shape, (start, end), aligned = info[0], info[1], info[2], info[6]
+        dtype, shape, (start, end), aligned = info.dtype, info.shape, info.data_offsets, info.aligned
         # A compressed tensor spans fewer bytes in the file than it has.
         end = start + self._reader.nbytes(name)
         if end == start:
@@ -552,12 +553,7 @@ class DtFile:
                 self._reader.verify_tensor(name)
             return _convert.from_buffer(framework, name, dtype, shape, b"")
         arena = None
-        mappable = _convert.MAP_BY_DEFAULT and not (
-            self._reader.is_compressed()
-            or self._reader.is_encrypted()
-            or self._reader.checked_reads()
-            or self._reader.is_remote()
-        )
+        mappable = _convert.MAP_BY_DEFAULT and self._reader.maps_tensors()
         if not (copy or verify) and aligned and end - start >= _convert.MAP_MIN and mappable:
             try:
                 arena = self._reader.map_tensor(name)
@@ -581,10 +577,10 @@ class DtFile:
         mapped: encrypted or compressed files, signed files, and readers
         with a signature or encryption requirement.
         """
-        dtype, shape, _, _, _, _, aligned = self._reader.info(name)
-        if not aligned:
+        info = self._reader.info(name)
+        if not info.aligned:
             return self.get_tensor(name, framework)
-        return _convert.view(framework, dtype, list(shape), self._reader.region(name), name)
+        return _convert.view(framework, info.dtype, info.shape, self._reader.region(name), name)
 
     def get_tensors(self, framework: str = "torch", copy: bool = False) -> Dict[str, Any]:
         """Every tensor, by name in the order of :meth:`keys`, in memory the
@@ -604,12 +600,7 @@ class DtFile:
             refuse_hidden_tensors(self._reader, self.path)
             return {}
         arena = None
-        if not copy and _convert.MAP_BY_DEFAULT and not (
-            self._reader.is_compressed()
-            or self._reader.is_encrypted()
-            or self._reader.checked_reads()
-            or self._reader.is_remote()
-        ):
+        if not copy and _convert.MAP_BY_DEFAULT and self._reader.maps_tensors():
             try:
                 arena = self._reader.map_all()
             except OSError:
@@ -635,7 +626,8 @@ class DtFile:
         10-million-row embedding table can be streamed a block at a time.
         The result is a fresh tensor the caller owns. (deathtensors 0.3.0
         read the whole tensor to slice it.)"""
-        dtype, shape = self._reader.info(name)[:2]
+        info = self._reader.info(name)
+        dtype, shape = info.dtype, info.shape
         if not shape:
             raise DeathTensorsError(f"tensor {name!r} is a scalar; get_tensor_slice needs at least one axis")
         rows = shape[0]
@@ -687,7 +679,8 @@ class DtFile:
         names = list(self._reader.keys() if names is None else names)
         out = {}
         for name, s in zip(names, self._reader.stats(names)):
-            dtype, shape = self._reader.info(name)[:2]
+            info = self._reader.info(name)
+            dtype, shape = info.dtype, info.shape
             if s is None:
                 raise DeathTensorsError(f"stats of tensor {name!r}: not supported for packed sub-byte dtype {dtype}")
             count, finite, zeros, nan, inf, lo, hi, mean, std = s
