@@ -52,9 +52,10 @@ def _tensor_metadata(tensors: Any, metadata: Any, verb: str) -> Dict[str, Option
 class WriteKeywords(TypedDict, total=False):
     """:func:`write_options`' keywords, for type checkers (PEP 692): the
     write keywords of every writing function (:func:`save` takes them all;
-    the others take them all or a subset documented in their docstrings and
-    in ``docs/API.md``). A test keeps it equal to ``write_options``'
-    parameters, to the native ``WriteOptions`` and to ``_native.pyi``."""
+    the others take them all or a subset, their docstrings saying why).
+    ``tests/test_options.py`` keeps it equal to ``write_options``'
+    parameters, to the native ``WriteOptions`` and to ``_native.pyi``, and
+    every writing function's keywords and defaults equal to these."""
 
     global_metadata: Optional[Mapping[str, str]]
     checksum: Union[bool, str]
