@@ -9,6 +9,7 @@ mod cli;
 mod collection;
 mod dcp;
 mod errors;
+mod info;
 mod keys;
 mod model_sign;
 mod names;
@@ -29,6 +30,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<options::PyWriteOptions>()?;
     m.add_class::<reader::PyReader>()?;
     m.add_class::<reader::PyRegion>()?;
+    m.add_class::<info::PyTensorInfo>()?;
     m.add_class::<names::PyTensorNames>()?;
     m.add_class::<arena::PyArena>()?;
     m.add_class::<collection::PyCollection>()?;

@@ -8,10 +8,11 @@ use deathtensors_io::{ErrorKind, PlacedRead, Placement, Reader, RegionCheck, Reg
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::arena::PyArena;
 use crate::errors::IntoPy;
+use crate::info::PyTensorInfo;
 use crate::names::{PyTensorNames, LAZY_NAMES_MIN};
 use crate::options::PyReadOptions;
 
@@ -235,21 +236,20 @@ impl PyReader {
         Ok(self.get()?.header().alignment())
     }
 
-    /// `(dtype, shape, (start, end), metadata, sha256 hex or None, file_offset, aligned)`.
-    fn info<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyTuple>> {
+    /// The tensor's header entry, fields named (`TensorInfo`).
+    fn info(&self, py: Python<'_>, name: &str) -> PyResult<PyTensorInfo> {
         let r = self.get()?;
         let t = r.tensor(name).py(py)?;
         let info = t.info;
-        (
-            info.dtype.name(),
-            info.shape.to_vec(),
-            info.data_offsets,
-            metadata_dict(py, &info.metadata)?,
-            info.sha256.as_deref().map(hex_digest),
-            t.file_offset,
-            t.is_aligned(),
-        )
-            .into_pyobject(py)
+        Ok(PyTensorInfo {
+            dtype: info.dtype.name(),
+            shape: info.shape.to_vec(),
+            data_offsets: info.data_offsets,
+            metadata: metadata_dict(py, &info.metadata)?.unbind(),
+            sha256: info.sha256.as_deref().map(hex_digest),
+            file_offset: t.file_offset,
+            aligned: t.is_aligned(),
+        })
     }
 
     /// Every tensor in header order (or those at positions `[start,
@@ -367,6 +367,16 @@ impl PyReader {
     /// such a reader reads, never maps.
     fn checked_reads(&self) -> PyResult<bool> {
         Ok(self.get()?.checked_reads())
+    }
+
+    /// Whether this file's tensors may be mapped, viewed where they sit in
+    /// the file: a local file (not a URL) whose bytes are the tensors' own
+    /// (neither compressed nor encrypted), read without per-read checks
+    /// (`checked_reads`). Whether a given tensor is then mapped depends on
+    /// its alignment (`TensorInfo.aligned`) and the caller's size threshold.
+    fn maps_tensors(&self) -> PyResult<bool> {
+        let r = self.get()?;
+        Ok(!(r.is_remote() || r.is_compressed() || r.is_encrypted() || r.checked_reads()))
     }
 
     fn is_sealed(&self) -> PyResult<bool> {

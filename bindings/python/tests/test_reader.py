@@ -436,3 +436,56 @@ def test_placed_region_reads_fill_their_columns_of_one_buffer(tmp_path):
         r.read_regions_placed(reads[:2], [full.view(np.uint8)])
     assert not full[:, :12].any() and (full[:, 12:] == 7).all()
     r.close()
+
+
+def test_native_info_is_a_typed_record(tmp_path):
+    # The native Reader.info is a TensorInfo with named fields (no
+    # positional tuple), and DtFile.info is built from it.
+    from deathtensors import _native
+
+    path = tmp_path / "m.dt"
+    dt.save(path, {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.zeros(1, np.int8)},
+            metadata={"w": {"k": "v"}}, checksum=True)
+    r = _native.Reader(str(path))
+    info = r.info("w")
+    assert isinstance(info, _native.TensorInfo) and not isinstance(info, tuple)
+    assert (info.dtype, info.shape, info.metadata, info.aligned) == ("F32", [2, 3], {"k": "v"}, True)
+    start, end = info.data_offsets
+    assert end - start == 24 and len(info.sha256) == 64
+    assert path.read_bytes()[info.file_offset:info.file_offset + 24] == np.arange(6, dtype=np.float32).tobytes()
+    with pytest.raises(AttributeError):
+        info.dtype = "F16"
+    with dt.open(path) as f:
+        d = f.info("w")
+        assert (d["dtype"], d["shape"], d["data_offsets"], d["sha256"], d["file_offset"], d["aligned"]) == (
+            "F32", [2, 3], info.data_offsets, info.sha256, info.file_offset, True)
+    assert r.info("b").sha256 is not None and r.info("b").metadata == {}
+    r.close()
+
+
+def test_maps_tensors_is_the_one_mapping_decision(tmp_path):
+    # Plain local files map; compressed, encrypted and signed ones (checked
+    # reads) never do: get_tensor_view refuses them, get_tensor reads.
+    from deathtensors import _native
+
+    t = {"w": np.arange(1 << 16, dtype=np.float32)}
+    key = dt.generate_key("symmetric", kid="k")
+    signer = dt.generate_key("ed25519", kid="s")
+    cases = {
+        "plain": ({}, {}, True),
+        "compressed": ({"compress": True}, {}, False),
+        "encrypted": ({"encrypt": key}, {"keys": key}, False),
+        "signed": ({"sign": signer}, {}, False),
+    }
+    for what, (save_kw, open_kw, maps) in cases.items():
+        path = tmp_path / f"{what}.dt"
+        dt.save(path, t, **save_kw)
+        opts = dt._file.read_options(**open_kw)
+        r = _native.Reader(str(path), opts)
+        assert r.maps_tensors() is maps, what
+        r.close()
+        with dt.open(path, **open_kw) as f:
+            assert np.array_equal(f.get_tensor("w", framework="numpy"), t["w"]), what
+            if not maps:
+                with pytest.raises(dt.DeathTensorsError):
+                    f.get_tensor_view("w", framework="numpy")

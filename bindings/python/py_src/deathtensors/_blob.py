@@ -177,7 +177,11 @@ class TensorBlob:
         empty one of those. `framework` is what reads return: ``"torch"``
         (the default when torch is installed) or ``"numpy"``.
 
-        `durable` (default True) makes each commit wait for the disk.
+        `durable` (default True) makes each commit wait for the disk; it
+        is the only one of :func:`deathtensors.save`'s write keywords a
+        collection takes: its blocks are raw rows of one dtype and shape
+        (no per-tensor metadata, checksum, compression, alignment,
+        encryption or signature), committed block by block.
         tensorblob directories open read-only (``r``); convert them with
         :meth:`TensorBlob.convert`. `max_cached_blocks` is accepted for
         tensorblob's sake and ignored (open block files cost one descriptor).

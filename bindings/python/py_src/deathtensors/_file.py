@@ -49,19 +49,66 @@ def _tensor_metadata(tensors: Any, metadata: Any, verb: str) -> Dict[str, Option
     return {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items()}
 
 
+class WriteKeywords(TypedDict, total=False):
+    """:func:`write_options`' keywords, for type checkers (PEP 692): the
+    write keywords of every writing function (:func:`save` takes them all;
+    the others take them all or a subset, their docstrings saying why).
+    ``tests/test_options.py`` keeps it equal to ``write_options``'
+    parameters, to the native ``WriteOptions`` and to ``_native.pyi``, and
+    every writing function's keywords and defaults equal to these."""
+
+    global_metadata: Optional[Mapping[str, str]]
+    checksum: Union[bool, str]
+    compress: Union[bool, str]
+    compress_level: int
+    durable: bool
+    format: str
+    alignment: int
+    encrypt: Any
+    sign: Any
+    cipher: str
+    chunk_size: int
+    seal_header: bool
+    drop_cache: bool
+
+
 def write_options(
-    *, global_metadata: Optional[Mapping[str, str]] = None, encrypt: Any = None, sign: Any = None, **options: Any
+    *,
+    global_metadata: Optional[Mapping[str, str]] = None,
+    checksum: Union[bool, str] = False,
+    compress: Union[bool, str] = False,
+    compress_level: int = 3,
+    durable: bool = True,
+    format: str = "deathtensors",
+    alignment: int = 64,
+    encrypt: Any = None,
+    sign: Any = None,
+    cipher: str = "AES-256-GCM",
+    chunk_size: int = 1 << 20,
+    seal_header: bool = False,
+    drop_cache: bool = False,
 ) -> _native.WriteOptions:
-    """The native write options of a save's keywords (:func:`save`'s:
-    ``checksum``, ``compress``, ``compress_level``, ``durable``,
-    ``drop_cache``, ``format``, ``alignment``, ``cipher``, ``chunk_size``,
-    ``seal_header``), built and
-    checked once, by the native core; keys are turned into key rings here."""
+    """The native write options of a save's keywords (documented in
+    :func:`save`), built and checked once, by the native core, for every
+    writing function (``save``, ``save_file``, ``save_sharded``,
+    ``from_safetensors``, ``to_safetensors``, the distributed storage
+    writer); keys are turned into key rings here. The defaults are the
+    native ``WriteOptions``' (a test keeps them equal); a writing function
+    whose default differs says why in its docstring."""
     return _native.WriteOptions(
         global_metadata=_check_metadata("global_metadata", global_metadata),
+        checksum=checksum,
+        compress=compress,
+        compress_level=compress_level,
+        durable=durable,
+        format=format,
+        alignment=alignment,
         encrypt=None if encrypt is None else _keys.keyring(encrypt),
         sign=None if sign is None else _keys.keyring(sign),
-        **options,
+        cipher=cipher,
+        chunk_size=chunk_size,
+        seal_header=seal_header,
+        drop_cache=drop_cache,
     )
 
 
@@ -217,33 +264,43 @@ def save_file(
     path: PathLike,
     tensors: Iterable[Tuple[str, str, Iterable[int], Any, Optional[Mapping[str, str]]]],
     global_metadata: Optional[Mapping[str, str]] = None,
-    checksum: bool = False,
+    checksum: Union[bool, str] = False,
     compress: Union[bool, str] = False,
     compress_level: int = 3,
     durable: bool = True,
     *,
     metadata: Optional[Mapping[str, str]] = None,
+    format: str = "deathtensors",
+    alignment: int = 64,
+    encrypt: Any = None,
+    sign: Any = None,
+    cipher: str = "AES-256-GCM",
+    chunk_size: int = 1 << 20,
+    seal_header: bool = False,
+    drop_cache: bool = False,
 ) -> None:
     """The lower-level form of :func:`save`: ``tensors`` is an iterable of
     ``(name, dtype, shape, bytes, metadata)`` with dtype names such as
-    ``"F32"`` and raw little-endian row-major bytes. ``compress`` and
-    ``compress_level`` are :func:`save`'s.
+    ``"F32"`` and raw little-endian row-major bytes. The write keywords
+    (``checksum``, ``compress``, ``format``, ``encrypt``, ...) are
+    :func:`save`'s, with its defaults.
 
     safetensors' order is taken too: ``save_file(tensors, path,
     metadata=None)`` with ``tensors`` a dict of tensors (what
     :func:`save` takes) and ``metadata`` the global metadata.
     """
+    keywords: WriteKeywords = {
+        "checksum": checksum, "compress": compress, "compress_level": compress_level, "durable": durable,
+        "format": format, "alignment": alignment, "encrypt": encrypt, "sign": sign, "cipher": cipher,
+        "chunk_size": chunk_size, "seal_header": seal_header, "drop_cache": drop_cache,
+    }
     if isinstance(path, Mapping) and isinstance(tensors, (str, bytes, os.PathLike)):
         # safetensors.*.save_file(tensors, filename, metadata=None)
-        save(tensors, path, global_metadata=metadata if metadata is not None else global_metadata, checksum=checksum, compress=compress,
-             compress_level=compress_level, durable=durable)
+        save(tensors, path, global_metadata=metadata if metadata is not None else global_metadata, **keywords)
         return
     if metadata is not None:
         raise TypeError("save_file(path, tensors, ...): the global metadata is global_metadata= (metadata= is for save_file(tensors, path, metadata=...), safetensors' order)")
-    options = write_options(
-        global_metadata=global_metadata, checksum=checksum, compress=compress, compress_level=compress_level,
-        durable=durable,
-    )
+    options = write_options(global_metadata=global_metadata, **keywords)
     items = []
     for entry in tensors:
         name, dtype, shape, data = entry[:4]
@@ -337,7 +394,8 @@ class DtFile:
 
     def info(self, name: str) -> Dict[str, Any]:
         """dtype, shape, data_offsets, nbytes, metadata (and more) of a tensor."""
-        dtype, shape, offsets, meta, sha256, file_offset, aligned = self._reader.info(name)
+        t = self._reader.info(name)
+        dtype, offsets = t.dtype, t.data_offsets
         torch_name = _dtypes._TORCH.get(dtype)
         numpy_spec = _dtypes._NUMPY.get(dtype)
         return {
@@ -345,15 +403,15 @@ class DtFile:
             "dtype": dtype,
             "torch_dtype": f"torch.{torch_name}" if torch_name else None,
             "numpy_dtype": (numpy_spec[1] if isinstance(numpy_spec, tuple) else numpy_spec),
-            "shape": list(shape),
-            "data_offsets": tuple(offsets),
+            "shape": t.shape,
+            "data_offsets": offsets,
             "nbytes": self._reader.nbytes(name),
             "stored_nbytes": offsets[1] - offsets[0],
             "compression": self._tensor_compression(name),
-            "metadata": meta,
-            "sha256": sha256,
-            "file_offset": file_offset,
-            "aligned": aligned,
+            "metadata": t.metadata,
+            "sha256": t.sha256,
+            "file_offset": t.file_offset,
+            "aligned": t.aligned,
         }
 
     def has_checksum(self) -> bool:
@@ -488,7 +546,7 @@ class DtFile:
         implies a copy, so that the bytes checked are the bytes returned.
         """
         info = self._reader.info(name)
-        dtype, shape, (start, end), aligned = info[0], info[1], info[2], info[6]
+        dtype, shape, (start, end), aligned = info.dtype, info.shape, info.data_offsets, info.aligned
         # A compressed tensor spans fewer bytes in the file than it has.
         end = start + self._reader.nbytes(name)
         if end == start:
@@ -496,12 +554,7 @@ class DtFile:
                 self._reader.verify_tensor(name)
             return _convert.from_buffer(framework, name, dtype, shape, b"")
         arena = None
-        mappable = _convert.MAP_BY_DEFAULT and not (
-            self._reader.is_compressed()
-            or self._reader.is_encrypted()
-            or self._reader.checked_reads()
-            or self._reader.is_remote()
-        )
+        mappable = _convert.MAP_BY_DEFAULT and self._reader.maps_tensors()
         if not (copy or verify) and aligned and end - start >= _convert.MAP_MIN and mappable:
             try:
                 arena = self._reader.map_tensor(name)
@@ -525,10 +578,10 @@ class DtFile:
         mapped: encrypted or compressed files, signed files, and readers
         with a signature or encryption requirement.
         """
-        dtype, shape, _, _, _, _, aligned = self._reader.info(name)
-        if not aligned:
+        info = self._reader.info(name)
+        if not info.aligned:
             return self.get_tensor(name, framework)
-        return _convert.view(framework, dtype, list(shape), self._reader.region(name), name)
+        return _convert.view(framework, info.dtype, info.shape, self._reader.region(name), name)
 
     def get_tensors(self, framework: str = "torch", copy: bool = False) -> Dict[str, Any]:
         """Every tensor, by name in the order of :meth:`keys`, in memory the
@@ -548,12 +601,7 @@ class DtFile:
             refuse_hidden_tensors(self._reader, self.path)
             return {}
         arena = None
-        if not copy and _convert.MAP_BY_DEFAULT and not (
-            self._reader.is_compressed()
-            or self._reader.is_encrypted()
-            or self._reader.checked_reads()
-            or self._reader.is_remote()
-        ):
+        if not copy and _convert.MAP_BY_DEFAULT and self._reader.maps_tensors():
             try:
                 arena = self._reader.map_all()
             except OSError:
@@ -579,7 +627,8 @@ class DtFile:
         10-million-row embedding table can be streamed a block at a time.
         The result is a fresh tensor the caller owns. (deathtensors 0.3.0
         read the whole tensor to slice it.)"""
-        dtype, shape = self._reader.info(name)[:2]
+        info = self._reader.info(name)
+        dtype, shape = info.dtype, info.shape
         if not shape:
             raise DeathTensorsError(f"tensor {name!r} is a scalar; get_tensor_slice needs at least one axis")
         rows = shape[0]
@@ -631,7 +680,8 @@ class DtFile:
         names = list(self._reader.keys() if names is None else names)
         out = {}
         for name, s in zip(names, self._reader.stats(names)):
-            dtype, shape = self._reader.info(name)[:2]
+            info = self._reader.info(name)
+            dtype, shape = info.dtype, info.shape
             if s is None:
                 raise DeathTensorsError(f"stats of tensor {name!r}: not supported for packed sub-byte dtype {dtype}")
             count, finite, zeros, nan, inf, lo, hi, mean, std = s

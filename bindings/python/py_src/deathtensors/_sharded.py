@@ -46,7 +46,7 @@ def save_sharded(
     max_shard_bytes: int = 5 * 1024**3,
     metadata: Optional[Mapping[str, Mapping[str, str]]] = None,
     global_metadata: Optional[Mapping[str, str]] = None,
-    checksum: bool = True,
+    checksum: Union[bool, str] = True,
     compress: Union[bool, str] = False,
     compress_level: int = 3,
     durable: bool = True,

@@ -93,6 +93,13 @@ class StorageWriter(dcp_storage.StorageWriter):
     checkpoint on 4 ranks saved in a third of the time on this project's
     2-core machine); a load soon after reads from the disk.
     ``drop_cache=False`` keeps them cached (loads right after the save).
+    Of :func:`deathtensors.save`'s write keywords it takes ``format``,
+    ``durable`` and ``drop_cache`` (default: ``durable``, where ``save``'s
+    is False: a checkpoint is written once and read later, by another job);
+    the others are the writer's own: digests are always recorded (as
+    ``format`` says above), tiles are laid out by ``block_bytes`` and
+    ``tiles``, the checkpoint's metadata is its JSON document, and
+    compression, encryption and signatures are not offered for checkpoints.
     A save removes, before its ranks write, the rank files of earlier
     saves of this checkpoint that failed, and after its commit those of the
     checkpoint it replaces; never the committed checkpoint's files before

@@ -243,11 +243,10 @@ def _read(reader: Any, name: str, nbytes: int, framework: str) -> Any:
 
 
 def maps_bytes(reader: Any) -> bool:
-    """Whether the tensors' bytes can be viewed in a mapping of the file:
-    not when they must be decompressed, decrypted, checked against a
-    signed digest as they are read (a signed file, or a requirement), or
-    fetched from a store."""
-    return not (reader.is_compressed() or reader.is_encrypted() or reader.checked_reads() or reader.is_remote())
+    """Whether the tensors' bytes can be viewed in a mapping of the file
+    (the native ``Reader.maps_tensors`` decides: not when they must be
+    decompressed, decrypted, checked as they are read, or fetched)."""
+    return reader.maps_tensors()
 
 
 class PySafeSlice:
@@ -428,8 +427,9 @@ class safe_open:
         tensor, no bytes, or out of mappings)."""
         if not self._mapping_ok:
             return None
-        _, _, (start, _), _, _, _, aligned = reader.info(name)
-        if not (aligned and nbytes):
+        info = reader.info(name)
+        start = info.data_offsets[0]
+        if not (info.aligned and nbytes):
             return None
         if blob is None:
             if nbytes < MAP_MIN:
