@@ -250,3 +250,6 @@ mod tests {
         check(&[("allow_http", "maybe")], Err("storage option allow_http: \"maybe\" is not true or false"));
     }
 }
+
+/// The longest backoff, object_store's and ours.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(5);
