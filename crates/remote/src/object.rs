@@ -4,7 +4,6 @@
 use std::io;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
 
 use deathtensors_io::ReadAt;
 use futures::{StreamExt, TryStreamExt};
