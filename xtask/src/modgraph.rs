@@ -27,14 +27,8 @@ pub type Graph = BTreeMap<String, BTreeSet<String>>;
 
 /// The `src` folders whose modules must form no circle: every crate of
 /// the workspace (the fuzz targets are one file each, with no modules).
-pub const RUST_SOURCES: &[&str] = &[
-    "crates/format/src",
-    "crates/io/src",
-    "crates/remote/src",
-    "crates/cli/src",
-    "bindings/python/src",
-    "xtask/src",
-];
+pub const RUST_SOURCES: &[&str] =
+    &["crates/format/src", "crates/io/src", "crates/remote/src", "crates/cli/src", "bindings/python/src", "xtask/src"];
 
 /// The Python package whose modules must form no circle.
 pub const PYTHON_PACKAGE: &str = "bindings/python/py_src/deathtensors";
@@ -215,7 +209,8 @@ fn strip_rust(text: &str) -> String {
                 }
             }
             out.push(' ');
-        } else if c == 'r' && (next == Some('"') || next == Some('#')) && !b[..i].last().is_some_and(|p| ident_char(*p)) {
+        } else if c == 'r' && (next == Some('"') || next == Some('#')) && !b[..i].last().is_some_and(|p| ident_char(*p))
+        {
             // A raw string: r"..", r#".."#.
             let mut j = i + 1;
             while b.get(j) == Some(&'#') {
@@ -690,7 +685,6 @@ pub fn circles(graph: &Graph) -> Vec<Vec<String>> {
     s.out
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -808,7 +802,13 @@ mod tests {
             got.iter().map(|i| (i.level, i.module.as_str(), i.names.len(), i.indented)).collect();
         assert_eq!(
             short,
-            [(1, "", 1, false), (1, "_b", 2, false), (0, "deathtensors._c", 0, false), (0, "os", 0, false), (2, "_e", 1, true)]
+            [
+                (1, "", 1, false),
+                (1, "_b", 2, false),
+                (0, "deathtensors._c", 0, false),
+                (0, "os", 0, false),
+                (2, "_e", 1, true)
+            ]
         );
         assert_eq!(got[1].names[1], ("y".to_string(), "z".to_string()));
     }
