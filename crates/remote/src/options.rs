@@ -197,6 +197,9 @@ fn duration(key: &str, value: &str) -> io::Result<Duration> {
     Ok(d)
 }
 
+/// The longest backoff, object_store's and ours.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +253,3 @@ mod tests {
         check(&[("allow_http", "maybe")], Err("storage option allow_http: \"maybe\" is not true or false"));
     }
 }
-
-/// The longest backoff, object_store's and ours.
-pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(5);
