@@ -70,15 +70,12 @@ pub fn read(src: &Path) -> Result<Graph, String> {
     collect(src, "rs", &mut files)?;
     let mut modules = BTreeMap::new();
     for f in &files {
-        let Some(path) = rust_module(src, f) else { continue };
+        // The crate roots (`lib.rs`, `main.rs`) are tables of contents, no nodes.
+        let Some(path) = rust_module(src, f).filter(|p| !p.is_empty()) else { continue };
         let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
-        // A second crate root (`main.rs` beside `lib.rs`) is a table of contents too.
-        if path.is_empty() {
-            continue;
-        }
         modules.insert(path.clone(), scan_rust(&strip_rust(&text), &path));
     }
-    // lib.rs's `pub use` lead names to their modules as well.
+    // The roots' `pub use` lead names to their modules as well.
     let mut roots = BTreeMap::new();
     for root in ["lib.rs", "main.rs"] {
         if let Ok(text) = std::fs::read_to_string(src.join(root)) {
