@@ -38,6 +38,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
 /// Runs `bindings/python/benches/SCRIPT ARGS` on the release wheel.
 fn python_bench(script: &str, args: &[String]) -> Result<(), String> {
     crate::python::setup()?;
-    crate::python::install_wheel()?;
+    crate::wheel::install()?;
     exec(Command::new(crate::python::python()).arg(format!("bindings/python/benches/{script}")).args(args))
 }

@@ -67,7 +67,7 @@ fn test_steps(steps: &mut Steps) -> Result<(), String> {
     // The wheel that ships, not a dev build, whose unoptimised Rust makes
     // pytest slower (6:12 against 5:20 on one worker, warm); the `dist` of
     // `checks` then finds it built.
-    steps.run("python: the host's release wheel into .venv", crate::python::install_wheel)?;
+    steps.run("python: the host's release wheel into .venv", crate::wheel::install)?;
     let not_slow = format!("not {}", crate::python::SLOW);
     steps.run("pytest (all but the slow crash tests)", || crate::python::pytest(Some(&not_slow)))
 }

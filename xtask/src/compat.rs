@@ -80,7 +80,7 @@ def pytest_report_header(config):
 
 pub fn run() -> Result<(), String> {
     crate::python::setup()?;
-    crate::python::install_wheel()?;
+    crate::wheel::install()?;
     run_suite()
 }
 

@@ -23,7 +23,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::util::{cargo_bin, exec, output, root};
+use crate::headers::MANYLINUX;
+use crate::util::{cargo_bin, exec, host, output, root, workspace_version};
 use crate::{dist_test, sums, tools};
 
 /// The CLI's targets: Rust's name, and the name zig builds it under (glibc
@@ -48,9 +49,6 @@ const WHEEL_TARGETS: &[&str] = &[
     "x86_64-apple-darwin",
     crate::wine::WINDOWS,
 ];
-
-/// The wheels' platform tag (glibc 2.17).
-pub const MANYLINUX: &str = "manylinux2014";
 
 /// What to build, from the command line.
 #[derive(Debug)]
@@ -134,12 +132,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// The host's target triple.
-pub fn host() -> String {
-    let v = output(Command::new("rustc").arg("-vV")).unwrap_or_default();
-    v.lines().find_map(|l| l.strip_prefix("host: ")).unwrap_or("x86_64-unknown-linux-gnu").to_string()
-}
-
 fn build(o: &Options) -> Result<(), String> {
     if !o.allow_dirty && !output(Command::new("git").args(["status", "--porcelain"]))?.trim().is_empty() {
         return Err("dist: the work tree has uncommitted changes: commit them, or pass --allow-dirty".into());
@@ -218,11 +210,6 @@ impl BuildEnv {
     fn epoch(&self) -> &std::ffi::OsStr {
         &self.vars[0].1
     }
-}
-
-/// The workspace's version (`[workspace.package] version`).
-pub fn workspace_version() -> Result<String, String> {
-    crate::util::workspace_package("version")
 }
 
 /// Where the CLIs are built: not the wheels' target directory. cargo-zigbuild

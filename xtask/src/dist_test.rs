@@ -8,8 +8,8 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
-use crate::dist::{host, workspace_version, MANYLINUX};
-use crate::util::{exec, output, root};
+use crate::headers::MANYLINUX;
+use crate::util::{exec, host, output, root, workspace_version};
 use crate::{python, tools};
 
 /// Tests every artifact in `dist`; with `from_sdist`, also builds a wheel

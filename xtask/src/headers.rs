@@ -8,6 +8,9 @@
 use std::path::Path;
 use std::process::Command;
 
+/// The wheels' platform tag (glibc 2.17).
+pub const MANYLINUX: &str = "manylinux2014";
+
 /// The systems a release binary is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Os {
@@ -243,7 +246,7 @@ pub fn check_artifact(dir: &Path, name: &str, version: &str) -> Result<bool, Str
 /// [`check_artifact`] on every file of `dir`: every CLI archive and wheel
 /// must be checked (one of a target we cannot tell is an error).
 pub fn verify_dir(dir: &Path) -> Result<(), String> {
-    let version = crate::dist::workspace_version()?;
+    let version = crate::util::workspace_version()?;
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .flatten()

@@ -34,6 +34,7 @@ mod steps;
 mod sums;
 mod tools;
 mod util;
+mod wheel;
 mod wine;
 
 use std::process::ExitCode;
@@ -50,7 +51,7 @@ fn main() -> ExitCode {
         "ci" => ci::run_ci(rest),
         "setup" => setup::run(),
         "demo" => demo::run(),
-        "python" => python::test(),
+        "python" => wheel::test(),
         "compat" => compat::run(),
         "fuzz" => fuzz::run(rest),
         "bench" => bench::run(rest),

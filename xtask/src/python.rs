@@ -109,7 +109,7 @@ pub fn setup() -> Result<(), String> {
 /// imports): the test venv, about 3 GB of wheels, took 4 min 27 s with pip
 /// on a fresh clone of this 2-core machine and 54 s with uv. `--no-cache`
 /// leaves no second copy of those wheels on the disk.
-fn pip_install(args: &[&str]) -> Result<(), String> {
+pub fn pip_install(args: &[&str]) -> Result<(), String> {
     let has_uv = succeeds(Command::new(python()).args(["-m", "uv", "--version"]))
         || succeeds(Command::new(python()).args([
             "-m",
@@ -169,37 +169,6 @@ pub fn install_develop() -> Result<(), String> {
     )
 }
 
-/// Builds the host's release wheel, checks what it ships, and installs it
-/// into `.venv`: the tests run against the wheel that ships, not a
-/// development tree. On a host `dist` builds wheels for, it is built as
-/// `cargo xtask dist` builds it (so that a `dist` after it has no wheel to
-/// build); elsewhere (macOS, say) with maturin's own release build.
-pub fn install_wheel() -> Result<(), String> {
-    let out = root().join("target/wheels");
-    let _ = std::fs::remove_dir_all(&out);
-    if !crate::dist::host_wheel(&out)? {
-        exec(
-            Command::new(venv().join("bin/maturin"))
-                .args(["build", "--release", "--quiet", "-m", "bindings/python/Cargo.toml", "-o"])
-                .arg(&out)
-                .env("VIRTUAL_ENV", venv()),
-        )?;
-    }
-    let wheel = std::fs::read_dir(&out)
-        .map_err(|e| format!("no wheel in {}: {e}", out.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .ok_or("maturin built no wheel")?;
-    // The wheel must ship the stubs and the typing marker.
-    let check = "import sys, zipfile; names = zipfile.ZipFile(sys.argv[1]).namelist(); \
-                 missing = [n for n in ('deathtensors/py.typed', 'deathtensors/_native.pyi', 'deathtensors/__init__.py') if n not in names]; \
-                 assert not missing, f'wheel lacks {missing}'; \
-                 assert any(n.startswith('deathtensors/_native') and n.endswith('.so') for n in names), 'no extension module'";
-    exec(Command::new(python()).args(["-c", check]).arg(&wheel))?;
-    pip_install(&["--force-reinstall", "--no-deps", path_str(&wheel)?])
-}
-
 /// Installs the host's wheel of `target/dist` (built by `dist --host`) into
 /// `.venv`, in place of any other build of the package.
 pub fn install_dist_wheel() -> Result<(), String> {
@@ -217,15 +186,8 @@ pub fn install_dist_wheel() -> Result<(), String> {
     pip_install(&["--force-reinstall", "--no-deps", path_str(&wheel)?])
 }
 
-fn path_str(p: &std::path::Path) -> Result<&str, String> {
+pub fn path_str(p: &std::path::Path) -> Result<&str, String> {
     p.to_str().ok_or_else(|| format!("{} is not UTF-8", p.display()))
-}
-
-/// Runs the Python tests (all of them).
-pub fn test() -> Result<(), String> {
-    setup()?;
-    install_wheel()?;
-    pytest(None)
 }
 
 /// The marker of the Python tests that `cargo xtask test` leaves to

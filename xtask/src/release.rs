@@ -34,7 +34,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let new = version.ok_or(format!("release: which version?\n\n{HELP}"))?;
     let new_v = Version::parse(&new).ok_or(format!("release: {new:?} is not a version X.Y.Z"))?;
-    let old = crate::dist::workspace_version()?;
+    let old = crate::util::workspace_version()?;
     let old_v = Version::parse(&old).ok_or(format!("Cargo.toml's version {old:?} is not X.Y.Z"))?;
     if new_v <= old_v {
         return Err(format!("release: {new} does not increase the version ({old})"));

@@ -95,3 +95,14 @@ pub fn workspace_package_in(toml: &str, key: &str) -> Option<String> {
     }
     None
 }
+
+/// The host's target triple.
+pub fn host() -> String {
+    let v = output(Command::new("rustc").arg("-vV")).unwrap_or_default();
+    v.lines().find_map(|l| l.strip_prefix("host: ")).unwrap_or("x86_64-unknown-linux-gnu").to_string()
+}
+
+/// The workspace's version (`[workspace.package] version`).
+pub fn workspace_version() -> Result<String, String> {
+    workspace_package("version")
+}

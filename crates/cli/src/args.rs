@@ -289,7 +289,7 @@ Examples:
   deathtensors consolidate ckpt/step-1000 model.safetensors
   deathtensors consolidate ckpt/step-1000 hf-model/ --max-shard-bytes 2000000000
   deathtensors consolidate s3://bucket/ckpt/step-1000 model.dt --storage-option aws_region=us-east-1")]
-    Consolidate(crate::cmd::consolidate::ConsolidateArgs),
+    Consolidate(ConsolidateArgs),
 }
 
 /// Options of `blob`.
@@ -725,4 +725,22 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
         Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
         _ => Err(format!("expected KEY=VALUE, got {s:?}")),
     }
+}
+
+/// Options of `consolidate`.
+#[derive(Debug, Args)]
+pub struct ConsolidateArgs {
+    /// Object store settings (for a checkpoint on an object store).
+    #[command(flatten)]
+    pub store: StoreOptions,
+    /// The checkpoint: a directory, or an `s3://`, `gs://`, `az://` or `http(s)://` prefix (with `deathtensors.json`).
+    pub checkpoint: PathBuf,
+    /// One local file, or a local directory (existing, or ending in `/`) for a Hugging Face sharded checkpoint.
+    pub out: PathBuf,
+    /// For a directory: the largest shard in bytes (a larger tensor gets a shard of its own).
+    #[arg(long, default_value_t = deathtensors_io::DEFAULT_MAX_SHARD_BYTES)]
+    pub max_shard_bytes: u64,
+    /// For one file: its format [default: safetensors for a .safetensors name, else deathtensors].
+    #[arg(long, value_enum)]
+    pub to: Option<FormatArg>,
 }

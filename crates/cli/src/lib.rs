@@ -28,6 +28,7 @@ mod progress;
 mod remote;
 mod sharded;
 mod signers;
+mod verdict;
 
 use std::ffi::OsString;
 

@@ -170,7 +170,7 @@ pub fn inspect(ctx: &RunContext, path: &Path, as_json: bool) -> anyhow::Result<E
 /// trusted signers, requirements), so a shard that fails them fails. With
 /// `--json`, a failure is one JSON document too.
 pub fn verify(ctx: &RunContext, args: &VerifyArgs, options: ReadOptions) -> anyhow::Result<ExitCode> {
-    verify_checked(ctx, args, options).map_err(|e| crate::cmd::verify::report_json(&args.file, args.json, e))
+    verify_checked(ctx, args, options).map_err(|e| crate::verdict::report_json(&args.file, args.json, e))
 }
 
 fn verify_checked(ctx: &RunContext, args: &VerifyArgs, options: ReadOptions) -> anyhow::Result<ExitCode> {
@@ -192,7 +192,7 @@ fn verify_checked(ctx: &RunContext, args: &VerifyArgs, options: ReadOptions) -> 
     }
     if signature_required {
         for i in 0..rows.len() {
-            crate::cmd::verify::unsigned_tensors(sharded.shard_reader(i)?)?;
+            crate::verdict::unsigned_tensors(sharded.shard_reader(i)?)?;
         }
     }
     if with_checksum == 0 && !allow_missing {

@@ -73,7 +73,7 @@ impl Head {
         // because some lengths look like other formats' magic numbers (640
         // starts with a pickle's 0x80 0x02).
         let len_field = start.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok());
-        let cap = safetensors_limits(limits);
+        let cap = crate::limits::safetensors_limits(limits);
         if let Some(n) = len_field.map(u64::from_le_bytes) {
             if start.get(8) == Some(&b'{') && n <= cap.max_header_len {
                 return Ok(8 + n);
@@ -487,12 +487,6 @@ fn check_compression_flags(flags: Flags) -> Result<()> {
 /// the metadata option tag (0x00 or 0x01), where safetensors has `{`.
 fn is_bintensors(head: &[u8]) -> bool {
     matches!(head.get(8), Some(0 | 1))
-}
-
-/// `limits` for a safetensors (or bintensors) header: never past safetensors' own cap, so
-/// that what we read (and write) safetensors reads too.
-pub(crate) fn safetensors_limits(limits: &Limits) -> Limits {
-    Limits { max_header_len: limits.max_header_len.min(SAFETENSORS_MAX_HEADER), ..limits.clone() }
 }
 
 fn check_header_len(len: u64, limits: &Limits, at: u64) -> Result<()> {

@@ -102,7 +102,7 @@ impl Header {
     /// [`Header::parse`] with a second thread lent through `fork`.
     pub(crate) fn parse_forked(json: &[u8], format: Format, limits: &Limits, fork: &dyn crate::Fork) -> Result<Header> {
         let cap = match format {
-            Format::Safetensors => crate::head::safetensors_limits(limits).max_header_len,
+            Format::Safetensors => crate::limits::safetensors_limits(limits).max_header_len,
             Format::Deathtensors => limits.max_header_len,
             Format::Bintensors => {
                 let decoded = crate::bintensors::decode(json, limits)?;

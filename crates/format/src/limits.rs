@@ -85,3 +85,9 @@ pub const SAFETENSORS_MAX_HEADER: u64 = 100_000_000;
 /// bintensors refuses headers longer than this (its `MAX_HEADER_SIZE`, as
 /// safetensors').
 pub const BINTENSORS_MAX_HEADER: u64 = SAFETENSORS_MAX_HEADER;
+
+/// `limits` for a safetensors (or bintensors) header: never past safetensors' own cap, so
+/// that what we read (and write) safetensors reads too.
+pub(crate) fn safetensors_limits(limits: &Limits) -> Limits {
+    Limits { max_header_len: limits.max_header_len.min(SAFETENSORS_MAX_HEADER), ..limits.clone() }
+}

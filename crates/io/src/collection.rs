@@ -39,6 +39,7 @@ mod commit;
 mod hasher;
 mod lock;
 mod snapshot;
+mod state;
 mod tensorblob;
 mod transfer;
 mod view;
@@ -46,11 +47,13 @@ mod view;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use deathtensors_format::{BlockRef, Manifest, Metadata, RowLayout, MANIFEST_NAME};
+use deathtensors_format::{Manifest, Metadata, RowLayout, MANIFEST_NAME};
 
 use self::block::BlockFile;
 use self::lock::WriterLock;
 pub use self::lock::LOCK_NAME;
+pub use self::state::{Collection, CollectionKind};
+use self::state::{Slot, WriterState};
 pub use self::transfer::convert_collection;
 pub use self::view::RowsView;
 use crate::error::{Error, Result};
@@ -72,15 +75,6 @@ impl Default for CollectionOptions {
     }
 }
 
-/// What the directory at a path holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CollectionKind {
-    /// A deathtensors collection (`collection.json`).
-    Deathtensors,
-    /// A directory written by tensorblob (`.conf` and `.stat`): read-only.
-    Tensorblob,
-}
-
 /// One block of a collection as the caller sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BlockInfo {
@@ -92,78 +86,6 @@ pub struct BlockInfo {
     pub sha256: Option<[u8; 32]>,
     /// Whether the rows are committed (false: written since the last flush).
     pub committed: bool,
-}
-
-/// One block in the working state.
-#[derive(Debug)]
-struct Slot {
-    file: String,
-    rows: u64,
-    sha256: Option<[u8; 32]>,
-    /// Rows that must not be written in place: those a committed manifest
-    /// counts, or all of a block shared with another collection.
-    frozen: u64,
-    /// Whether the last committed manifest names this file.
-    committed: bool,
-    /// Whether the file has writes not yet synced.
-    dirty: bool,
-    /// Counts writes to the block (keys background digests).
-    version: u64,
-    handle: OnceLock<Arc<BlockFile>>,
-    /// A reader's descriptor of the block file, opened with its snapshot
-    /// (see `snapshot.rs`) and checked into `handle` when first read.
-    pinned: Mutex<Option<std::fs::File>>,
-    /// Hands the rows written since the last commit to the disk (durable
-    /// writers), so that the commit's sync finds little left.
-    writeback: Option<Writeback>,
-}
-
-impl Slot {
-    fn from_ref(b: &BlockRef) -> Slot {
-        Slot {
-            file: b.file.clone(),
-            rows: b.rows,
-            sha256: b.sha256,
-            frozen: b.rows,
-            committed: true,
-            dirty: false,
-            version: 0,
-            handle: OnceLock::new(),
-            pinned: Mutex::new(None),
-            writeback: None,
-        }
-    }
-}
-
-/// A writer's state beside the rows.
-#[derive(Debug)]
-struct WriterState {
-    _lock: WriterLock,
-    durable: bool,
-    /// The start of every new block file.
-    header: Vec<u8>,
-    /// Committed files no longer in the working state: removed once a
-    /// commit no longer names them.
-    superseded: Vec<String>,
-    /// Names new block files.
-    seq: u64,
-    /// Whether the working state differs from the committed one.
-    changed: bool,
-    /// Hashes blocks as they fill.
-    hasher: hasher::Hasher,
-}
-
-/// An open collection: a snapshot of a committed state for a reader, the
-/// working state (committed rows plus writes since) for the writer.
-#[derive(Debug)]
-pub struct Collection {
-    dir: PathBuf,
-    kind: CollectionKind,
-    layout: RowLayout,
-    metadata: Metadata,
-    generation: u64,
-    slots: Vec<Slot>,
-    writer: Option<WriterState>,
 }
 
 impl Collection {

@@ -4,7 +4,6 @@
 use std::io;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Duration;
 
 use deathtensors_io::ReadAt;
 use futures::{StreamExt, TryStreamExt};
@@ -96,9 +95,6 @@ impl Failure {
         self
     }
 }
-
-/// The longest backoff, object_store's and ours.
-pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// What went wrong on the wire, as object_store's client saw it, and
 /// whether the connection was refused.
@@ -242,7 +238,7 @@ impl Object {
     /// is not transient, after `retries` retries, or when the wait would end
     /// past `deadline`.
     async fn backoff(&self, failure: Failure, tries: &mut u32, deadline: Instant) -> io::Result<()> {
-        let wait = self.options.backoff.saturating_mul(1 << (*tries).min(6)).min(MAX_BACKOFF);
+        let wait = self.options.backoff.saturating_mul(1 << (*tries).min(6)).min(crate::options::MAX_BACKOFF);
         if !failure.transient || *tries >= self.options.retries || Instant::now() + wait >= deadline {
             return Err(failure.error);
         }

@@ -197,6 +197,9 @@ fn duration(key: &str, value: &str) -> io::Result<Duration> {
     Ok(d)
 }
 
+/// The longest backoff, object_store's and ours.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -99,7 +99,7 @@ pub(crate) fn build(url: &str, resolved: &Resolved) -> io::Result<(Arc<dyn Objec
         .with_connect_timeout(options.connect_timeout)
         .with_timeout(options.timeout);
     let retry = RetryConfig {
-        backoff: BackoffConfig { init_backoff: options.backoff, max_backoff: crate::object::MAX_BACKOFF, base: 2.0 },
+        backoff: BackoffConfig { init_backoff: options.backoff, max_backoff: crate::options::MAX_BACKOFF, base: 2.0 },
         max_retries: options.retries as usize,
         retry_timeout: options.retry_timeout,
     };

@@ -83,7 +83,12 @@ __all__ = [
     "CREATED_BY",
     "__version__",
     "__author__",
-    # deathtensors 0.3.0's API (docs/MIGRATING.md)
+]
+
+# deathtensors 0.3.0's names, listed apart: they stay importable from here (and
+# in ``__all__``) so that 0.3.0 programs keep working; docs/MIGRATING.md gives
+# each one's way today.
+__all__ += [
     "append",
     "append_file",
     "diff",

@@ -10,6 +10,8 @@ import sys
 from typing import Any, Dict, Iterator, Optional
 
 from . import _dtypes, _frameworks
+from ._numpy import numpy_buffer as _numpy_buffer
+from ._numpy import numpy_resolved as numpy_resolved
 from .errors import DeathTensorsError
 
 
@@ -142,43 +144,6 @@ def _torch_buffer(name: str, t: Any) -> tuple[str, list[int], Any]:
     # A memoryview (which keeps `raw`, and so `t`, alive) has the strides
     # the buffer protocol consumer asks for; ctypes leaves them out.
     return dtype, shape, memoryview(raw).cast("B")
-
-
-def numpy_resolved(name: str, a: Any) -> Any:
-    """`a` as a C-contiguous little-endian array of the values the caller
-    sees (byte-swapped, Fortran-ordered, negative-stride and broadcast
-    arrays copied once; others as they are)."""
-    import numpy as np
-
-    if a.dtype.hasobject:
-        raise DeathTensorsError(f"tensor {name!r}: arrays of Python objects (dtype {a.dtype}) cannot be saved")
-    # The plain array (a masked array's data, a subclass's base), not a copy.
-    a = np.asarray(a)
-    if a.dtype.byteorder == ">":
-        # C order and little-endian in one copy (0-d arrays stay 0-d).
-        return a.astype(a.dtype.newbyteorder("<"), order="C")
-    if not a.flags.c_contiguous:
-        # The values in C order whatever the layout: Fortran order,
-        # transposes, slices, broadcasts and negative strides are copied,
-        # not scrambled.
-        return a.copy(order="C")
-    return a
-
-
-def _numpy_buffer(name: str, a: Any) -> tuple[str, list[int], Any]:
-    import numpy as np
-
-    if a.dtype.hasobject:
-        raise DeathTensorsError(f"tensor {name!r}: arrays of Python objects (dtype {a.dtype}) cannot be saved")
-    try:
-        dtype = _dtypes.from_numpy(a.dtype)
-    except DeathTensorsError as e:
-        raise DeathTensorsError(f"tensor {name!r}: {e}") from None
-    shape = list(a.shape)
-    a = numpy_resolved(name, a)
-    if a.size == 0:
-        return dtype, shape, b""
-    return dtype, shape, a.reshape(-1).view(np.uint8)
 
 
 def view(framework: str, dtype: str, shape: list[int], region: Any, name: str = "") -> Any:

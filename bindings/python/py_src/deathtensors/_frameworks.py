@@ -26,6 +26,7 @@ import sys
 from typing import Any, Optional
 
 from . import _dtypes
+from ._numpy import numpy_buffer
 from .errors import DeathTensorsError
 
 #: Framework names (ours and safetensors') -> the framework.
@@ -247,13 +248,11 @@ def _numpy_buffer(name: str, value: Any, framework: str) -> tuple[str, list[int]
     ml_dtypes' types."""
     import numpy as np
 
-    from . import _convert
-
     try:
         array = np.asarray(value)
     except Exception as e:  # noqa: BLE001 -- the framework's own error, with the tensor's name
         raise DeathTensorsError(f"tensor {name!r}: cannot read this {framework} array's values: {e}") from e
-    return _convert.to_buffer(name, array)
+    return numpy_buffer(name, array)
 
 
 # Paddle dtype name -> file dtype.

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use deathtensors_format::{check_block_name, BlockRef, Manifest, MANIFEST_NAME, MAX_MANIFEST_LEN};
 
-use super::{Collection, CollectionKind};
+use super::state::{Collection, CollectionKind};
 use crate::atomic;
 use crate::error::{Error, ErrorKind, Result};
 use crate::sha_lanes::Input;

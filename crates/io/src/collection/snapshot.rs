@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use deathtensors_format::Manifest;
 
 use super::block::open_file;
-use super::{commit, Collection, Slot};
+use super::commit;
+use super::state::{Collection, Slot};
 use crate::error::{Error, Result};
 
 /// Snapshots started over at most, per open or refresh.

@@ -7,7 +7,7 @@ use std::path::Path;
 use deathtensors_format::{check_block_name, Dtype, Manifest, Metadata, RowLayout};
 use serde_json::Value;
 
-use super::{Collection, CollectionKind, Slot};
+use super::state::{Collection, CollectionKind, Slot};
 use crate::error::{Error, Result};
 
 /// The longest `.conf` or `.stat` read (the names of 16 million blocks).

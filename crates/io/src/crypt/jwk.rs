@@ -208,3 +208,40 @@ pub fn to_cryptotensors(v: &Value) -> Result<Value, String> {
         }
     }
 }
+
+impl SymmetricKey {
+    /// The key as a JWK (`kty` `oct`), secret included.
+    pub fn to_jwk(&self) -> serde_json::Value {
+        symmetric(self)
+    }
+}
+
+impl X25519SecretKey {
+    /// The key as a JWK (`kty` `OKP`, `crv` `X25519`); with `secret`, its
+    /// secret half `d` too.
+    pub fn to_jwk(&self, secret: bool) -> serde_json::Value {
+        x25519(self, secret)
+    }
+}
+
+impl X25519PublicKey {
+    /// The key as a JWK (`kty` `OKP`, `crv` `X25519`).
+    pub fn to_jwk(&self) -> serde_json::Value {
+        x25519_public(self)
+    }
+}
+
+impl SigningKey {
+    /// The key as a JWK (`kty` `OKP`, `crv` `Ed25519`); with `secret`, its
+    /// seed `d` too.
+    pub fn to_jwk(&self, kid: Option<&str>, secret: bool) -> serde_json::Value {
+        ed25519(self, kid, secret)
+    }
+}
+
+impl VerifyingKey {
+    /// The key as a JWK (`kty` `OKP`, `crv` `Ed25519`).
+    pub fn to_jwk(&self, kid: Option<&str>) -> serde_json::Value {
+        verifying(self, kid)
+    }
+}

@@ -1,6 +1,8 @@
 //! Key types. Secret keys never implement `Debug` or `Clone`, are wiped
 //! from memory when dropped, and compare in constant time; share them with
-//! `Arc`. Public keys are plain values.
+//! `Arc`. Public keys are plain values. Their JWK text (`to_jwk`) is
+//! written in `jwk.rs` and `VerifyingKey::verify_detached` in `sign.rs`:
+//! those files name these types, never the other way round.
 
 use std::sync::Arc;
 
@@ -94,11 +96,6 @@ impl SymmetricKey {
     pub fn secret_bytes(&self) -> &[u8] {
         &self.bytes
     }
-
-    /// The key as a JWK (`kty` `oct`), secret included.
-    pub fn to_jwk(&self) -> serde_json::Value {
-        super::jwk::symmetric(self)
-    }
 }
 
 impl PartialEq for SymmetricKey {
@@ -153,12 +150,6 @@ impl X25519SecretKey {
     pub(crate) fn secret(&self) -> &x25519_dalek::StaticSecret {
         &self.secret
     }
-
-    /// The key as a JWK (`kty` `OKP`, `crv` `X25519`); with `secret`, its
-    /// secret half `d` too.
-    pub fn to_jwk(&self, secret: bool) -> serde_json::Value {
-        super::jwk::x25519(self, secret)
-    }
 }
 
 impl PartialEq for X25519SecretKey {
@@ -193,11 +184,6 @@ impl X25519PublicKey {
     /// The key's bytes.
     pub fn bytes(&self) -> &[u8; 32] {
         &self.bytes
-    }
-
-    /// The key as a JWK (`kty` `OKP`, `crv` `X25519`).
-    pub fn to_jwk(&self) -> serde_json::Value {
-        super::jwk::x25519_public(self)
     }
 }
 
@@ -263,12 +249,6 @@ impl SigningKey {
         &self.seed
     }
 
-    /// The key as a JWK (`kty` `OKP`, `crv` `Ed25519`); with `secret`, its
-    /// seed `d` too.
-    pub fn to_jwk(&self, kid: Option<&str>, secret: bool) -> serde_json::Value {
-        super::jwk::ed25519(self, kid, secret)
-    }
-
     /// A detached Ed25519 signature of `message` (RFC 8032), for bytes that
     /// are not a deathtensors file (a release's `SHA256SUMS`, say).
     pub fn sign_detached(&self, message: &[u8]) -> [u8; 64] {
@@ -302,17 +282,6 @@ impl VerifyingKey {
     /// `inspect` name a signer.
     pub fn fingerprint(&self) -> String {
         fingerprint_of(&self.0)
-    }
-
-    /// The key as a JWK (`kty` `OKP`, `crv` `Ed25519`).
-    pub fn to_jwk(&self, kid: Option<&str>) -> serde_json::Value {
-        super::jwk::verifying(self, kid)
-    }
-
-    /// Whether `signature` is this key's Ed25519 signature of `message`
-    /// (the counterpart of [`SigningKey::sign_detached`]).
-    pub fn verify_detached(&self, message: &[u8], signature: &[u8]) -> bool {
-        super::sign::verify_ed25519(&self.0, message, signature)
     }
 }
 

@@ -48,6 +48,14 @@ fn small_order(point: &[u8; 32]) -> bool {
     curve25519_dalek::edwards::CompressedEdwardsY(*point).decompress().is_none_or(|p| p.is_small_order())
 }
 
+impl VerifyingKey {
+    /// Whether `signature` is this key's Ed25519 signature of `message`
+    /// (the counterpart of [`SigningKey::sign_detached`]).
+    pub fn verify_detached(&self, message: &[u8], signature: &[u8]) -> bool {
+        verify_ed25519(&self.0, message, signature)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
