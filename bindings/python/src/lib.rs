@@ -80,6 +80,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The format's magic, defined once in the format crate.
     m.add("MAGIC", pyo3::types::PyBytes::new(m.py(), &deathtensors_io::format::MAGIC))?;
     m.add("FORMAT_VERSION", deathtensors_io::format::VERSION)?;
-    m.add("DCP_MAX_METADATA_BYTES", deathtensors_io::MAX_METADATA_BYTES)?;
+    m.add("DCP_METADATA_LIMIT", deathtensors_io::MAX_METADATA_BYTES)?;
     Ok(())
 }

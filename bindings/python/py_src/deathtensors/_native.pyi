@@ -7,7 +7,7 @@ __version__: str
 CREATED_BY: str
 MAGIC: bytes
 FORMAT_VERSION: int
-DCP_MAX_METADATA_BYTES: int
+DCP_METADATA_LIMIT: int
 
 class Region:
     """Read-only bytes of a mapped file; keeps the mapping alive."""

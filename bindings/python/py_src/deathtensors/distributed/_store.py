@@ -289,7 +289,7 @@ class LocalStore(Store):
     def get(self, name: str) -> Optional[bytes]:
         try:
             with open(self.describe(name), "rb") as f:
-                data = f.read(_native.DCP_MAX_METADATA_BYTES + 1)
+                data = f.read(_native.DCP_METADATA_LIMIT + 1)
         except FileNotFoundError:
             return None
         return data
@@ -370,7 +370,7 @@ class RemoteStore(Store):
         return _native.remote_size(self.describe(name), self.pairs)
 
     def get(self, name: str) -> Optional[bytes]:
-        return _native.remote_get(self.describe(name), _native.DCP_MAX_METADATA_BYTES, self.pairs)
+        return _native.remote_get(self.describe(name), _native.DCP_METADATA_LIMIT, self.pairs)
 
     def put_atomic(self, name: str, data: bytes, durable: bool) -> None:
         # One PUT: the object appears whole or not at all.
