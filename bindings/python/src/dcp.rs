@@ -103,3 +103,26 @@ pub fn check_chunk_cover(size: Vec<u64>, itemsize: u64, chunks: Vec<(Vec<u64>, V
     let chunks: Vec<(&[u64], &[u64])> = chunks.iter().map(|(o, s)| (&o[..], &s[..])).collect();
     deathtensors_io::check_chunk_cover(&size, itemsize, &chunks).err()
 }
+
+/// The tensor name of a block of a rank file: `fqn@<global offsets>`.
+#[pyfunction]
+pub fn block_name(fqn: &str, offsets: Vec<u64>) -> String {
+    deathtensors_io::block_name(fqn, &offsets)
+}
+
+/// `rank-00003-<save id>.<ext>`: a rank's file of one save.
+#[pyfunction]
+pub fn rank_file_name(rank: u64, save_id: &str, ext: &str) -> String {
+    deathtensors_io::rank_file_name(rank, save_id, ext)
+}
+
+/// A chunk's tiles in row-major order (the order of its digests), each
+/// `(r0, r1, c0, c1)`: rows `r0:r1` and columns `c0:c1` within the chunk.
+#[pyfunction]
+#[pyo3(signature = (sizes, rows, cols = None))]
+pub fn chunk_tiles(sizes: Vec<u64>, rows: u64, cols: Option<u64>) -> PyResult<Vec<(u64, u64, u64, u64)>> {
+    if rows == 0 || cols == Some(0) {
+        return Err(PyValueError::new_err("rows and cols must be positive"));
+    }
+    Ok(deathtensors_io::chunk_tiles(&sizes, rows, cols).into_iter().map(|t| (t.r0, t.r1, t.c0, t.c1)).collect())
+}

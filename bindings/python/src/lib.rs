@@ -72,6 +72,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(dcp::parse_rank_file_name, m)?,
         wrap_pyfunction!(dcp::dtype_table, m)?,
         wrap_pyfunction!(dcp::check_chunk_cover, m)?,
+        wrap_pyfunction!(dcp::block_name, m)?,
+        wrap_pyfunction!(dcp::rank_file_name, m)?,
+        wrap_pyfunction!(dcp::chunk_tiles, m)?,
     ] {
         m.add_function(f)?;
     }

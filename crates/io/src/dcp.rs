@@ -16,6 +16,7 @@ mod source;
 
 pub use consolidate::{consolidate, consolidate_from, ConsolidateOptions, DEFAULT_MAX_SHARD_BYTES};
 pub use document::{
-    check_checkpoint_metadata, check_chunk_cover, parse_rank_file_name, MAX_METADATA_BYTES, MAX_RANK, MAX_TILES,
+    block_name, check_checkpoint_metadata, check_chunk_cover, chunk_tiles, parse_rank_file_name, rank_file_name, Tile,
+    MAX_METADATA_BYTES, MAX_RANK, MAX_TILES,
 };
 pub use source::{CheckpointDir, CheckpointSource, DCP_METADATA};

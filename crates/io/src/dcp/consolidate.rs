@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use deathtensors_format::{Dtype, Format, Metadata, TensorSpec};
 use serde_json::{Map, Value};
 
-use super::document::{block_name, parse, Document, Tensor, MAX_METADATA_BYTES};
+use super::document::{parse, tile_block_name, Document, Tensor, MAX_METADATA_BYTES};
 use super::source::{CheckpointDir, CheckpointSource, DCP_METADATA};
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::WriteOptions;
@@ -121,7 +121,7 @@ fn assemble(fqn: &str, t: &Tensor, files: &mut RankFiles<'_>) -> Result<Vec<u8>>
     for c in &t.chunks {
         for (i, tile) in c.tiles().into_iter().enumerate() {
             let reader = files.get(&c.file)?;
-            let name = block_name(fqn, c, tile);
+            let name = tile_block_name(fqn, c, tile);
             let bytes = match &c.sha256 {
                 None => reader.read_verified(&name)?,
                 Some(digests) => {

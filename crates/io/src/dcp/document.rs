@@ -55,12 +55,16 @@ pub(super) struct Chunk {
 /// A tile of a chunk: rows `r0..r1` and columns (indices of the second
 /// dimension) `c0..c1` within it; columns `0..0` for fewer than two
 /// dimensions.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Tile {
-    pub(super) r0: u64,
-    pub(super) r1: u64,
-    pub(super) c0: u64,
-    pub(super) c1: u64,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tile {
+    /// First row.
+    pub r0: u64,
+    /// Row after the last.
+    pub r1: u64,
+    /// First column.
+    pub c0: u64,
+    /// Column after the last.
+    pub c1: u64,
 }
 
 impl Chunk {
@@ -77,22 +81,7 @@ impl Chunk {
     /// The chunk's tiles in row-major order (the order of `sha256`); one
     /// for a scalar or an empty chunk. The count is bounded at parse time.
     pub(super) fn tiles(&self) -> Vec<Tile> {
-        let width = self.sizes.get(1).copied().unwrap_or(0);
-        let Some(&n) = self.sizes.first().filter(|_| !self.sizes.contains(&0)) else {
-            return vec![Tile { r0: 0, r1: self.sizes.first().copied().unwrap_or(0), c0: 0, c1: width }];
-        };
-        let step = self.cols.filter(|_| width > 0).unwrap_or(width.max(1));
-        let mut out = Vec::new();
-        for r0 in (0..n).step_by(self.rows as usize) {
-            let r1 = r0.saturating_add(self.rows).min(n);
-            if width == 0 {
-                out.push(Tile { r0, r1, c0: 0, c1: 0 });
-            }
-            for c0 in (0..width).step_by(step as usize) {
-                out.push(Tile { r0, r1, c0, c1: c0.saturating_add(step).min(width) });
-            }
-        }
-        out
+        chunk_tiles(&self.sizes, self.rows, self.cols)
     }
 
     /// The shape of a tile's tensor, and its offsets in the chunk.
@@ -427,10 +416,48 @@ pub fn check_chunk_cover(size: &[u64], elem: u64, chunks: &[(&[u64], &[u64])]) -
 
 /// The tensor name of tile `t` of `c`: the tensor's name and the tile's
 /// global offsets.
-pub(super) fn block_name(fqn: &str, c: &Chunk, t: Tile) -> String {
+pub(super) fn tile_block_name(fqn: &str, c: &Chunk, t: Tile) -> String {
     let (_, at) = c.tile_box(t);
-    let offsets: Vec<String> = c.offsets.iter().zip(&at).map(|(o, a)| (o + a).to_string()).collect();
+    let offsets: Vec<u64> = c.offsets.iter().zip(&at).map(|(o, a)| o + a).collect();
+    block_name(fqn, &offsets)
+}
+
+/// The tensor name of a block in a rank file: its tensor's name and its
+/// global offsets (`w@0,256`).
+pub fn block_name(fqn: &str, offsets: &[u64]) -> String {
+    let offsets: Vec<String> = offsets.iter().map(u64::to_string).collect();
     format!("{fqn}@{}", offsets.join(","))
+}
+
+/// A rank's file of one save: `rank-00003-<save id>.dt` (`ext` `dt` or
+/// `safetensors`).
+pub fn rank_file_name(rank: u64, save_id: &str, ext: &str) -> String {
+    format!("rank-{rank:05}-{save_id}.{ext}")
+}
+
+/// The tiles of a chunk of `sizes` stored `rows` rows a tile along its
+/// first dimension and, with `cols`, `cols` indices along its second, in
+/// row-major order (the order of its digests): one for a scalar or an
+/// empty chunk. `rows` and `cols` of 0 count as 1. The caller bounds the
+/// count ([`MAX_TILES`]).
+pub fn chunk_tiles(sizes: &[u64], rows: u64, cols: Option<u64>) -> Vec<Tile> {
+    let rows = rows.max(1);
+    let width = sizes.get(1).copied().unwrap_or(0);
+    let Some(&n) = sizes.first().filter(|_| !sizes.contains(&0)) else {
+        return vec![Tile { r0: 0, r1: sizes.first().copied().unwrap_or(0), c0: 0, c1: width }];
+    };
+    let step = cols.map(|c| c.max(1)).filter(|_| width > 0).unwrap_or(width.max(1));
+    let mut out = Vec::new();
+    for r0 in (0..n).step_by(usize::try_from(rows).unwrap_or(usize::MAX)) {
+        let r1 = r0.saturating_add(rows).min(n);
+        if width == 0 {
+            out.push(Tile { r0, r1, c0: 0, c1: 0 });
+        }
+        for c0 in (0..width).step_by(usize::try_from(step).unwrap_or(usize::MAX)) {
+            out.push(Tile { r0, r1, c0, c1: c0.saturating_add(step).min(width) });
+        }
+    }
+    out
 }
 
 /// Checks a metadata document as [`consolidate`](crate::consolidate) does
@@ -527,6 +554,13 @@ mod tests {
         refused(&doc(|v| v["tensors"]["w"]["chunks"][0]["rows"] = 0.into()), "rows must be a positive integer");
         assert_eq!(parse_rank_file_name(&format!("rank-00003-{ID}.dt")), Some((3, ID)));
         assert_eq!(parse_rank_file_name("rank-3-0123456789abcdef.dt"), None);
+        assert_eq!(rank_file_name(3, ID, "dt"), format!("rank-00003-{ID}.dt"));
+        assert_eq!(block_name("w", &[0, 256]), "w@0,256");
+        let t = |r0, r1, c0, c1| Tile { r0, r1, c0, c1 };
+        assert_eq!(chunk_tiles(&[3, 5], 2, Some(3)), [t(0, 2, 0, 3), t(0, 2, 3, 5), t(2, 3, 0, 3), t(2, 3, 3, 5)]);
+        assert_eq!(chunk_tiles(&[3], 2, None), [t(0, 2, 0, 0), t(2, 3, 0, 0)]);
+        assert_eq!(chunk_tiles(&[], 1, None), [t(0, 0, 0, 0)]);
+        assert_eq!(chunk_tiles(&[0, 4], 1, None), [t(0, 0, 0, 4)]);
         assert_eq!(parse_rank_file_name("rank-00003-0123456789ABCDEF.dt"), None);
     }
 

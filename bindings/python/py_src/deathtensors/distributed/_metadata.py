@@ -62,7 +62,7 @@ EXTENSIONS = {"deathtensors": "dt", "safetensors": "safetensors"}
 
 def rank_file_name(rank: int, save_id: str, fmt: str) -> str:
     """``rank-00003-<save_id>.dt``: a rank's file of one save."""
-    return f"rank-{rank:05d}-{save_id}.{EXTENSIONS[fmt]}"
+    return _native.rank_file_name(rank, save_id, EXTENSIONS[fmt])
 
 
 def parse_rank_file_name(name: str) -> Optional[Tuple[int, str]]:
@@ -89,7 +89,7 @@ def parse_saving_name(name: str) -> Optional[str]:
 
 def block_name(fqn: str, offsets: List[int]) -> str:
     """The tensor name of a block: its tensor's name and global offsets."""
-    return fqn + "@" + ",".join(str(o) for o in offsets)
+    return _native.block_name(fqn, offsets)
 
 
 class Tile(NamedTuple):
@@ -106,16 +106,7 @@ class Tile(NamedTuple):
 def tiles(sizes: List[int], rows: int, cols: Optional[int] = None) -> List[Tile]:
     """A chunk's tiles, in row-major order (one for a scalar or an empty
     chunk)."""
-    if not sizes or 0 in sizes:
-        n = sizes[0] if sizes else 0
-        return [Tile(0, n, 0, sizes[1] if len(sizes) > 1 else 0)]
-    width = sizes[1] if len(sizes) > 1 else 0
-    step = cols if cols and width else max(width, 1)
-    return [
-        Tile(r, min(r + rows, sizes[0]), c, min(c + step, width))
-        for r in range(0, sizes[0], rows)
-        for c in (range(0, width, step) if width else [0])
-    ]
+    return [Tile(*t) for t in _native.chunk_tiles(list(sizes), rows, cols or None)]
 
 
 def block_offsets(offsets: List[int], tile: Tile) -> List[int]:
