@@ -2,7 +2,9 @@
 //! consolidation of distributed checkpoints (the same code as the command
 //! line's `deathtensors consolidate`), of a directory or of a URL prefix
 //! read through `deathtensors-remote`; and `sha256_tensors`, the digests a
-//! checkpoint's metadata keeps for the blocks of safetensors rank files.
+//! checkpoint's metadata keeps for the blocks of safetensors rank files;
+//! the checks of a checkpoint's metadata and rank-file names, its limits,
+//! and format's dtype table, all owned by Rust.
 
 use std::path::PathBuf;
 
@@ -10,8 +12,9 @@ use deathtensors_io::format::{hex_digest, Format};
 use deathtensors_io::ConsolidateOptions;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
-use crate::errors::IntoPy;
+use crate::errors::{raise, IntoPy};
 use crate::options::remote_options;
 use crate::tensors::with_tensor_views;
 
@@ -52,4 +55,74 @@ pub fn sha256_tensors(py: Python<'_>, tensors: Bound<'_, PyAny>) -> PyResult<Vec
         let digests = deathtensors_io::sha256_views(&views);
         Ok(data.into_iter().zip(digests).map(|((spec, _), d)| (spec.name, hex_digest(&d))).collect())
     })
+}
+
+/// Checks a checkpoint's metadata document (`deathtensors.json`) read from
+/// `where` as `consolidate` does: every field, the limits, duplicate keys,
+/// unknown fields. `FormatError` says what is wrong, naming `where`.
+#[pyfunction]
+pub fn check_checkpoint_metadata(py: Python<'_>, data: &[u8], r#where: &str) -> PyResult<()> {
+    py.allow_threads(|| deathtensors_io::check_checkpoint_metadata(data))
+        .map_err(|why| raise(py, "FormatError", format!("invalid checkpoint metadata {where}: {why}")))
+}
+
+/// `(rank, save id)` of a rank file's name (`rank-00003-<save id>.dt`), or
+/// `None` for other names.
+#[pyfunction]
+pub fn parse_rank_file_name(name: &str) -> Option<(u64, String)> {
+    deathtensors_io::parse_rank_file_name(name).map(|(rank, id)| (rank, id.to_string()))
+}
+
+/// Every dtype's names (torch, numpy, ml_dtypes, tensorflow, paddle, mlx,
+/// carrier), byte width (`None` below a byte) and whether plain numpy
+/// lacks it ("exotic"), by header name: format's one table.
+#[pyfunction]
+pub fn dtype_table(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let table = PyDict::new(py);
+    for n in deathtensors_io::format::DTYPE_NAMES.iter() {
+        let row = PyDict::new(py);
+        row.set_item("torch", n.torch)?;
+        row.set_item("numpy", n.numpy)?;
+        row.set_item("ml_dtypes", n.ml_dtypes)?;
+        row.set_item("tensorflow", n.tensorflow)?;
+        row.set_item("paddle", n.paddle)?;
+        row.set_item("mlx", n.mlx)?;
+        row.set_item("carrier", n.carrier)?;
+        row.set_item("itemsize", n.byte_width())?;
+        row.set_item("exotic", n.is_exotic())?;
+        table.set_item(n.dtype.name(), row)?;
+    }
+    Ok(table)
+}
+
+/// Why the chunks `(offsets, sizes)` of a tensor of `size`, elements of
+/// `itemsize` bytes, do not add up to it without overlapping; `None` when
+/// they do.
+#[pyfunction]
+pub fn check_chunk_cover(size: Vec<u64>, itemsize: u64, chunks: Vec<(Vec<u64>, Vec<u64>)>) -> Option<String> {
+    let chunks: Vec<(&[u64], &[u64])> = chunks.iter().map(|(o, s)| (&o[..], &s[..])).collect();
+    deathtensors_io::check_chunk_cover(&size, itemsize, &chunks).err()
+}
+
+/// The tensor name of a block of a rank file: `fqn@<global offsets>`.
+#[pyfunction]
+pub fn block_name(fqn: &str, offsets: Vec<u64>) -> String {
+    deathtensors_io::block_name(fqn, &offsets)
+}
+
+/// `rank-00003-<save id>.<ext>`: a rank's file of one save.
+#[pyfunction]
+pub fn rank_file_name(rank: u64, save_id: &str, ext: &str) -> String {
+    deathtensors_io::rank_file_name(rank, save_id, ext)
+}
+
+/// A chunk's tiles in row-major order (the order of its digests), each
+/// `(r0, r1, c0, c1)`: rows `r0:r1` and columns `c0:c1` within the chunk.
+#[pyfunction]
+#[pyo3(signature = (sizes, rows, cols = None))]
+pub fn chunk_tiles(sizes: Vec<u64>, rows: u64, cols: Option<u64>) -> PyResult<Vec<(u64, u64, u64, u64)>> {
+    if rows == 0 || cols == Some(0) {
+        return Err(PyValueError::new_err("rows and cols must be positive"));
+    }
+    Ok(deathtensors_io::chunk_tiles(&sizes, rows, cols).into_iter().map(|t| (t.r0, t.r1, t.c0, t.c1)).collect())
 }

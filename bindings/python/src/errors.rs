@@ -11,7 +11,7 @@ fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import("deathtensors.errors")?.getattr(name)
 }
 
-fn raise(py: Python<'_>, name: &str, message: String) -> PyErr {
+pub(crate) fn raise(py: Python<'_>, name: &str, message: String) -> PyErr {
     match class(py, name).and_then(|c| c.call1((message.clone(),))) {
         Ok(exc) => PyErr::from_value(exc),
         Err(_) => PyValueError::new_err(message),

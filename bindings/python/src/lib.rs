@@ -70,6 +70,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(upload::remote_delete, m)?,
         wrap_pyfunction!(dcp::consolidate, m)?,
         wrap_pyfunction!(dcp::sha256_tensors, m)?,
+        wrap_pyfunction!(dcp::check_checkpoint_metadata, m)?,
+        wrap_pyfunction!(dcp::parse_rank_file_name, m)?,
+        wrap_pyfunction!(dcp::dtype_table, m)?,
+        wrap_pyfunction!(dcp::check_chunk_cover, m)?,
+        wrap_pyfunction!(dcp::block_name, m)?,
+        wrap_pyfunction!(dcp::rank_file_name, m)?,
+        wrap_pyfunction!(dcp::chunk_tiles, m)?,
     ] {
         m.add_function(f)?;
     }
@@ -78,5 +85,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The format's magic, defined once in the format crate.
     m.add("MAGIC", pyo3::types::PyBytes::new(m.py(), &deathtensors_io::format::MAGIC))?;
     m.add("FORMAT_VERSION", deathtensors_io::format::VERSION)?;
+    m.add("DCP_METADATA_LIMIT", deathtensors_io::MAX_METADATA_BYTES)?;
     Ok(())
 }

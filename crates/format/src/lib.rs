@@ -40,7 +40,7 @@ extern crate std;
 
 // Modules, bottom to top: each uses only modules named before it (rustfmt
 // keeps the `mod` lines sorted, so the order is written here):
-// limits, error, fork, dtype, reader (the byte cursor), varint (bincode's),
+// limits, error, fork, dtype, dtype_names (every framework's names), reader (the byte cursor), varint (bincode's),
 // sniff, prefix, signature; shape, name, tensor (plain types), layout, region, tree, json; crypt
 // (the encryption section), compression (the compression section and chunk
 // tables), raw, fast, de, bintensors (the decoders, and
@@ -53,6 +53,7 @@ mod crypt;
 mod cryptotensors;
 mod de;
 mod dtype;
+mod dtype_names;
 mod enc;
 mod error;
 mod fast;
@@ -96,6 +97,7 @@ pub use crate::{
         CT_DEFAULT_CHUNK_SIZE, CT_DEFAULT_POLICY, CT_ENCRYPTION, CT_POLICY, CT_RESERVED, CT_SIGNATURE,
     },
     dtype::Dtype,
+    dtype_names::{DtypeNames, DTYPE_NAMES},
     error::{Error, ErrorKind, Result},
     fork::{Fork, Serial, PREFAULT_MIN_ENTRIES, RELEASE_STEP},
     head::{Head, FOOTER_LEN, PROBE_LEN},

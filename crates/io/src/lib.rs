@@ -77,8 +77,9 @@ pub use crate::{
     },
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
     dcp::{
-        consolidate, consolidate_from, CheckpointDir, CheckpointSource, ConsolidateOptions, DCP_METADATA,
-        DEFAULT_MAX_SHARD_BYTES,
+        block_name, check_checkpoint_metadata, check_chunk_cover, chunk_tiles, consolidate, consolidate_from,
+        parse_rank_file_name, rank_file_name, CheckpointDir, CheckpointSource, ConsolidateOptions, Tile, DCP_METADATA,
+        DEFAULT_MAX_SHARD_BYTES, MAX_METADATA_BYTES, MAX_RANK, MAX_TILES,
     },
     diff::{diff, Compare, Diff, MetadataChange, ValueDiff},
     error::{Error, ErrorKind, Result},

@@ -9,40 +9,28 @@ import importlib
 import sys
 from typing import Any
 
+from . import _native
 from .errors import DeathTensorsError
 
+# The names come from Rust's one table (format's DTYPE_NAMES): file dtype
+# -> {"torch", "numpy", "ml_dtypes", "tensorflow", "paddle", "mlx",
+# "carrier", "itemsize", "exotic"}. This module only turns names into the
+# frameworks' objects.
+TABLE: "dict[str, dict[str, Any]]" = _native.dtype_table()
+
 # Bytes per element of every dtype that has whole-byte elements.
-ITEMSIZE = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1,
-    "F8_E4M3FNUZ": 1, "F8_E5M2FNUZ": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-    "I32": 4, "U32": 4, "F32": 4, "C64": 8, "F64": 8, "I64": 8, "U64": 8, "C128": 16,
-}
+ITEMSIZE = {code: row["itemsize"] for code, row in TABLE.items() if row["itemsize"] is not None}
 
 # File dtype -> numpy dtype: a plain numpy name, or ("ml_dtypes", attribute).
 _NUMPY = {
-    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
-    "F16": "float16", "I32": "int32", "U32": "uint32", "F32": "float32",
-    "C64": "complex64", "F64": "float64", "I64": "int64", "U64": "uint64",
-    "C128": "complex128",
-    "BF16": ("ml_dtypes", "bfloat16"),
-    "F8_E5M2": ("ml_dtypes", "float8_e5m2"),
-    "F8_E4M3": ("ml_dtypes", "float8_e4m3fn"),
-    "F8_E8M0": ("ml_dtypes", "float8_e8m0fnu"),
-    "F8_E4M3FNUZ": ("ml_dtypes", "float8_e4m3fnuz"),
-    "F8_E5M2FNUZ": ("ml_dtypes", "float8_e5m2fnuz"),
+    code: row["numpy"] or ("ml_dtypes", row["ml_dtypes"])
+    for code, row in TABLE.items()
+    if row["numpy"] or row["ml_dtypes"]
 }
 
 # File dtype -> torch dtype attribute. F4 is packed two to a byte, as
 # torch.float4_e2m1fn_x2 (whose last dimension is half the file's).
-_TORCH = {
-    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
-    "F16": "float16", "BF16": "bfloat16", "I32": "int32", "U32": "uint32",
-    "F32": "float32", "C64": "complex64", "F64": "float64", "I64": "int64",
-    "U64": "uint64", "C128": "complex128", "F8_E5M2": "float8_e5m2",
-    "F8_E4M3": "float8_e4m3fn", "F8_E8M0": "float8_e8m0fnu",
-    "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
-    "F4": "float4_e2m1fn_x2",
-}
+_TORCH = {code: row["torch"] for code, row in TABLE.items() if row["torch"]}
 
 
 #: File dtype -> torch's name for it ("F32" -> "float32").

@@ -47,34 +47,24 @@ MODULES = {"jax": "jax", "tensorflow": "tensorflow", "paddle": "paddle", "mlx": 
 # (Eigen's EIGEN_MAX_ALIGN_BYTES, which XLA's CPU client also asks for).
 ALIGN = 64
 
-# File dtype -> the framework's dtype attribute, for the dtypes it has.
-# JAX has every dtype numpy has with ml_dtypes (64-bit ones as JAX's
-# jax_enable_x64 allows); F4 (two values a byte) has no framework here.
-_TF = {
-    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
-    "F16": "float16", "BF16": "bfloat16", "I32": "int32", "U32": "uint32",
-    "F32": "float32", "C64": "complex64", "F64": "float64", "I64": "int64",
-    "U64": "uint64", "C128": "complex128",
-}
+# File dtype -> the framework's dtype attribute, for the dtypes it has
+# (from Rust's one table, `_dtypes.TABLE`). JAX has every dtype numpy has
+# with ml_dtypes (64-bit ones as JAX's jax_enable_x64 allows); F4 (two
+# values a byte) has no framework here.
+def _column(name: str) -> "dict[str, str]":
+    return {code: row[name] for code, row in _dtypes.TABLE.items() if row[name]}
+
+
+_TF = _column("tensorflow")
 # Paddle has no unsigned type but uint8 (its "uint16" is bfloat16).
-_PADDLE = {
-    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "F16": "float16",
-    "BF16": "bfloat16", "I32": "int32", "F32": "float32", "C64": "complex64",
-    "F64": "float64", "I64": "int64", "C128": "complex128",
-    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
-}
-_MLX = {
-    "BOOL": "bool_", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
-    "F16": "float16", "BF16": "bfloat16", "I32": "int32", "U32": "uint32",
-    "F32": "float32", "C64": "complex64", "F64": "float64", "I64": "int64",
-    "U64": "uint64",
-}
+_PADDLE = _column("paddle")
+_MLX = _column("mlx")
 _JAX = frozenset(_dtypes.ITEMSIZE)
 _TABLES: dict[str, Any] = {"jax": _JAX, "tensorflow": _TF, "paddle": _PADDLE, "mlx": _MLX}
 
 # The numpy dtype a tensor's bytes are handed over as, where numpy (without
 # ml_dtypes) or DLPack lacks the file's: same width, bits unchanged.
-_CARRIER = {"BF16": "uint16", "F8_E4M3": "uint8", "F8_E5M2": "uint8"}
+_CARRIER = _column("carrier")
 
 
 def canonical(framework: Any) -> Optional[str]:

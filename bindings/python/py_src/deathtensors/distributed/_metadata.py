@@ -23,14 +23,17 @@ chunk's whole second dimension (a block of rows). ``sha256`` (one digest a
 tile, in tile order) is present for safetensors rank files, which carry no
 digests themselves; deathtensors files carry their own.
 
-:func:`parse` checks every field of a document read from storage: a hostile
-or damaged one is a :class:`~deathtensors.errors.FormatError` saying what is
-wrong, before anything is read from the rank files.
+:func:`parse` has Rust check every field of a document read from storage
+(``_native.check_checkpoint_metadata``, the check the command line's
+``consolidate`` runs: limits, names, duplicate keys, unknown fields, the
+chunks' cover): a hostile or damaged one is a
+:class:`~deathtensors.errors.FormatError` saying what is wrong, before
+anything is read from the rank files. This module only converts the checked
+document to and from torch's objects.
 """
 
 import dataclasses
 import json
-import math
 import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -45,6 +48,7 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
+from .. import _native
 from ..errors import FormatError
 from . import _values
 
@@ -53,31 +57,18 @@ from . import _values
 METADATA_NAME = "deathtensors.json"
 #: The version of the document this module writes and reads.
 VERSION = 1
-#: Refuse larger metadata documents: a checkpoint of 100,000 tensors sharded
-#: on 1,000 ranks needs about 100 MB; the bound keeps a hostile file from
-#: taking all memory.
-MAX_METADATA_BYTES = 512 << 20
-#: Tensors of more dimensions are refused (torch allows 64... in practice 25).
-MAX_RANK = 64
-#: Refuse chunks of more tiles: a writer makes tiles of megabytes, so a
-#: chunk of a million tiles is a terabyte; a hostile ``rows`` of 1 on a
-#: huge chunk is refused before anything lists its tiles.
-MAX_TILES = 1 << 20
-
-_RANK_FILE = re.compile(r"^rank-(\d{5,9})-([0-9a-f]{16})\.(dt|safetensors)$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 EXTENSIONS = {"deathtensors": "dt", "safetensors": "safetensors"}
 
 
 def rank_file_name(rank: int, save_id: str, fmt: str) -> str:
     """``rank-00003-<save_id>.dt``: a rank's file of one save."""
-    return f"rank-{rank:05d}-{save_id}.{EXTENSIONS[fmt]}"
+    return _native.rank_file_name(rank, save_id, EXTENSIONS[fmt])
 
 
 def parse_rank_file_name(name: str) -> Optional[Tuple[int, str]]:
     """(rank, save id) of a rank file's name, or ``None`` for other names."""
-    m = _RANK_FILE.match(name)
-    return (int(m.group(1)), m.group(2)) if m else None
+    parsed = _native.parse_rank_file_name(name)
+    return None if parsed is None else (int(parsed[0]), parsed[1])
 
 
 _SAVING = re.compile(r"^deathtensors\.saving-([0-9a-f]{16})\.json$")
@@ -98,7 +89,7 @@ def parse_saving_name(name: str) -> Optional[str]:
 
 def block_name(fqn: str, offsets: List[int]) -> str:
     """The tensor name of a block: its tensor's name and global offsets."""
-    return fqn + "@" + ",".join(str(o) for o in offsets)
+    return _native.block_name(fqn, offsets)
 
 
 class Tile(NamedTuple):
@@ -115,16 +106,7 @@ class Tile(NamedTuple):
 def tiles(sizes: List[int], rows: int, cols: Optional[int] = None) -> List[Tile]:
     """A chunk's tiles, in row-major order (one for a scalar or an empty
     chunk)."""
-    if not sizes or 0 in sizes:
-        n = sizes[0] if sizes else 0
-        return [Tile(0, n, 0, sizes[1] if len(sizes) > 1 else 0)]
-    width = sizes[1] if len(sizes) > 1 else 0
-    step = cols if cols and width else max(width, 1)
-    return [
-        Tile(r, min(r + rows, sizes[0]), c, min(c + step, width))
-        for r in range(0, sizes[0], rows)
-        for c in (range(0, width, step) if width else [0])
-    ]
+    return [Tile(*t) for t in _native.chunk_tiles(list(sizes), rows, cols or None)]
 
 
 def block_offsets(offsets: List[int], tile: Tile) -> List[int]:
@@ -198,19 +180,6 @@ class Document:
     foreign: bool = False
 
 
-def _no_duplicates(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"duplicate key {k!r}")
-        out[k] = v
-    return out
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def dumps(doc: Dict[str, Any]) -> bytes:
     """The document's bytes (compact, deterministic key order, no NaN)."""
     return json.dumps(doc, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode()
@@ -264,111 +233,36 @@ def encode(
 
 
 def parse(data: bytes, where: str) -> Document:
-    """Parses and checks a metadata document read from ``where``.
+    """Parses a metadata document read from ``where``, checked by Rust.
 
     Raises :class:`FormatError` naming ``where`` and the field for anything
-    this module would not have written.
+    the writer would not have written.
     """
 
     def bad(why: str) -> FormatError:
         return FormatError(f"invalid checkpoint metadata {where}: {why}")
 
-    if len(data) > MAX_METADATA_BYTES:
-        raise bad(f"{len(data)} bytes, more than the {MAX_METADATA_BYTES} allowed")
-    if data[:2] in (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05"):
-        raise bad("this is a pickle, not JSON (a FileSystemWriter checkpoint?); deathtensors never unpickles metadata")
-    try:
-        doc = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_reject_constant)
-    except RecursionError:
-        raise bad("nested too deeply") from None
-    except (UnicodeDecodeError, ValueError) as e:
-        raise bad(f"not a JSON document ({e})") from None
-    if not isinstance(doc, dict):
-        raise bad("not a JSON object")
-    known = {"deathtensors_dcp", "save_id", "format", "dcp_version", "files", "tensors", "values", "planner_data", "storage_meta"}
-    if set(doc) - known:
-        raise bad(f"unknown fields {sorted(set(doc) - known)}")
-    if doc.get("deathtensors_dcp") != VERSION:
-        raise bad(f"version {doc.get('deathtensors_dcp')!r}, this reader knows {VERSION}")
-    save_id = doc.get("save_id")
-    if not isinstance(save_id, str) or not re.fullmatch(r"[0-9a-f]{16}", save_id):
-        raise bad("save_id must be 16 lowercase hex digits")
-    fmt = doc.get("format")
-    if fmt not in EXTENSIONS:
-        raise bad(f"format {fmt!r}")
-    dcp_version = doc.get("dcp_version")
-    if dcp_version is not None and not isinstance(dcp_version, str):
-        raise bad("dcp_version must be a string")
-
-    files = doc.get("files")
-    if not isinstance(files, dict):
-        raise bad("files must be an object")
-    for name, f in files.items():
-        parsed = parse_rank_file_name(name)
-        if parsed is None or parsed[1] != save_id or not name.endswith("." + EXTENSIONS[fmt]):
-            raise bad(f"file {name!r} is not a rank file of save {save_id}")
-        if not isinstance(f, dict) or set(f) != {"rank", "size"} or not all(_nat(f[k]) for k in f):
-            raise bad(f"file {name!r}: needs rank and size, non-negative integers")
-        if f["rank"] != parsed[0]:
-            raise bad(f"file {name!r}: rank {f['rank']} differs from its name")
-
+    _native.check_checkpoint_metadata(bytes(data), where)
+    # Checked: UTF-8 JSON, unique keys, every field as the writer writes it.
+    doc = json.loads(data)
+    fmt = doc["format"]
+    files = doc["files"]
     state: Dict[str, Any] = {}
     storage: Dict[MetadataIndex, Any] = {}
-    tensors = doc.get("tensors")
-    if not isinstance(tensors, dict):
-        raise bad("tensors must be an object")
-    for fqn, t in tensors.items():
-        what = f"tensor {fqn!r}"
-        if not isinstance(t, dict) or set(t) != {"dtype", "size", "chunks"}:
-            raise bad(f"{what}: needs dtype, size and chunks")
+    for fqn, t in doc["tensors"].items():
         try:
-            dtype = _values.dtype_from_name(t["dtype"], what)
+            dtype = _values.dtype_from_name(t["dtype"], f"tensor {fqn!r}")
         except ValueError as e:
             raise bad(str(e)) from None
-        size = t["size"]
-        if not _dims(size):
-            raise bad(f"{what}: size must be at most {MAX_RANK} non-negative integers")
-        if not isinstance(t["chunks"], list):
-            raise bad(f"{what}: chunks must be a list")
         chunks = []
         for c in t["chunks"]:
-            if not isinstance(c, dict) or not {"offsets", "sizes", "file", "rows"} <= set(c) <= {"offsets", "sizes", "file", "rows", "cols", "sha256"}:
-                raise bad(f"{what}: a chunk needs offsets, sizes, file and rows (and may have cols and sha256)")
-            offsets, sizes = c["offsets"], c["sizes"]
-            if not (_dims(offsets) and _dims(sizes) and len(offsets) == len(sizes) == len(size)):
-                raise bad(f"{what}: a chunk's offsets and sizes must have the tensor's {len(size)} dimensions")
-            if any(o + s > d for o, s, d in zip(offsets, sizes, size)):
-                raise bad(f"{what}: chunk at {offsets} of sizes {sizes} lies outside the tensor's size {size}")
-            if c["file"] not in files:
-                raise bad(f"{what}: chunk at {offsets} names file {c['file']!r}, which files does not list")
-            rows = c["rows"]
-            if not _nat(rows) or rows == 0:
-                raise bad(f"{what}: chunk at {offsets}: rows must be a positive integer")
-            cols = c.get("cols")
-            if cols is not None and (not _nat(cols) or cols == 0 or len(sizes) < 2):
-                raise bad(f"{what}: chunk at {offsets}: cols must be a positive integer, on a chunk of 2 or more dimensions")
-            n_tiles = _tile_count(sizes, rows, cols)
-            if n_tiles > MAX_TILES:
-                raise bad(f"{what}: chunk at {offsets}: {n_tiles} tiles, more than the {MAX_TILES} allowed")
-            sha = c.get("sha256")
-            if fmt == "safetensors":
-                if not isinstance(sha, list) or len(sha) != n_tiles or not all(isinstance(h, str) and _HEX64.match(h) for h in sha):
-                    raise bad(f"{what}: chunk at {offsets}: sha256 must list one digest for each of its {n_tiles} tiles")
-            elif sha is not None:
-                raise bad(f"{what}: chunk at {offsets}: sha256 only belongs to safetensors rank files")
+            offsets, sizes, sha = c["offsets"], c["sizes"], c.get("sha256")
             chunks.append(ChunkStorageMetadata(offsets=torch.Size(offsets), sizes=torch.Size(sizes)))
             storage[MetadataIndex(fqn, offsets)] = ChunkInfo(
-                fqn, tuple(offsets), tuple(sizes), dtype, c["file"], rows, None if sha is None else tuple(sha), cols=cols
+                fqn, tuple(offsets), tuple(sizes), dtype, c["file"], c["rows"], None if sha is None else tuple(sha), cols=c.get("cols")
             )
-        _check_cover(size, [(c["offsets"], c["sizes"]) for c in t["chunks"]], bad, what)
-        state[fqn] = TensorStorageMetadata(properties=TensorProperties(dtype=dtype), size=torch.Size(size), chunks=chunks)
-
-    values = doc.get("values")
-    if not isinstance(values, dict):
-        raise bad("values must be an object")
-    for fqn, v in values.items():
-        if fqn in state:
-            raise bad(f"{fqn!r} is both a tensor and a value")
+        state[fqn] = TensorStorageMetadata(properties=TensorProperties(dtype=dtype), size=torch.Size(t["size"]), chunks=chunks)
+    for fqn, v in doc["values"].items():
         state[fqn] = BytesStorageMetadata()
         storage[MetadataIndex(fqn)] = ValueInfo(fqn, v)
 
@@ -379,47 +273,12 @@ def parse(data: bytes, where: str) -> Document:
     meta = doc.get("storage_meta")
     storage_meta = StorageMeta()
     if meta is not None:
-        if not isinstance(meta, dict) or set(meta) != {"checkpoint_id", "save_id", "modules"}:
-            raise bad("storage_meta needs checkpoint_id, save_id and modules")
-        if not isinstance(meta["modules"], list) or not all(isinstance(m, str) for m in meta["modules"]):
-            raise bad("storage_meta.modules must be strings")
         storage_meta = StorageMeta(checkpoint_id=meta["checkpoint_id"], save_id=meta["save_id"], modules=meta["modules"])
     metadata = Metadata(
         state_dict_metadata=state,
         planner_data=planner_data,
         storage_data=storage,
         storage_meta=storage_meta,
-        version=dcp_version,
+        version=doc.get("dcp_version"),
     )
-    return Document(metadata, save_id, fmt, files)
-
-
-def _tile_count(sizes: List[int], rows: int, cols: Optional[int]) -> int:
-    """How many tiles :func:`tiles` gives, without listing them (a hostile
-    ``rows`` or ``cols`` of 1 on a huge chunk would be billions)."""
-    if not sizes or 0 in sizes:
-        return 1
-    across = -(-sizes[1] // cols) if cols and len(sizes) > 1 else 1
-    return -(-sizes[0] // rows) * across
-
-
-def _nat(v: Any) -> bool:
-    return type(v) is int and v >= 0
-
-
-def _dims(v: Any) -> bool:
-    return isinstance(v, list) and len(v) <= MAX_RANK and all(_nat(d) for d in v)
-
-
-def _check_cover(size: List[int], chunks: List[Tuple[List[int], List[int]]], bad: Any, what: str) -> None:
-    """Chunks must not overlap and must add up to the tensor (DCP saves each
-    element once; a reader would otherwise leave elements unset or read
-    two versions of one)."""
-    total = math.prod(size)
-    if sum(math.prod(s) for _, s in chunks) != total:
-        raise bad(f"{what}: its chunks do not add up to its {total} elements")
-    if len(chunks) <= 64:
-        for i, (oa, sa) in enumerate(chunks):
-            for ob, sb in chunks[:i]:
-                if math.prod(sa) and math.prod(sb) and all(a < b + m and b < a + n for a, n, b, m in zip(oa, sa, ob, sb)):
-                    raise bad(f"{what}: chunks at {oa} and {ob} overlap")
+    return Document(metadata, doc["save_id"], fmt, files)

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-from .. import _file, _native, _remote
+from .. import _dtypes, _file, _native, _remote
 from .._legacy import expand_path
 from ..errors import FormatError, IntegrityError
 from . import _metadata
@@ -289,7 +289,7 @@ class LocalStore(Store):
     def get(self, name: str) -> Optional[bytes]:
         try:
             with open(self.describe(name), "rb") as f:
-                data = f.read(_metadata.MAX_METADATA_BYTES + 1)
+                data = f.read(_native.DCP_METADATA_LIMIT + 1)
         except FileNotFoundError:
             return None
         return data
@@ -370,7 +370,7 @@ class RemoteStore(Store):
         return _native.remote_size(self.describe(name), self.pairs)
 
     def get(self, name: str) -> Optional[bytes]:
-        return _native.remote_get(self.describe(name), _metadata.MAX_METADATA_BYTES, self.pairs)
+        return _native.remote_get(self.describe(name), _native.DCP_METADATA_LIMIT, self.pairs)
 
     def put_atomic(self, name: str, data: bytes, durable: bool) -> None:
         # One PUT: the object appears whole or not at all.
@@ -418,14 +418,6 @@ def read_document(store: Store) -> "_metadata.Document":
     return _metadata.parse(data, store.describe(METADATA_NAME))
 
 
-_SAFETENSORS_DTYPES = {
-    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
-    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
-    "C64": "complex64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
-}
-
-
 def read_hf_document(store: Store, names: "list[str]") -> "_metadata.Document":
     """The metadata of a checkpoint torch's ``HuggingFaceStorageWriter``
     wrote: safetensors files whose ``DCP_SHARDING_INFO`` metadata (JSON)
@@ -461,16 +453,17 @@ def read_hf_document(store: Store, names: "list[str]") -> "_metadata.Document":
                     raise FormatError(f"{where}: DCP_SHARDING_INFO is not an object")
             for key in reader.keys():
                 shape = list(reader.shape(key))
-                dtype_name = _SAFETENSORS_DTYPES.get(reader.dtype(key))
-                if dtype_name is None:
+                code = reader.dtype(key)
+                # torch's name for it; none for a packed type (torch's float4 counts pairs).
+                dtype = getattr(torch, _dtypes.TORCH_NAMES.get(code, ""), None) if code in _dtypes.ITEMSIZE else None
+                if not isinstance(dtype, torch.dtype):
                     raise FormatError(f"{where}: tensor {key!r} has dtype {reader.dtype(key)}, which DCP does not load")
                 offsets = [0] * len(shape)
                 if sharding is not None and key in sharding:
                     info = sharding[key]
                     offsets = info.get("saved_offsets") if isinstance(info, dict) else None
-                    if not _metadata._dims(offsets) or len(offsets) != len(shape):
+                    if not isinstance(offsets, list) or len(offsets) != len(shape) or not all(type(o) is int and o >= 0 for o in offsets):
                         raise FormatError(f"{where}: tensor {key!r}: saved_offsets must be {len(shape)} non-negative integers")
-                dtype = getattr(torch, dtype_name)
                 chunk = ChunkStorageMetadata(offsets=torch.Size(offsets), sizes=torch.Size(shape))
                 md = state.get(key)
                 if md is None:
@@ -488,6 +481,9 @@ def read_hf_document(store: Store, names: "list[str]") -> "_metadata.Document":
     if not state:
         raise FileNotFoundError(f"no checkpoint at {store.describe('')}: no {METADATA_NAME} and no tensors")
     for key, chunks in covers.items():
-        _metadata._check_cover(list(state[key].size), chunks, lambda why: FormatError(f"{store.describe('')}: {why}"), f"tensor {key!r}")
+        itemsize = state[key].properties.dtype.itemsize
+        why = _native.check_chunk_cover(list(state[key].size), itemsize, chunks)
+        if why is not None:
+            raise FormatError(f"{store.describe('')}: tensor {key!r}: {why}")
     metadata = Metadata(state_dict_metadata=state, storage_data=storage, storage_meta=StorageMeta())
     return _metadata.Document(metadata, "", "safetensors", {n: {} for n in names}, foreign=True)

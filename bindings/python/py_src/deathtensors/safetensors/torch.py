@@ -16,40 +16,23 @@ from typing import Any, Optional, Union
 
 import torch
 
-from .. import _convert
+from .. import _convert, _dtypes
 from . import _open, _serialize
 from ._open import safe_open
 from ._serialize import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 -- there in safetensors too
 
 __all__ = ["save", "save_file", "load", "load_file", "save_model", "load_model"]
 
-# Bytes per element of the dtypes torch has (those of this torch version).
-_SIZE: dict[torch.dtype, int] = {
-    d: d.itemsize
-    for d in (
-        getattr(torch, attr, None)
-        for attr in (
-            "int64", "float32", "int32", "bfloat16", "float16", "int16", "uint8", "int8", "bool",
-            "float64", "complex64", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
-            "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2", "uint64", "uint32", "uint16",
-        )
-    )
-    if d is not None
+# File dtype code -> torch dtype, for the codes this torch version has and
+# safetensors knows (all of Rust's table but complex128), named by the table.
+_TYPES: dict[str, torch.dtype] = {
+    code: getattr(torch, row["torch"])
+    for code, row in _dtypes.TABLE.items()
+    if row["torch"] and code != "C128" and hasattr(torch, row["torch"])
 }
 
-# File dtype code -> torch dtype, for the codes this torch version has.
-_TYPES: dict[str, torch.dtype] = {
-    code: getattr(torch, attr)
-    for code, attr in (
-        ("F64", "float64"), ("F32", "float32"), ("F16", "float16"), ("BF16", "bfloat16"),
-        ("I64", "int64"), ("I32", "int32"), ("I16", "int16"), ("I8", "int8"), ("U8", "uint8"),
-        ("BOOL", "bool"), ("F8_E4M3", "float8_e4m3fn"), ("F8_E4M3FNUZ", "float8_e4m3fnuz"),
-        ("F8_E5M2", "float8_e5m2"), ("F8_E5M2FNUZ", "float8_e5m2fnuz"), ("F8_E8M0", "float8_e8m0fnu"),
-        ("F4", "float4_e2m1fn_x2"), ("C64", "complex64"), ("U64", "uint64"), ("U32", "uint32"),
-        ("U16", "uint16"),
-    )
-    if hasattr(torch, attr)
-}
+# Bytes per element of the dtypes torch has (those of this torch version).
+_SIZE: dict[torch.dtype, int] = {d: d.itemsize for d in _TYPES.values()}
 
 
 def _getdtype(dtype_str: str) -> torch.dtype:
