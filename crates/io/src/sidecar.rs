@@ -125,14 +125,15 @@ struct Manifest<'a> {
 pub fn manifest(reader: &Reader, version: &str) -> String {
     let header = reader.header();
     let (format, magic) = match header.format() {
-        Format::Deathtensors => ("deathtensors", Some("DTLEGION")),
+        // The magic is ASCII (format's one spelling of it).
+        Format::Deathtensors => ("deathtensors", core::str::from_utf8(&deathtensors_format::MAGIC).ok()),
         Format::Safetensors => ("safetensors", None),
         Format::Bintensors => ("bintensors", None),
     };
     let empty = Metadata::new();
     let doc = Manifest {
         deathtensors_version: version,
-        format_version: 1,
+        format_version: deathtensors_format::VERSION,
         magic,
         format,
         global_metadata: header.metadata().unwrap_or(&empty),
