@@ -9,8 +9,20 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A free port on loopback (bound then released: the server binds it next).
+/// The tests start servers on parallel threads, and the system may hand the
+/// same released port out twice: a port given to one test is never given
+/// to another of this process (two servers on one port would make one fail
+/// to start while the other answers in its place).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Waits until `port` accepts connections, at most 20 s; panics if the
@@ -54,6 +66,10 @@ impl Server {
     /// as the panic unwinds, is killed: no emulator outlives a failed start.
     fn ready(mut self, what: &str) -> Server {
         wait_for(self.port, &mut self.child, what);
+        // Something answers on the port: it must be this server, alive.
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("{what} exited at start ({status}) while another program answered on port {}", self.port);
+        }
         self
     }
 
