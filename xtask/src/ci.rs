@@ -77,7 +77,7 @@ fn test_steps(steps: &mut Steps) -> Result<(), String> {
 fn check_steps(steps: &mut Steps, fuzz_seconds: u64) -> Result<(), String> {
     steps.run("clippy -D warnings", || cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     // Windows and macOS: Linux-only code is cfg-gated there, not dead.
-    steps.run("clippy -D warnings (Windows, macOS)", cross_clippy)?;
+    steps.run("clippy -D warnings (Windows, macOS, aarch64 Linux)", cross_clippy)?;
     // The Windows tests of format, io and cli under Wine: 5:12 on 2 shared
     // cores with the Windows test build warm (the tests' own time: cli 2:04,
     // io 1:21, format 0:52); a fresh clone adds the Windows debug build of
