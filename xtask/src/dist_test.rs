@@ -389,12 +389,7 @@ fn wheel_from_sdist(sdist: &Path, version: &str, work: &Path) -> Result<(), Stri
             .env("MATURIN_PEP517_ARGS", "--profile dev")
             .env("CARGO_TARGET_DIR", root().join("target")),
     )?;
-    let wheel = std::fs::read_dir(&out)
-        .map_err(|e| format!("{}: {e}", out.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .ok_or("pip built no wheel from the sdist")?;
+    let wheel = crate::util::wheel_in(&out, "").map_err(|e| format!("pip built no wheel from the sdist: {e}"))?;
     exec(Command::new(&py).args(["-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]).arg(&wheel))?;
     let smoke = root().join("xtask/assets/wheel_smoke.py");
     exec(Command::new(&py).arg(smoke).arg(root().join("testdata/valid")).arg(work.join("wheel-sdist")).arg(version))?;

@@ -174,15 +174,7 @@ pub fn install_develop() -> Result<(), String> {
 pub fn install_dist_wheel() -> Result<(), String> {
     let dist = root().join("target/dist");
     let arch = std::env::consts::ARCH;
-    let wheel = std::fs::read_dir(&dist)
-        .map_err(|e| format!("no dist in {}: {e} (run `cargo xtask dist --host` first)", dist.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| {
-            p.extension().is_some_and(|x| x == "whl")
-                && p.file_name().is_some_and(|n| n.to_string_lossy().contains(arch))
-        })
-        .ok_or_else(|| format!("no {arch} wheel in {}", dist.display()))?;
+    let wheel = crate::util::wheel_in(&dist, arch).map_err(|e| format!("{e} (run `cargo xtask dist --host` first)"))?;
     pip_install(&["--force-reinstall", "--no-deps", path_str(&wheel)?])
 }
 

@@ -106,3 +106,20 @@ pub fn host() -> String {
 pub fn workspace_version() -> Result<String, String> {
     workspace_package("version")
 }
+
+/// The first wheel in `dir` whose file name contains `part` (any wheel for
+/// `""`); the error names the folder.
+pub fn wheel_in(dir: &std::path::Path, part: &str) -> Result<PathBuf, String> {
+    std::fs::read_dir(dir)
+        .map_err(|e| format!("no wheel in {}: {e}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension().is_some_and(|x| x == "whl")
+                && p.file_name().is_some_and(|n| n.to_string_lossy().contains(part))
+        })
+        .ok_or_else(|| {
+            let kind = if part.is_empty() { String::new() } else { format!("{part} ") };
+            format!("no {kind}wheel in {}", dir.display())
+        })
+}

@@ -23,12 +23,7 @@ pub fn install() -> Result<(), String> {
                 .env("VIRTUAL_ENV", venv()),
         )?;
     }
-    let wheel = std::fs::read_dir(&out)
-        .map_err(|e| format!("no wheel in {}: {e}", out.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "whl"))
-        .ok_or("maturin built no wheel")?;
+    let wheel = crate::util::wheel_in(&out, "").map_err(|e| format!("maturin built no wheel: {e}"))?;
     // The wheel must ship the stubs and the typing marker.
     let check = "import sys, zipfile; names = zipfile.ZipFile(sys.argv[1]).namelist(); \
                  missing = [n for n in ('deathtensors/py.typed', 'deathtensors/_native.pyi', 'deathtensors/__init__.py') if n not in names]; \
