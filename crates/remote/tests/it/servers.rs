@@ -222,6 +222,24 @@ pub fn fake_gcs(dir: &Path) -> Option<Server> {
     Some(Server { child, port, root: dir.to_path_buf() }.ready("fake-gcs-server"))
 }
 
+/// A connection to the server on `port`, retried for up to 5 s while it is
+/// refused: Azurite, having accepted the readiness probe's connection,
+/// refused the test's first request about once in eight runs of its tests
+/// in parallel (never reproduced alone), so a refusal right after the start
+/// is waited out rather than failing a test that is about our code.
+fn connect(port: u16) -> TcpStream {
+    let start = Instant::now();
+    loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => return s,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && start.elapsed() < Duration::from_secs(5) => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("cannot connect to the test server on port {port}: {e}"),
+        }
+    }
+}
+
 /// One plain HTTP/1.1 request (moto checks no signatures): the status code.
 pub fn request(port: u16, method: &str, path: &str, body: &[u8]) -> u16 {
     request_with(port, method, path, &[], body)
@@ -229,7 +247,7 @@ pub fn request(port: u16, method: &str, path: &str, body: &[u8]) -> u16 {
 
 /// One plain HTTP/1.1 request with extra `headers`: the status code.
 pub fn request_with(port: u16, method: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> u16 {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut s = connect(port);
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     write!(
