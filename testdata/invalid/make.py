@@ -28,7 +28,7 @@ FOOTER_LEN = 32
 # Limits::DEFAULT of deathtensors-format.
 MAX_HEADER_LEN = 4 << 30  # Limits::DEFAULT_MAX_HEADER_LEN
 SAFETENSORS_MAX_HEADER = 100_000_000
-MAX_RANK = 64
+RANK_LIMIT = 64
 MAX_NAME_LEN = 4096
 U64_MAX = 2**64 - 1
 
@@ -544,7 +544,7 @@ def build():
     both("shape-negative-zero", "InvalidDimension", "A dimension is -0, which serde_json and safetensors read as a float (simd-json read it as 0).",
          dt(dt_top({"w": dt_tensor(shape=(Raw("-0"),), offsets=(0, 0))}), data=b""),
          st(st_top({"w": st_tensor(shape=(Raw("-0"),), offsets=(0, 0))}), data=b""))
-    both_tensor("shape-rank-65", "LimitExceeded", "65 dimensions of 1: one over the default rank limit of 64.", shape=(1,) * (MAX_RANK + 1), offsets=(0, 4))
+    both_tensor("shape-rank-65", "LimitExceeded", "65 dimensions of 1: one over the default rank limit of 64.", shape=(1,) * (RANK_LIMIT + 1), offsets=(0, 4))
     both_tensor("numel-overflow", "Overflow", "2^32 x (2^32 + 1) elements do not fit in a u64.", shape=(2**32, 2**32 + 1), offsets=(0, 0))
     both_tensor("byte-len-overflow", "Overflow", "2^61 F64 elements fit in a u64 but their 2^64 bytes do not.", dtype="F64", shape=(2**61,), offsets=(0, 0))
     add("dt-byte-len-overflow-c128.deathtensors", dt(dt_top({"w": dt_tensor(dtype="C128", shape=(2**60,), offsets=(0, 0))})), "Overflow", "2^60 C128 elements fit in a u64 but their 2^64 bytes do not.")

@@ -221,9 +221,17 @@ impl PyCollection {
         Ok(PyArena::from_map(view.into_map()))
     }
 
-    /// Writes whole rows from `start` (at most the row count).
+    /// Writes whole rows from `start` (at most the row count): the bytes of
+    /// a buffer, or of the one tensor `collect` made of a dict.
     fn write(&mut self, py: Python<'_>, start: u64, data: &Bound<'_, PyAny>) -> PyResult<()> {
         let c = self.get_mut()?;
+        if let Ok(tensors) = data.downcast::<crate::tensors::Tensors>() {
+            let n = tensors.len()?;
+            if n != 1 {
+                return Err(PyValueError::new_err(format!("rows must be one tensor, got {n}")));
+            }
+            return crate::tensors::with_tensors(py, data, None, |items| c.write_rows(start, items[0].1));
+        }
         with_bytes(py, data, |bytes| c.write_rows(start, bytes))
     }
 

@@ -50,7 +50,7 @@ pub fn consolidate(
 /// contiguous copy.
 #[pyfunction]
 pub fn sha256_tensors(py: Python<'_>, tensors: Bound<'_, PyAny>) -> PyResult<Vec<(String, String)>> {
-    with_tensor_views(py, &tensors, |data| {
+    with_tensor_views(py, &tensors, None, |data| {
         let views: Vec<_> = data.iter().map(|(_, bytes)| *bytes).collect();
         let digests = deathtensors_io::sha256_views(&views);
         Ok(data.into_iter().zip(digests).map(|((spec, _), d)| (spec.name, hex_digest(&d))).collect())

@@ -31,3 +31,29 @@ impl PyTensorInfo {
         )
     }
 }
+
+/// How a file is compressed, as `Reader.compression` returns it (it was a
+/// positional 6-tuple): `mode` `"chunks"` (tensors one by one; `level` and
+/// `chunk_size` from the header) or `"blob"` (deathtensors 0.3.0's
+/// whole-blob frame, which records neither: None), the tensors' bytes
+/// (`raw_bytes`) and what they take in the file (`stored_bytes`).
+#[derive(Debug)]
+#[pyclass(name = "Compression", module = "deathtensors._native", frozen, get_all)]
+pub struct PyCompression {
+    pub(crate) mode: &'static str,
+    pub(crate) codec: &'static str,
+    pub(crate) level: Option<u32>,
+    pub(crate) chunk_size: Option<u64>,
+    pub(crate) raw_bytes: u64,
+    pub(crate) stored_bytes: u64,
+}
+
+/// One tensor stored compressed in chunks, as `Reader.tensor_compression`
+/// returns it (it was a positional 3-tuple).
+#[derive(Debug)]
+#[pyclass(name = "TensorCompression", module = "deathtensors._native", frozen, get_all)]
+pub struct PyTensorCompression {
+    pub(crate) raw_bytes: u64,
+    pub(crate) stored_bytes: u64,
+    pub(crate) chunks: usize,
+}

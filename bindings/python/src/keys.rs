@@ -183,7 +183,7 @@ pub fn save_cryptotensors(
         tensors: only,
         durable,
     };
-    crate::tensors::with_tensors(py, &tensors, |data| {
+    crate::tensors::with_tensors(py, &tensors, None, |data| {
         deathtensors_io::save_cryptotensors(&path, data, metadata, &options).map(|_| ())
     })
 }

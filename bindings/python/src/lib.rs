@@ -31,6 +31,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reader::PyReader>()?;
     m.add_class::<reader::PyRegion>()?;
     m.add_class::<info::PyTensorInfo>()?;
+    m.add_class::<info::PyCompression>()?;
+    m.add_class::<info::PyTensorCompression>()?;
     m.add_class::<names::PyTensorNames>()?;
     m.add_class::<arena::PyArena>()?;
     m.add_class::<collection::PyCollection>()?;
@@ -50,6 +52,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model_sign::open_signed_model, m)?)?;
     m.add_class::<model_sign::PySignedModel>()?;
     m.add_function(wrap_pyfunction!(safetensors::encode_safetensors, m)?)?;
+    m.add_class::<safetensors::PyHead>()?;
     m.add_function(wrap_pyfunction!(safetensors::parse_head, m)?)?;
     m.add_class::<sharded::PyShardedIndex>()?;
     m.add_function(wrap_pyfunction!(sharded::save_sharded, m)?)?;

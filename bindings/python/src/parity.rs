@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use deathtensors_io::format::{Format, Metadata, TensorSpec};
 use deathtensors_io::{Compare, Reader};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::errors::IntoPy;
 use crate::options::PyWriteOptions;
@@ -22,15 +23,18 @@ pub fn supported_dtypes() -> Vec<&'static str> {
 /// Adds tensors (a list of items, or what `collect` made of a dict) to the
 /// file at `path`: a streaming copy that replaces it atomically.
 #[pyfunction]
-#[pyo3(signature = (path, tensors, extra_global_metadata = None, durable = true))]
+#[pyo3(signature = (path, tensors, extra_global_metadata = None, durable = true, metadata = None))]
 pub fn append(
     py: Python<'_>,
     path: PathBuf,
     tensors: Bound<'_, PyAny>,
     extra_global_metadata: Option<Metadata>,
     durable: bool,
+    metadata: Option<Bound<'_, PyDict>>,
 ) -> PyResult<()> {
-    with_tensors(py, &tensors, |data| deathtensors_io::append(&path, data, extra_global_metadata.as_ref(), durable))
+    with_tensors(py, &tensors, metadata.as_ref(), |data| {
+        deathtensors_io::append(&path, data, extra_global_metadata.as_ref(), durable)
+    })
 }
 
 /// `(removed, added, retyped, values, metadata, tensor_metadata)`: names;
@@ -132,13 +136,17 @@ pub fn convert(py: Python<'_>, src: PathBuf, dst: PathBuf, options: Bound<'_, Py
 /// Saves tensors in deathtensors 0.3.0's sharded layout, as `options` say:
 /// the index file at `path`, the shards beside it. Returns the shard paths.
 #[pyfunction]
+#[pyo3(signature = (path, tensors, max_shard_bytes, options, metadata = None))]
 pub fn save_sharded_legacy(
     py: Python<'_>,
     path: PathBuf,
     tensors: Bound<'_, PyAny>,
     max_shard_bytes: u64,
     options: Bound<'_, PyWriteOptions>,
+    metadata: Option<Bound<'_, PyDict>>,
 ) -> PyResult<Vec<PathBuf>> {
     let options = &options.get().inner;
-    with_tensors(py, &tensors, |data| deathtensors_io::save_sharded_legacy(&path, data, max_shard_bytes, options))
+    with_tensors(py, &tensors, metadata.as_ref(), |data| {
+        deathtensors_io::save_sharded_legacy(&path, data, max_shard_bytes, options)
+    })
 }

@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::arena::PyArena;
 use crate::errors::IntoPy;
-use crate::info::PyTensorInfo;
+use crate::info::{PyCompression, PyTensorCompression, PyTensorInfo};
 use crate::names::{PyTensorNames, LAZY_NAMES_MIN};
 use crate::options::PyReadOptions;
 
@@ -297,32 +297,46 @@ impl PyReader {
         PyList::new(py, rows)
     }
 
-    /// The compression of the file, or None: `(mode, codec, level,
-    /// chunk_size, raw bytes, stored bytes)`, mode `"chunks"` (flag bit 5;
-    /// level and chunk size from its header) or `"blob"` (deathtensors
-    /// 0.3.0's whole-blob frame: level and chunk size unknown, None).
-    #[allow(clippy::type_complexity)]
-    fn compression(&self) -> PyResult<Option<(&'static str, &'static str, Option<u32>, Option<u64>, u64, u64)>> {
+    /// How the file is compressed, or None: tensors one by one in chunks
+    /// (flag bit 5), or deathtensors 0.3.0's whole-blob frame.
+    fn compression(&self) -> PyResult<Option<PyCompression>> {
         let r = self.get()?;
         let h = r.header();
         if let Some(c) = h.compression() {
-            let stored = h.tensors().iter().map(|t| t.stored_len()).sum();
-            return Ok(Some(("chunks", c.codec.name(), Some(c.level), Some(c.chunk_size), h.raw_len(), stored)));
+            let stored_bytes = h.tensors().iter().map(|t| t.stored_len()).sum();
+            return Ok(Some(PyCompression {
+                mode: "chunks",
+                codec: c.codec.name(),
+                level: Some(c.level),
+                chunk_size: Some(c.chunk_size),
+                raw_bytes: h.raw_len(),
+                stored_bytes,
+            }));
         }
         if r.head().is_compressed() {
-            let stored = r.head().data_end - r.head().data_start;
-            return Ok(Some(("blob", "zstd", None, None, h.data_len(), stored)));
+            let stored_bytes = r.head().data_end - r.head().data_start;
+            return Ok(Some(PyCompression {
+                mode: "blob",
+                codec: "zstd",
+                level: None,
+                chunk_size: None,
+                raw_bytes: h.data_len(),
+                stored_bytes,
+            }));
         }
         Ok(None)
     }
 
-    /// `(raw bytes, stored bytes, chunks)` of a tensor stored compressed in
-    /// chunks, or None.
-    fn tensor_compression(&self, py: Python<'_>, name: &str) -> PyResult<Option<(u64, u64, usize)>> {
+    /// A tensor's compression, if it is stored compressed in chunks.
+    fn tensor_compression(&self, py: Python<'_>, name: &str) -> PyResult<Option<PyTensorCompression>> {
         let r = self.get()?;
         let t = r.tensor(name).py(py)?;
         let pos = r.header().position(name).unwrap_or(0);
-        Ok(r.header().chunk_table(pos).map(|c| (t.info.byte_len(), t.info.stored_len(), c.len())))
+        Ok(r.header().chunk_table(pos).map(|c| PyTensorCompression {
+            raw_bytes: t.info.byte_len(),
+            stored_bytes: t.info.stored_len(),
+            chunks: c.len(),
+        }))
     }
 
     fn dtype(&self, py: Python<'_>, name: &str) -> PyResult<&'static str> {

@@ -7,7 +7,7 @@ use deathtensors_io::format::{Dtype, Flags, Format, Head, Header, Limits, Metada
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::errors::format_to_py;
 
@@ -104,17 +104,30 @@ impl deathtensors_io::ReadAt for Borrowed {
     }
 }
 
-/// Parses the head of a file held in memory (any format we read) and
-/// returns `(format, metadata or None, compressed, [(name, dtype, shape,
-/// (start, end))], data_start)`, tensors in header order, offsets relative
-/// to `data_start`.
+/// The head of a file held in memory, as `parse_head` returns it (it was
+/// a positional 5-tuple): its `format`, global `metadata` (or None),
+/// whether its tensors are `compressed` (then the bytes at their offsets
+/// are not theirs), `tensors` as `(name, dtype, shape, (start, end))` rows
+/// in header order (rows, as `Reader.layout` gives, for files of many
+/// tensors), offsets relative to `data_start`.
+#[derive(Debug)]
+#[pyclass(name = "Head", module = "deathtensors._native", frozen, get_all)]
+pub struct PyHead {
+    format: &'static str,
+    metadata: Option<Py<PyDict>>,
+    compressed: bool,
+    tensors: Py<PyList>,
+    data_start: u64,
+}
+
+/// Parses the head of a file held in memory (any format we read).
 ///
 /// The bytes are opened by the same `Reader` as a file on disk, so they get
 /// the same checks (signature block, footer, padding, tag table, header
 /// MAC); an encrypted or cryptotensors file is refused, as its bytes are
 /// ciphertext (`deathtensors.open` with keys reads it).
 #[pyfunction]
-pub fn parse_head<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyTuple>> {
+pub fn parse_head(py: Python<'_>, data: &[u8]) -> PyResult<PyHead> {
     let source = Borrowed { ptr: data.as_ptr() as usize, len: data.len() };
     let reader = deathtensors_io::Reader::open_source(
         Box::new(source),
@@ -153,8 +166,14 @@ pub fn parse_head<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyTu
     // Either compression (a 0.3.0 blob, or tensors in chunks) means the
     // bytes at `data_offsets` are not the tensors'.
     let compressed = head.is_compressed() || head.is_chunk_compressed();
-    let out = (format, metadata, compressed, tensors, head.data_start).into_pyobject(py);
+    let out = PyHead {
+        format,
+        metadata: metadata.map(Bound::unbind),
+        compressed,
+        tensors: tensors.unbind(),
+        data_start: head.data_start,
+    };
     // The reader (and its borrowed source) goes before `data` can.
     drop(reader);
-    out
+    Ok(out)
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use deathtensors_io::format::Metadata;
 use deathtensors_io::{save_sharded as io_save_sharded, ShardedReader};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::errors::IntoPy;
 use crate::options::{PyReadOptions, PyWriteOptions};
@@ -83,13 +84,15 @@ impl PyShardedIndex {
 /// data key of its own, and signed, when they say so). Returns (index
 /// path, shard paths).
 #[pyfunction]
+#[pyo3(signature = (path, tensors, max_shard_bytes, options, metadata = None))]
 pub fn save_sharded(
     py: Python<'_>,
     path: PathBuf,
     tensors: Bound<'_, PyAny>,
     max_shard_bytes: u64,
     options: Bound<'_, PyWriteOptions>,
+    metadata: Option<Bound<'_, PyDict>>,
 ) -> PyResult<(PathBuf, Vec<PathBuf>)> {
     let options = &options.get().inner;
-    with_tensors(py, &tensors, |data| io_save_sharded(&path, data, max_shard_bytes, options))
+    with_tensors(py, &tensors, metadata.as_ref(), |data| io_save_sharded(&path, data, max_shard_bytes, options))
 }

@@ -1,22 +1,23 @@
 //! `deathtensors._native.collect`: Python tensors as specs and borrowed
-//! bytes for the writers.
+//! bytes for the writers, which take a dict of tensors in one call.
 //!
 //! numpy arrays (through the buffer protocol) and CPU torch tensors (through
 //! a few attributes) in C order, without a conjugate or negative bit, are
-//! taken here, without a Python call per
-//! tensor: saving 20,000 small tensors spent most of its time turning each
-//! into a buffer in Python. Anything else (other layouts, devices, byte
-//! orders, dtypes, objects) goes through the Python `fallback`, which
-//! converts or explains the refusal.
+//! taken here, without a Python call per tensor: saving 20,000 small
+//! tensors spent most of its time turning each into a buffer in Python.
+//! Which torch tensors are taken as they are is decided here alone
+//! ([`from_torch`]); `_convert.torch_resolved` turns any other into one or
+//! names the refusal. Other values (other frameworks, byte orders, tuples,
+//! buffers) go through `_convert.to_buffer`.
 
 use std::ffi::CStr;
 
-use deathtensors_io::format::{Dtype, Metadata, TensorSpec};
+use deathtensors_io::format::{Dtype, Metadata, TensorSpec, DTYPE_NAMES};
 use deathtensors_io::{Strided, TensorBytes};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::types::{PyDict, PyMapping, PyString, PyTuple};
 
 use crate::buffer::Buffer;
 use crate::errors::IntoPy;
@@ -128,7 +129,30 @@ impl std::fmt::Debug for Tensors {
     }
 }
 
+#[pymethods]
 impl Tensors {
+    fn __len__(&self) -> usize {
+        self.specs.len()
+    }
+
+    /// The file dtype of tensor `index` (`"F32"`).
+    fn dtype(&self, index: usize) -> PyResult<&'static str> {
+        Ok(self.spec(index)?.dtype.name())
+    }
+
+    /// The shape of tensor `index`, as the file counts it.
+    fn shape(&self, index: usize) -> PyResult<Vec<u64>> {
+        Ok(self.spec(index)?.shape.clone())
+    }
+}
+
+impl Tensors {
+    fn spec(&self, index: usize) -> PyResult<&TensorSpec> {
+        self.specs.get(index).ok_or_else(|| {
+            pyo3::exceptions::PyIndexError::new_err(format!("no tensor {index} of {}", self.specs.len()))
+        })
+    }
+
     pub(crate) fn with_capacity(n: usize) -> Tensors {
         Tensors { specs: Vec::with_capacity(n), sources: Vec::with_capacity(n) }
     }
@@ -179,45 +203,86 @@ fn from_numpy(obj: &Bound<'_, PyAny>) -> Option<(Dtype, Vec<u64>, Buffer)> {
     Some((dtype, buf.shape(), buf))
 }
 
-/// A contiguous, strided CPU torch tensor of a dtype in `dtypes`.
-fn from_torch(
-    t: &Bound<'_, PyAny>,
-    strided: &Bound<'_, PyAny>,
-    dtypes: &Bound<'_, PyDict>,
-) -> PyResult<Option<(Dtype, Vec<u64>, Source)>> {
+/// torch's types a save looks up once: `torch.Tensor`, `torch.strided`,
+/// and each torch dtype of the format's table this torch has, to its file
+/// dtype.
+struct Torch<'py> {
+    tensor: Bound<'py, PyAny>,
+    strided: Bound<'py, PyAny>,
+    dtypes: Bound<'py, PyDict>,
+}
+
+impl<'py> Torch<'py> {
+    /// torch's types, when torch is imported (a value can only be a torch
+    /// tensor then).
+    fn imported(py: Python<'py>, modules: &Bound<'py, PyAny>) -> PyResult<Option<Torch<'py>>> {
+        let Some(torch) = imported(modules, "torch") else {
+            return Ok(None);
+        };
+        let dtypes = PyDict::new(py);
+        for row in DTYPE_NAMES {
+            // A torch older than the table lacks its newest dtypes.
+            if let Some(dtype) = row.torch.and_then(|name| torch.getattr(name).ok()) {
+                dtypes.set_item(dtype, row.dtype.name())?;
+            }
+        }
+        Ok(Some(Torch { tensor: torch.getattr("Tensor")?, strided: torch.getattr("strided")?, dtypes }))
+    }
+}
+
+/// A module of `sys.modules`, if imported (one set to None there must not
+/// be imported).
+fn imported<'py>(modules: &Bound<'py, PyAny>, name: &str) -> Option<Bound<'py, PyAny>> {
+    modules.get_item(name).ok().filter(|m| !m.is_none())
+}
+
+/// A torch tensor taken as it is: strided, on the CPU, not nested, of a
+/// dtype of ours, its memory holding the values the caller sees (no
+/// conjugate or negative bit), and contiguous or rows of a larger tensor.
+/// This is the one place that decides it; `_convert.torch_resolved` makes
+/// any other tensor one (or says why it cannot be saved).
+fn from_torch(t: &Bound<'_, PyAny>, torch: &Torch<'_>) -> PyResult<Option<(Dtype, Vec<u64>, Source)>> {
     let py = t.py();
-    // Nested tensors are strided too, and have no `shape`: the fallback
-    // names the refusal.
-    if !t.getattr(intern!(py, "layout"))?.is(strided)
+    // Nested tensors are strided too, and have no `shape`.
+    if !t.getattr(intern!(py, "layout"))?.is(&torch.strided)
         || !t.getattr(intern!(py, "is_cpu"))?.is_truthy()?
         || t.getattr(intern!(py, "is_nested"))?.is_truthy()?
     {
         return Ok(None);
     }
-    let Some(name) = dtypes.get_item(t.getattr(intern!(py, "dtype"))?)? else {
+    let Some(name) = torch.dtypes.get_item(t.getattr(intern!(py, "dtype"))?)? else {
         return Ok(None);
     };
     let Some(dtype) = Dtype::from_name(name.downcast::<PyString>()?.to_str()?) else {
         return Ok(None);
     };
-    // F4 (two values a byte) counts its shape differently, and lazy views
-    // (a conjugate or negative bit) are not their memory: the fallback
-    // resolves them.
-    if dtype == Dtype::F4
-        || t.call_method0(intern!(py, "is_neg"))?.is_truthy()?
+    // Lazy views (a conjugate or negative bit) are not their memory.
+    if t.call_method0(intern!(py, "is_neg"))?.is_truthy()?
         || (matches!(dtype, Dtype::C64 | Dtype::C128) && t.call_method0(intern!(py, "is_conj"))?.is_truthy()?)
     {
         return Ok(None);
     }
-    let shape: Vec<u64> = t.getattr(intern!(py, "shape"))?.extract()?;
+    let mut shape: Vec<u64> = t.getattr(intern!(py, "shape"))?.extract()?;
     let len: usize = t.getattr(intern!(py, "nbytes"))?.extract()?;
     let ptr: usize = if len == 0 { 0 } else { t.call_method0(intern!(py, "data_ptr"))?.extract()? };
     let owner = t.clone().unbind();
-    if t.call_method0(intern!(py, "is_contiguous"))?.is_truthy()? {
+    let contiguous = t.call_method0(intern!(py, "is_contiguous"))?.is_truthy()?;
+    if dtype == Dtype::F4 {
+        // float4_e2m1fn_x2 holds two values an element: the file counts
+        // values. Its views of rows are left to the conversion.
+        if !contiguous {
+            return Ok(None);
+        }
+        match shape.last_mut() {
+            Some(last) => *last = last.checked_mul(2).ok_or_else(|| PyValueError::new_err("F4 shape overflows"))?,
+            None => shape.push(2),
+        }
+    }
+    if contiguous {
         return Ok(Some((dtype, shape, Source::Raw { ptr: ptr as *const u8, len, _owner: owner })));
     }
     // Rows of a larger tensor (each row contiguous, rows at a stride): the
-    // writer takes them where they are. Other layouts go to the fallback.
+    // writer takes them where they are. Other layouts are converted.
     let strides: Vec<i64> = t.call_method0(intern!(py, "stride"))?.extract()?;
     let item = (dtype.bits() / 8) as usize;
     match row_runs(&shape, &strides, item) {
@@ -254,26 +319,19 @@ fn row_runs(shape: &[u64], strides: &[i64], item: usize) -> Option<(usize, usize
 }
 
 /// Collects a dict of name to tensor (`tensors`), with per-tensor metadata
-/// from `metadata` (a dict of name to validated string dict), for
-/// `_native.save` and `_native.save_sharded`. `torch_dtypes` maps torch
-/// dtypes to our names; `fallback(name, value)` returns `(dtype, shape,
-/// buffer)` for every value the fast paths leave (or raises).
+/// from `metadata` (a dict of name to validated string dict), for the
+/// writers. numpy arrays and torch tensors are taken here (torch tensors
+/// that cannot be taken as they are through `_convert.torch_resolved`
+/// first); every other value through `_convert.to_buffer`, the one
+/// conversion of odd values, which returns `(dtype, shape, buffer)` or
+/// raises.
 #[pyfunction]
-#[pyo3(signature = (tensors, metadata, fallback, torch_dtypes = None))]
-pub fn collect(
-    py: Python<'_>,
-    tensors: &Bound<'_, PyDict>,
-    metadata: Option<&Bound<'_, PyDict>>,
-    fallback: &Bound<'_, PyAny>,
-    torch_dtypes: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Tensors> {
+#[pyo3(signature = (tensors, metadata = None))]
+pub fn collect(py: Python<'_>, tensors: &Bound<'_, PyDict>, metadata: Option<&Bound<'_, PyDict>>) -> PyResult<Tensors> {
     let modules = py.import("sys")?.getattr("modules")?;
-    // A module set to None in sys.modules is one that must not be imported.
-    let module = |name: &str| modules.get_item(name).ok().filter(|m| !m.is_none());
-    let ndarray = module("numpy").map(|m| m.getattr("ndarray")).transpose()?;
-    let torch = module("torch");
-    let tensor = torch.as_ref().map(|m| m.getattr("Tensor")).transpose()?;
-    let strided = torch.as_ref().map(|m| m.getattr("strided")).transpose()?;
+    let ndarray = imported(&modules, "numpy").map(|m| m.getattr("ndarray")).transpose()?;
+    let torch = Torch::imported(py, &modules)?;
+    let convert = py.import("deathtensors._convert")?;
     let mut out = Tensors::with_capacity(tensors.len());
     for (key, value) in tensors.iter() {
         let Ok(name) = key.downcast::<PyString>() else {
@@ -283,19 +341,22 @@ pub fn collect(
             Some(m) => m.get_item(name)?.map(|m| m.extract()).transpose()?,
             None => None,
         };
-        let fast = if ndarray.as_ref().is_some_and(|t| value.is_instance(t).unwrap_or(false)) {
+        let taken = if ndarray.as_ref().is_some_and(|t| value.is_instance(t).unwrap_or(false)) {
             from_numpy(&value).map(|(d, s, b)| (d, s, Source::Buffer(b)))
-        } else if let (Some(t), Some(strided), Some(dtypes)) = (&tensor, &strided, torch_dtypes) {
-            if value.is_instance(t)? {
-                from_torch(&value, strided, dtypes)?
-            } else {
-                None
+        } else if let Some(torch) = torch.as_ref().filter(|t| value.is_instance(&t.tensor).unwrap_or(false)) {
+            match from_torch(&value, torch)? {
+                Some(taken) => Some(taken),
+                None => {
+                    let resolved = convert.call_method1(intern!(py, "torch_resolved"), (name, &value))?;
+                    let taken = from_torch(&resolved, torch)?;
+                    Some(taken.ok_or_else(|| torch_refusal(name, &resolved))?)
+                }
             }
         } else {
             None
         };
         let name = name.to_str()?.to_string();
-        match fast {
+        match taken {
             Some((dtype, shape, source)) => {
                 let mut spec = TensorSpec::new(name, dtype, shape);
                 spec.metadata = meta.unwrap_or_default();
@@ -303,7 +364,7 @@ pub fn collect(
                 out.sources.push(source);
             }
             None => {
-                let converted = fallback.call1((name.as_str(), &value))?;
+                let converted = convert.call_method1(intern!(py, "to_buffer"), (name.as_str(), &value))?;
                 let converted = converted.downcast::<PyTuple>()?;
                 let (dtype, shape, buf): (String, Vec<u64>, Bound<'_, PyAny>) = converted.extract()?;
                 out.push_buffer(name, &dtype, shape, &buf, meta)?;
@@ -313,13 +374,29 @@ pub fn collect(
     Ok(out)
 }
 
+/// Why a resolved torch tensor (dense, C order, on the CPU) still cannot
+/// be taken: its dtype is not one of ours.
+fn torch_refusal(name: &Bound<'_, PyString>, t: &Bound<'_, PyAny>) -> PyErr {
+    let repr = name.repr().map_or_else(|_| String::new(), |r| r.to_string());
+    let dtype = t.getattr("dtype").and_then(|d| d.str()).map_or_else(|_| "?".to_string(), |d| d.to_string());
+    crate::errors::error(t.py(), format!("tensor {repr}: torch dtype {dtype} cannot be stored"))
+}
+
 /// One tensor as Python hands it over: name, dtype name, shape, a
 /// C-contiguous byte buffer, and per-tensor metadata.
 pub(crate) type Item<'py> = (String, String, Vec<u64>, Bound<'py, PyAny>, Option<Metadata>);
 
-/// The writers' `tensors` argument: what `_native.collect` made of a dict,
+/// The writers' `tensors` argument: a dict of name to tensor (collected
+/// here, with per-tensor `metadata`), what `_native.collect` made of one,
 /// or a list of items.
-pub(crate) fn tensors_arg(tensors: &Bound<'_, PyAny>) -> PyResult<TensorsArg> {
+pub(crate) fn tensors_arg(tensors: &Bound<'_, PyAny>, metadata: Option<&Bound<'_, PyDict>>) -> PyResult<TensorsArg> {
+    if let Ok(dict) = tensors.downcast::<PyDict>() {
+        return Ok(TensorsArg::Owned(collect(tensors.py(), dict, metadata)?));
+    }
+    if tensors.downcast::<PyMapping>().is_ok() {
+        let dict = tensors.py().get_type::<PyDict>().call1((tensors,))?;
+        return Ok(TensorsArg::Owned(collect(tensors.py(), dict.downcast()?, metadata)?));
+    }
     if let Ok(collected) = tensors.downcast::<Tensors>() {
         return Ok(TensorsArg::Collected(collected.clone().unbind()));
     }
@@ -343,9 +420,10 @@ pub(crate) enum TensorsArg {
 pub(crate) fn with_tensors<R: Send>(
     py: Python<'_>,
     tensors: &Bound<'_, PyAny>,
+    metadata: Option<&Bound<'_, PyDict>>,
     write: impl FnOnce(Vec<(TensorSpec, &[u8])>) -> deathtensors_io::Result<R> + Send,
 ) -> PyResult<R> {
-    with_tensor_views(py, tensors, |data| {
+    with_tensor_views(py, tensors, metadata, |data| {
         let (specs, bytes): (Vec<_>, Vec<_>) = data.into_iter().map(|(s, b)| (s, b.to_cow())).unzip();
         write(specs.into_iter().zip(bytes.iter().map(|b| &**b)).collect())
     })
@@ -357,9 +435,10 @@ pub(crate) fn with_tensors<R: Send>(
 pub(crate) fn with_tensor_views<R: Send>(
     py: Python<'_>,
     tensors: &Bound<'_, PyAny>,
+    metadata: Option<&Bound<'_, PyDict>>,
     write: impl FnOnce(Vec<(TensorSpec, TensorBytes<'_>)>) -> deathtensors_io::Result<R> + Send,
 ) -> PyResult<R> {
-    let mut arg = tensors_arg(tensors)?;
+    let mut arg = tensors_arg(tensors, metadata)?;
     let mut guard;
     let tensors: &mut Tensors = match &mut arg {
         TensorsArg::Owned(t) => t,

@@ -61,3 +61,27 @@ def test_checkpoint_metadata_is_checked_by_rust():
     assert _native.parse_rank_file_name("rank-2-0123456789abcdef.dt") is None
     assert _native.check_chunk_cover([4], 4, [([0], [2]), ([1], [3])]) is not None
     assert _native.check_chunk_cover([4], 4, [([0], [2]), ([2], [2])]) is None
+
+
+def test_the_drop_ins_dtype_lists_agree_with_the_table_and_the_peer():
+    """The safetensors drop-in keeps the peer's own lists (its codes and
+    their order); every entry names the dtype the format's table says."""
+    from deathtensors.safetensors import _serialize
+    from deathtensors.safetensors import numpy as st_numpy
+
+    for name, code in _serialize._CODES.items():
+        assert TABLE[code]["torch"] == name, name
+    for code, ntype in st_numpy._TYPES.items():
+        assert np.dtype(ntype) == np.dtype(TABLE[code]["numpy"]), code
+    peer = pytest.importorskip("safetensors.numpy")
+    assert list(st_numpy._TYPES) == list(peer._TYPES)
+    assert {c: np.dtype(t) for c, t in st_numpy._TYPES.items()} == {c: np.dtype(t) for c, t in peer._TYPES.items()}
+
+
+def test_the_paddle_drop_ins_list_agrees_with_the_table():
+    paddle = pytest.importorskip("paddle")
+    from deathtensors.safetensors import paddle as st_paddle
+
+    for code, ptype in st_paddle._TYPES.items():
+        assert TABLE[code]["paddle"] is not None, code
+        assert getattr(paddle, TABLE[code]["paddle"]) == ptype, code

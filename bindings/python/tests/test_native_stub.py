@@ -50,7 +50,9 @@ def _is_decorated(fn: ast.FunctionDef, name: str) -> bool:
 FUNCTIONS = [n for n in TREE.body if isinstance(n, ast.FunctionDef)]
 CLASSES = [n for n in TREE.body if isinstance(n, ast.ClassDef)]
 CONSTANTS = [t.id for n in TREE.body if isinstance(n, (ast.AnnAssign, ast.Assign))
-             for t in ([n.target] if isinstance(n, ast.AnnAssign) else n.targets) if isinstance(t, ast.Name)]
+             for t in ([n.target] if isinstance(n, ast.AnnAssign) else n.targets)
+             # Names with an underscore are the stub's own type aliases.
+             if isinstance(t, ast.Name) and not t.id.startswith("_")]
 
 
 def test_every_public_name_of_the_module_has_a_stub_and_back():

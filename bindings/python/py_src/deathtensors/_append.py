@@ -30,9 +30,10 @@ def append(
     checked = _tensor_metadata(tensors, metadata, "appended")
     _native.append(
         expand_path(path),
-        _convert.collect(tensors, checked),
+        tensors,
         _check_metadata("extra_global_metadata", extra_global_metadata),
         durable,
+        metadata=checked or None,
     )
 
 

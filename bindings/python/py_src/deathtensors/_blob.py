@@ -379,7 +379,9 @@ class TensorBlob:
         returns the number of rows written. The dtype must be the
         collection's (no silent casts)."""
         self._check_writable()
-        dtype, shape, buf = _convert.to_buffer("rows", rows)
+        # One tensor, collected as every save collects its tensors.
+        collected = _native.collect({"rows": rows})
+        dtype, shape = collected.dtype(0), collected.shape(0)
         if dtype != self._dtype:
             raise TypeError(f"Tensor dtype {_torch_name(dtype)} does not match blob dtype {self.dtype}!")
         numel = 1
@@ -394,7 +396,7 @@ class TensorBlob:
         if self._append:
             self._pos = len(self)
         if count:
-            self._c.write(self._pos, buf)
+            self._c.write(self._pos, collected)
         self._pos += count
         return count
 

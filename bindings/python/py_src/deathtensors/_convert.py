@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import os
 import sys
@@ -25,34 +24,24 @@ def _is_numpy(x: Any) -> bool:
     return np is not None and isinstance(x, np.ndarray)
 
 
-def collect(tensors: Any, metadata: Any = None) -> Any:
-    """``tensors`` (a mapping of name to tensor) and per-tensor
-    ``metadata`` (name to validated string dict) as the native writers take
-    them: numpy arrays and CPU torch tensors in C order are taken in native
-    code, every other value through :func:`to_buffer`."""
-    from . import _native
-
-    if not isinstance(tensors, dict):
-        tensors = dict(tensors)
-    return _native.collect(tensors, metadata or None, to_buffer, _dtypes.torch_map())
-
-
 def to_buffer(name: str, value: Any) -> tuple[str, list[int], Any]:
     """(dtype name, shape, C-contiguous byte buffer) for a value to save.
 
     This is the one conversion every save path takes for values the native
-    fast path leaves (``dt.save``, ``save_file``, ``save_sharded``,
-    ``append``, ``TensorBlob.write``, the cryptotensors API and the
-    safetensors drop-in; JAX, TensorFlow, Paddle and MLX arrays through
-    ``_frameworks.to_buffer``): the buffer holds the values the caller sees,
-    whatever view the value is (torch's conjugate and negative bits,
-    non-contiguous, expanded and channels_last tensors; numpy's byte-swapped,
-    Fortran-ordered, negative-stride and broadcast arrays). A value already
-    laid out as it is saved is not copied; any other is copied once.
-    Values that cannot be written as they are (sparse, nested, quantized or
-    meta tensors, object dtypes) are refused with an error naming them."""
+    collection (``_native.collect``, which takes numpy arrays in C order
+    and every torch tensor, through :func:`torch_resolved` when not as it
+    is) leaves: ``dt.save``, ``save_file``, ``save_sharded``, ``append``,
+    ``TensorBlob.write``, the cryptotensors API and the safetensors
+    drop-in; JAX, TensorFlow, Paddle and MLX arrays through
+    ``_frameworks.to_buffer``. The buffer holds the values the caller sees,
+    whatever view the value is (numpy's byte-swapped, Fortran-ordered,
+    negative-stride and broadcast arrays). A value already laid out as it
+    is saved is not copied; any other is copied once. Values that cannot
+    be written as they are (object dtypes, buffers without a dtype) are
+    refused with an error naming them."""
     if _is_torch(value):
-        return _torch_buffer(name, value)
+        # Taken natively, after torch_resolved when not as they are.
+        raise DeathTensorsError(f"tensor {name!r}: torch tensors are saved from a dict of tensors (_native.collect)")
     if _is_numpy(value):
         return _numpy_buffer(name, value)
     got = _frameworks.to_buffer(name, value)  # JAX, TensorFlow, Paddle, MLX
@@ -119,31 +108,6 @@ def torch_resolved(name: str, t: Any) -> Any:
         out.copy_(t)
         t = out
     return t
-
-
-def _torch_buffer(name: str, t: Any) -> tuple[str, list[int], Any]:
-    why = _torch_refusal(t)
-    if why is not None:
-        raise DeathTensorsError(f"tensor {name!r}: {why}")
-    try:
-        dtype = _dtypes.from_torch(t.dtype)
-    except DeathTensorsError as e:
-        raise DeathTensorsError(f"tensor {name!r}: {e}") from None
-    shape = list(t.shape)
-    t = torch_resolved(name, t)
-    if dtype == "F4":
-        # float4_e2m1fn_x2 packs two values a byte: the file counts values.
-        shape = shape[:-1] + [shape[-1] * 2] if shape else [2]
-    nbytes = t.numel() * t.element_size()
-    if nbytes == 0:
-        return dtype, shape, b""
-    # The tensor's own memory, without numpy: a ctypes view of its bytes
-    # that keeps the tensor alive.
-    raw = (ctypes.c_ubyte * nbytes).from_address(t.data_ptr())
-    raw._owner = t  # type: ignore[attr-defined]
-    # A memoryview (which keeps `raw`, and so `t`, alive) has the strides
-    # the buffer protocol consumer asks for; ctypes leaves them out.
-    return dtype, shape, memoryview(raw).cast("B")
 
 
 def view(framework: str, dtype: str, shape: list[int], region: Any, name: str = "") -> Any:

@@ -84,23 +84,6 @@ def from_numpy(dtype: Any) -> str:
     raise DeathTensorsError(f"numpy dtype {dtype} cannot be stored")
 
 
-_FROM_TORCH: dict = {}
-
-
-def torch_map() -> Any:
-    """torch dtype -> file dtype name, for the dtypes this torch has; None
-    when torch is not imported (then no value can be a torch tensor)."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
-    if not _FROM_TORCH:
-        for name, attr in _TORCH.items():
-            dtype = getattr(torch, attr, None)
-            if dtype is not None:
-                _FROM_TORCH[dtype] = name
-    return _FROM_TORCH
-
-
 def from_torch(dtype: Any) -> str:
     """The file dtype name of a torch dtype."""
     attr = str(dtype).removeprefix("torch.")

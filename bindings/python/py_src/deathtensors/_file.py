@@ -257,7 +257,7 @@ def save(
         durable=durable, format=format, alignment=alignment, encrypt=encrypt, sign=sign, cipher=cipher,
         chunk_size=chunk_size, seal_header=seal_header, drop_cache=drop_cache,
     )
-    _native_save(expand_path(path), _convert.collect(tensors, checked), options)
+    _native_save(expand_path(path), tensors, options, metadata=checked or None)
 
 
 def save_file(
@@ -495,23 +495,27 @@ class DtFile:
         c = self._reader.compression()
         if c is None:
             return None
-        mode, codec, level, chunk_size, raw, stored = c
         return {
-            "mode": mode,
-            "codec": codec,
-            "level": level,
-            "chunk_size": chunk_size,
-            "raw_bytes": raw,
-            "stored_bytes": stored,
-            "ratio": stored / raw if raw else 1.0,
+            "mode": c.mode,
+            "codec": c.codec,
+            "level": c.level,
+            "chunk_size": c.chunk_size,
+            "raw_bytes": c.raw_bytes,
+            "stored_bytes": c.stored_bytes,
+            "ratio": c.stored_bytes / c.raw_bytes if c.raw_bytes else 1.0,
         }
 
     def _tensor_compression(self, name: str) -> Optional[Dict[str, Any]]:
         c = self._reader.tensor_compression(name)
         if c is None:
             return None
-        raw, stored, chunks = c
-        return {"codec": "zstd", "raw_bytes": raw, "stored_bytes": stored, "chunks": chunks, "ratio": stored / raw}
+        return {
+            "codec": "zstd",
+            "raw_bytes": c.raw_bytes,
+            "stored_bytes": c.stored_bytes,
+            "chunks": c.chunks,
+            "ratio": c.stored_bytes / c.raw_bytes,
+        }
 
     @property
     def format(self) -> str:

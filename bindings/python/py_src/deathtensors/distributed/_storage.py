@@ -38,7 +38,7 @@ from torch.distributed.checkpoint.planner import (
 )
 from torch.futures import Future
 
-from .. import _convert, _file, _native
+from .. import _file, _native
 from .._remote import is_url
 from ..errors import FormatError, IntegrityError
 from . import _metadata, _store, _values
@@ -357,7 +357,7 @@ def _block_digests(blocks: Dict[str, torch.Tensor]) -> Dict[str, str]:
     two streams a core, the rows of column tiles hashed where they are."""
     try:
         # Collected here: the native collection belongs to this thread.
-        return dict(_native.sha256_tensors(_convert.collect(blocks)))
+        return dict(_native.sha256_tensors(blocks))
     except BaseException as e:
         # The frames below keep the native collection, which may be dropped
         # only in this thread: their locals go now, their lines stay in the

@@ -20,28 +20,18 @@ from typing import Any, Optional, Union
 from .. import _native
 from ._errors import SafetensorError
 
-# The dtype names TensorSpec accepts (torch's and numpy's) and their codes.
+# The dtype names safetensors' TensorSpec accepts, in the order its error
+# message lists them (the peer's choice), and their codes from the format's
+# one dtype table (torch's names, which are numpy's too where numpy has
+# the dtype).
+_TORCH_CODES = {row["torch"]: code for code, row in _native.dtype_table().items() if row["torch"]}
 _CODES = {
-    "bool": "BOOL",
-    "int8": "I8",
-    "uint8": "U8",
-    "int16": "I16",
-    "uint16": "U16",
-    "int32": "I32",
-    "uint32": "U32",
-    "int64": "I64",
-    "uint64": "U64",
-    "float16": "F16",
-    "float32": "F32",
-    "float64": "F64",
-    "bfloat16": "BF16",
-    "float8_e4m3fn": "F8_E4M3",
-    "float8_e4m3fnuz": "F8_E4M3FNUZ",
-    "float8_e5m2": "F8_E5M2",
-    "float8_e5m2fnuz": "F8_E5M2FNUZ",
-    "float8_e8m0fnu": "F8_E8M0",
-    "float4_e2m1fn_x2": "F4",
-    "complex64": "C64",
+    name: _TORCH_CODES[name]
+    for name in (
+        "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32",
+        "float64", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+        "float8_e8m0fnu", "float4_e2m1fn_x2", "complex64",
+    )
 }
 
 # (name, dtype code, shape, C-contiguous byte buffer): what the native
@@ -208,16 +198,16 @@ def parse(data: Any) -> Parsed:
     if not isinstance(data, bytes):
         data = bytes(memoryview(data))
     try:
-        _format, metadata, compressed, tensors, start = _native.parse_head(data)
+        head = _native.parse_head(data)
     except (ValueError, OSError) as e:
         raise SafetensorError(f"Error while deserializing: {e}") from e
-    if compressed:
+    if head.compressed:
         raise SafetensorError(
             "Error while deserializing: the tensors are zstd-compressed (a deathtensors file saved with "
             "compress=...): use deathtensors.open on a file"
         )
-    tensors.sort(key=lambda t: t[3])
-    return memoryview(data), start, metadata, tensors
+    tensors = sorted(head.tensors, key=lambda t: t[3])
+    return memoryview(data), head.data_start, head.metadata, tensors
 
 
 def deserialize(bytes: Any) -> list[tuple[str, dict[str, Any]]]:  # noqa: A002 -- safetensors' name

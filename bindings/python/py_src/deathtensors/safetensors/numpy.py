@@ -21,7 +21,10 @@ from ._serialize import TensorSpec, deserialize, serialize, serialize_file  # no
 
 __all__ = ["save", "save_file", "load", "load_file"]
 
-# File dtype code -> numpy dtype (the codes plain numpy has).
+# safetensors.numpy's own module attribute, entry for entry and in its
+# order (programs written for safetensors may read it): the peer's choice of
+# codes. tests/test_dtype_table.py checks each entry against the format's
+# dtype table.
 _TYPES: dict[str, Any] = {
     "F64": np.float64,
     "F32": np.float32,
