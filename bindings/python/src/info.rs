@@ -57,3 +57,20 @@ pub struct PyTensorCompression {
     pub(crate) stored_bytes: u64,
     pub(crate) chunks: usize,
 }
+
+/// How a file is encrypted, as `Reader.encryption` returns it (it was a
+/// positional 6-tuple): the `scheme` (`"deathtensors"` or
+/// `"cryptotensors"`), `cipher`, `chunk_size` (None for a cryptotensors
+/// file of one AEAD message per tensor), `recipients` as `(kind, kid or
+/// None)` pairs, how many tensors are stored encrypted, and a cryptotensors
+/// file's signer key id.
+#[derive(Debug)]
+#[pyclass(name = "Encryption", module = "deathtensors._native", frozen, get_all)]
+pub struct PyEncryption {
+    pub(crate) scheme: &'static str,
+    pub(crate) cipher: String,
+    pub(crate) chunk_size: Option<u64>,
+    pub(crate) recipients: Vec<(&'static str, Option<String>)>,
+    pub(crate) encrypted_tensors: usize,
+    pub(crate) signer_kid: Option<String>,
+}

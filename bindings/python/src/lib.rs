@@ -33,6 +33,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<info::PyTensorInfo>()?;
     m.add_class::<info::PyCompression>()?;
     m.add_class::<info::PyTensorCompression>()?;
+    m.add_class::<info::PyEncryption>()?;
     m.add_class::<names::PyTensorNames>()?;
     m.add_class::<arena::PyArena>()?;
     m.add_class::<collection::PyCollection>()?;
@@ -58,6 +59,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sharded::save_sharded, m)?)?;
     m.add_function(wrap_pyfunction!(parity::supported_dtypes, m)?)?;
     m.add_function(wrap_pyfunction!(parity::append, m)?)?;
+    m.add_class::<parity::PyDiff>()?;
     m.add_function(wrap_pyfunction!(parity::diff, m)?)?;
     m.add_function(wrap_pyfunction!(parity::manifest, m)?)?;
     m.add_function(wrap_pyfunction!(parity::write_manifest, m)?)?;

@@ -37,17 +37,22 @@ pub fn append(
     })
 }
 
-/// `(removed, added, retyped, values, metadata, tensor_metadata)`: names;
-/// names; names; `(name, differing, max_abs_diff)`; `(key, a, b)`;
-/// `(name, [(key, a, b)])`.
-type DiffTuple = (
-    Vec<String>,
-    Vec<String>,
-    Vec<String>,
-    Vec<(String, u64, Option<f64>)>,
-    Vec<MetadataChange>,
-    Vec<(String, Vec<MetadataChange>)>,
-);
+/// What `diff` found between two files, fields named (it was a positional
+/// 6-tuple): names `removed`, `added` and `retyped` (another dtype or
+/// shape); `values` as `(name, differing elements, max_abs_diff)` rows;
+/// the global `metadata` changes and each tensor's (`tensor_metadata`) as
+/// `(key, a, b)` rows.
+#[derive(Debug)]
+#[pyclass(name = "Diff", module = "deathtensors._native", frozen, get_all)]
+pub struct PyDiff {
+    removed: Vec<String>,
+    added: Vec<String>,
+    retyped: Vec<String>,
+    values: Vec<(String, u64, Option<f64>)>,
+    metadata: Vec<MetadataChange>,
+    tensor_metadata: Vec<(String, Vec<MetadataChange>)>,
+}
+
 type MetadataChange = (String, Option<String>, Option<String>);
 
 fn change(c: deathtensors_io::MetadataChange) -> MetadataChange {
@@ -63,7 +68,7 @@ pub fn diff(
     b: PyRef<'_, PyReader>,
     atol: Option<f64>,
     rtol: Option<f64>,
-) -> PyResult<DiffTuple> {
+) -> PyResult<PyDiff> {
     let compare = match (atol, rtol) {
         (None, None) => Compare::Exact,
         (atol, rtol) => {
@@ -76,14 +81,14 @@ pub fn diff(
     };
     let (ra, rb) = (a.get()?, b.get()?);
     let d = py.allow_threads(|| deathtensors_io::diff(&*ra, &*rb, compare, |_| {})).py(py)?;
-    Ok((
-        d.removed,
-        d.added,
-        d.retyped,
-        d.values.into_iter().map(|(n, v)| (n, v.differing, v.max_abs_diff)).collect(),
-        d.metadata.into_iter().map(change).collect(),
-        d.tensor_metadata.into_iter().map(|(n, c)| (n, c.into_iter().map(change).collect())).collect(),
-    ))
+    Ok(PyDiff {
+        removed: d.removed,
+        added: d.added,
+        retyped: d.retyped,
+        values: d.values.into_iter().map(|(n, v)| (n, v.differing, v.max_abs_diff)).collect(),
+        metadata: d.metadata.into_iter().map(change).collect(),
+        tensor_metadata: d.tensor_metadata.into_iter().map(|(n, c)| (n, c.into_iter().map(change).collect())).collect(),
+    })
 }
 
 /// The JSON manifest of an open file (`deathtensors_io::manifest`).

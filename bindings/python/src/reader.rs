@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::arena::PyArena;
 use crate::errors::IntoPy;
-use crate::info::{PyCompression, PyTensorCompression, PyTensorInfo};
+use crate::info::{PyCompression, PyEncryption, PyTensorCompression, PyTensorInfo};
 use crate::names::{PyTensorNames, LAZY_NAMES_MIN};
 use crate::options::PyReadOptions;
 
@@ -402,17 +402,16 @@ impl PyReader {
         Ok(self.get()?.can_decrypt())
     }
 
-    /// How the file is encrypted, or None: `(scheme, cipher, chunk_size or
-    /// None, [(kind, kid or None)], encrypted tensors, signer kid or None)`.
-    #[allow(clippy::type_complexity)]
-    fn encryption(
-        &self,
-    ) -> PyResult<Option<(&'static str, String, Option<u64>, Vec<(&'static str, Option<String>)>, usize, Option<String>)>>
-    {
-        Ok(self
-            .get()?
-            .encryption_info()
-            .map(|e| (e.scheme, e.cipher, e.chunk_size, e.recipients, e.encrypted_tensors, e.signer_kid)))
+    /// How the file is encrypted, or None.
+    fn encryption(&self) -> PyResult<Option<PyEncryption>> {
+        Ok(self.get()?.encryption_info().map(|e| PyEncryption {
+            scheme: e.scheme,
+            cipher: e.cipher,
+            chunk_size: e.chunk_size,
+            recipients: e.recipients,
+            encrypted_tensors: e.encrypted_tensors,
+            signer_kid: e.signer_kid,
+        }))
     }
 
     /// The Rego policy a key holder's open evaluates, or None.

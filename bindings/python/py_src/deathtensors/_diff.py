@@ -41,7 +41,8 @@ def diff(
     used: nothing is converted."""
     del framework
     fa, fb = _open(path_a), _open(path_b)
-    removed, added, retyped, values, global_changes, tensor_changes = _native.diff(fa._reader, fb._reader, atol, rtol)
+    d = _native.diff(fa._reader, fb._reader, atol, rtol)
+    removed, added, retyped = d.removed, d.added, d.retyped
     shape_changed = {}
     dtype_changed = {}
     for name in sorted(retyped):
@@ -53,11 +54,11 @@ def diff(
     retyped_set = set(retyped)
     metadata_changed = {
         name: (fa.info(name)["metadata"], fb.info(name)["metadata"])
-        for name, _ in sorted(tensor_changes)
+        for name, _ in sorted(d.tensor_metadata)
         if name not in retyped_set
     }
-    global_changed = (fa.metadata(), fb.metadata()) if global_changes else None
-    value_changed = sorted(name for name, _, _ in values)
+    global_changed = (fa.metadata(), fb.metadata()) if d.metadata else None
+    value_changed = sorted(name for name, _, _ in d.values)
     equal = not (added or removed or shape_changed or dtype_changed or value_changed or metadata_changed or global_changed)
     return {
         "added": sorted(added),

@@ -433,14 +433,13 @@ class DtFile:
         e = self._reader.encryption()
         if e is None:
             return None
-        scheme, cipher, chunk_size, recipients, encrypted, signer_kid = e
         info: Dict[str, Any] = {
-            "cipher": cipher,
-            "chunk_size": chunk_size,
-            "recipients": [{"kind": k, "kid": kid} for k, kid in recipients],
+            "cipher": e.cipher,
+            "chunk_size": e.chunk_size,
+            "recipients": [{"kind": k, "kid": kid} for k, kid in e.recipients],
         }
-        if scheme == "cryptotensors":
-            info.update(format=scheme, encrypted_tensors=encrypted, signer_kid=signer_kid)
+        if e.scheme == "cryptotensors":
+            info.update(format=e.scheme, encrypted_tensors=e.encrypted_tensors, signer_kid=e.signer_kid)
         return info
 
     def policy(self) -> Optional[str]:
