@@ -397,6 +397,11 @@ pub(crate) fn tensors_arg(tensors: &Bound<'_, PyAny>, metadata: Option<&Bound<'_
         let dict = tensors.py().get_type::<PyDict>().call1((tensors,))?;
         return Ok(TensorsArg::Owned(collect(tensors.py(), dict.downcast()?, metadata)?));
     }
+    if metadata.is_some() {
+        // Items carry their own metadata, and a collection has it already:
+        // metadata= given with either would be lost.
+        return Err(pyo3::exceptions::PyTypeError::new_err("metadata= goes with a dict of tensors"));
+    }
     if let Ok(collected) = tensors.downcast::<Tensors>() {
         return Ok(TensorsArg::Collected(collected.clone().unbind()));
     }

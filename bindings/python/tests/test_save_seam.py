@@ -116,3 +116,10 @@ def test_the_collection_says_what_it_took():
 def test_to_buffer_is_never_handed_a_torch_tensor():
     with pytest.raises(dt.DeathTensorsError, match="tensor 'x': torch tensors are saved from a dict"):
         _convert.to_buffer("x", torch.ones(2))
+
+
+def test_metadata_without_a_dict_of_tensors_is_refused_not_lost(tmp_path):
+    items = [("x", "F32", [1], b"\0\0\x80?", None)]
+    with pytest.raises(TypeError, match="metadata= goes with a dict of tensors"):
+        _native.save(str(tmp_path / "m.dt"), items, _options(), metadata={"x": {"a": "b"}})
+    assert not (tmp_path / "m.dt").exists()
