@@ -60,10 +60,30 @@ pub fn sha256_tensors(py: Python<'_>, tensors: Bound<'_, PyAny>) -> PyResult<Vec
 /// Checks a checkpoint's metadata document (`deathtensors.json`) read from
 /// `where` as `consolidate` does: every field, the limits, duplicate keys,
 /// unknown fields. `FormatError` says what is wrong, naming `where`.
+/// With `rank`, the document is that rank's own (a checkpoint saved
+/// without collectives), and every file it names must be that rank's.
 #[pyfunction]
-pub fn check_checkpoint_metadata(py: Python<'_>, data: &[u8], r#where: &str) -> PyResult<()> {
-    py.allow_threads(|| deathtensors_io::check_checkpoint_metadata(data))
-        .map_err(|why| raise(py, "FormatError", format!("invalid checkpoint metadata {where}: {why}")))
+#[pyo3(signature = (data, r#where, rank = None))]
+pub fn check_checkpoint_metadata(py: Python<'_>, data: &[u8], r#where: &str, rank: Option<u64>) -> PyResult<()> {
+    py.allow_threads(|| match rank {
+        None => deathtensors_io::check_checkpoint_metadata(data),
+        Some(rank) => deathtensors_io::check_rank_checkpoint_metadata(data, rank),
+    })
+    .map_err(|why| raise(py, "FormatError", format!("invalid checkpoint metadata {where}: {why}")))
+}
+
+/// `deathtensors.rank-00003.json`: the metadata of one rank's checkpoint,
+/// saved without collectives.
+#[pyfunction]
+pub fn rank_metadata_name(rank: u64) -> String {
+    deathtensors_io::rank_metadata_name(rank)
+}
+
+/// The rank of a per-rank metadata document's name, or `None` for other
+/// names.
+#[pyfunction]
+pub fn parse_rank_metadata_name(name: &str) -> Option<u64> {
+    deathtensors_io::parse_rank_metadata_name(name)
 }
 
 /// `(rank, save id)` of a rank file's name (`rank-00003-<save id>.dt`), or

@@ -81,6 +81,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(dcp::check_chunk_cover, m)?,
         wrap_pyfunction!(dcp::block_name, m)?,
         wrap_pyfunction!(dcp::rank_file_name, m)?,
+        wrap_pyfunction!(dcp::rank_metadata_name, m)?,
+        wrap_pyfunction!(dcp::parse_rank_metadata_name, m)?,
         wrap_pyfunction!(dcp::chunk_tiles, m)?,
     ] {
         m.add_function(f)?;
@@ -91,5 +93,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MAGIC", pyo3::types::PyBytes::new(m.py(), &deathtensors_io::format::MAGIC))?;
     m.add("FORMAT_VERSION", deathtensors_io::format::VERSION)?;
     m.add("DCP_METADATA_LIMIT", deathtensors_io::MAX_METADATA_BYTES)?;
+    m.add("DCP_METADATA", deathtensors_io::DCP_METADATA)?;
+    m.add("URL_SCHEMES", deathtensors_remote::SCHEMES.to_vec())?;
     Ok(())
 }

@@ -191,17 +191,46 @@ def assert_optim_equal(a, b):
             assert same(a["state"][i][k], b["state"][i][k]), (i, k)
 
 
-def save_loop(rank, world, path, flag, fmt):
+def save_loop(rank, world, path, flag, fmt, mode="plain"):
     """Saves step 1, 2, 3, ... until killed; ``flag`` appears once step 1
-    committed."""
+    committed (``mode="nocoll"``: ``flag-<rank>``, once this rank's step 1
+    committed). ``mode``: ``plain``, ``cache`` (the default planner with
+    plan caching, one planner for every save) or ``nocoll`` (every rank
+    saves its own state without collectives)."""
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+
+    planner = DefaultSavePlanner(enable_plan_caching=True) if mode == "cache" else None
     step = 1
     while True:
-        sd = loop_state(step)
-        dcp.save(sd, storage_writer=StorageWriter(path, format=fmt))
-        if step == 1 and rank == 0:
-            open(flag, "w").close()
+        if mode == "nocoll":
+            dcp.save(own_state(rank, step), storage_writer=StorageWriter(path, format=fmt), use_collectives=False)
+            if step == 1:
+                open(f"{flag}-{rank}", "w").close()
+        else:
+            dcp.save(loop_state(step), storage_writer=StorageWriter(path, format=fmt), planner=planner)
+            if step == 1 and rank == 0:
+                open(flag, "w").close()
         step += 1
         time.sleep(0.001 * (rank + 1))
+
+
+def own_state(rank, step, zeros=False):
+    """Rank ``rank``'s own state of a save without collectives: four
+    tensors every element of which says the rank and the step, and the
+    step."""
+    v = 0.0 if zeros else float(step + 1000 * rank)
+    return {**{f"t{i}": torch.full((64, 128), v + i) for i in range(4)}, "step": 0 if zeros else step, "rank": -1 if zeros else rank}
+
+
+def check_own(rank, world, path):
+    """Each rank loads its own checkpoint (saved without collectives) and
+    finds one whole step of its own state."""
+    sd = own_state(rank, 0, zeros=True)
+    dcp.load(sd, storage_reader=StorageReader(path))
+    step = sd["step"]
+    assert sd["rank"] == rank and step >= 1, (rank, sd["rank"], step)
+    for i in range(4):
+        assert torch.equal(sd[f"t{i}"], torch.full((64, 128), float(step + 1000 * rank + i))), f"rank {rank}: t{i} is not from step {step}"
 
 
 def loop_state(step, zeros=False, local=True):
@@ -243,7 +272,86 @@ def full_disk(rank, world, path, sizes, value, expect):
     assert expect == "ok", "the save did not fail"
 
 
-SCENARIOS = {"noop": noop, "save": save, "load": load, "save_loop": save_loop, "full_disk": full_disk}
+def without_collectives(rank, world, path, async_path):
+    """Every rank saves a state of its own without collectives (twice: the
+    second replaces the first), into one directory, then loads it: each
+    finds exactly what it saved, never another rank's. Then the same with
+    ``async_save``."""
+    for step in (1, 2):
+        dcp.save(own_state(rank, step), storage_writer=StorageWriter(path, durable=False), use_collectives=False)
+    dist.barrier()
+    check_own(rank, world, path)
+    names = os.listdir(path)
+    ours = [n for n in names if n.startswith(f"rank-{rank:05}-")]
+    assert len(ours) == 1 and f"deathtensors.rank-{rank:05}.json" in names, names
+    dcp.async_save(own_state(rank, 7), storage_writer=StorageWriter(async_path), use_collectives=False).result()
+    check_own(rank, world, async_path)
+    sd = own_state(rank, 0, zeros=True)
+    dcp.load(sd, storage_reader=StorageReader(async_path))
+    assert sd["step"] == 7, sd["step"]
+
+
+class StopBeforeCommit(StorageWriter):
+    """A writer whose save stops after every rank wrote its file and before
+    the commit, as a job killed there would."""
+
+    def finish(self, metadata, results):
+        raise RuntimeError("stopped before the commit")
+
+
+def plan_caching(rank, world, path):
+    """Saves with the default planner's plan cache on: step 1 commits, step
+    2 stops after writing and before its commit (the checkpoint must stay
+    step 1, every value of it), step 3 commits. Each save writes files of
+    its own names."""
+    from torch.distributed.checkpoint.default_planner import DefaultSavePlanner
+
+    planner = DefaultSavePlanner(enable_plan_caching=True)
+    dcp.save(loop_state(1), storage_writer=StorageWriter(path, durable=False), planner=planner)
+    dist.barrier()
+    first = sorted(n for n in os.listdir(path) if n.startswith("rank-"))
+    try:
+        dcp.save(loop_state(2), storage_writer=StopBeforeCommit(path, durable=False), planner=planner)
+        raise AssertionError("the save did not stop")
+    except BaseException as e:  # DCP's CheckpointException is a BaseException
+        if isinstance(e, AssertionError):
+            raise
+        assert "stopped before the commit" in str(e), str(e)
+    dist.barrier()
+    assert_loop_step(path, 1)
+    second = sorted(n for n in os.listdir(path) if n.startswith("rank-"))
+    # The committed files are untouched; step 2's are beside them.
+    assert set(first) < set(second), (first, second)
+    dist.barrier()
+    dcp.save(loop_state(3), storage_writer=StorageWriter(path, durable=False), planner=planner)
+    dist.barrier()
+    assert_loop_step(path, 3)
+
+
+def assert_loop_step(path, step):
+    sd = loop_state(0, zeros=True)
+    dcp.load(sd, storage_reader=StorageReader(path))
+    assert sd["step"] == step and sd["meta"]["saved_at_step"] == step, (sd["step"], sd["meta"])
+    for i in range(4):
+        local = sd[f"t{i}"].to_local() if isinstance(sd[f"t{i}"], DTensor) else sd[f"t{i}"]
+        assert torch.equal(local, torch.full_like(local, float(step + i))), f"t{i} is not from step {step}"
+
+
+def async_process(rank, world, path):
+    """``async_save`` with the process-based checkpointer, then a load."""
+    from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
+
+    mesh = init_device_mesh("cpu", (world,))
+    sd = {"model": model_state(mesh, Shard(0)), "optim": optim_state(), "extras": extras()}
+    dcp.async_save(sd, storage_writer=StorageWriter(path), async_checkpointer_type=AsyncCheckpointerType.PROCESS).result()
+    dist.barrier()
+    load(rank, world, path, "", 0, 0)
+
+
+SCENARIOS = {
+    "noop": noop, "save": save, "load": load, "save_loop": save_loop, "full_disk": full_disk, "check_own": check_own,
+    "without_collectives": without_collectives, "plan_caching": plan_caching, "async_process": async_process,
+}
 
 
 # The first optimizer step imports much of torch (seconds): take that cost

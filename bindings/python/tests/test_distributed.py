@@ -156,6 +156,177 @@ def test_four_to_one_rank_and_async_save(saved4):
     check_single(load_single(saved4 / "async"), seed=1)
 
 
+def test_without_collectives_each_rank_loads_exactly_what_it_saved(tmp_path):
+    """dcp.save(use_collectives=False): each rank's files and metadata are
+    its own (torch writes __<rank>_0.distcp and __<rank>.metadata); every
+    rank loads what it saved, never another rank's, and a second save
+    removes only its own rank's earlier file. async_save too."""
+    path, async_path = tmp_path / "own", tmp_path / "own-async"
+    launch(2, "without_collectives", str(path), str(async_path), tmp_path=tmp_path)
+    names = sorted(os.listdir(path))
+    assert [n for n in names if n.endswith(".json")] == ["deathtensors.rank-00000.json", "deathtensors.rank-00001.json"], names
+    assert [n[:10] for n in names if n.startswith("rank-")] == ["rank-00000", "rank-00001"], names
+    # One process without a group (no_dist) loads rank 0's, as torch does.
+    sd = w.own_state(0, 0, zeros=True)
+    dcp.load(sd, storage_reader=StorageReader(path), no_dist=True)
+    assert sd["rank"] == 0 and sd["step"] == 2 and torch.equal(sd["t1"], torch.full((64, 128), 3.0))
+    # A document that names another rank's file is refused, naming it.
+    doc = json.loads((path / "deathtensors.rank-00000.json").read_text())
+    other = next(n for n in names if n.startswith("rank-00001-"))
+    doc["files"] = {other: {"rank": 1, "size": os.path.getsize(path / other)}}
+    for t in doc["tensors"].values():
+        for c in t["chunks"]:
+            c["file"] = other
+    (path / "deathtensors.rank-00000.json").write_text(json.dumps(doc))
+    with fails(r"deathtensors\.rank-00000\.json.*is another rank's \(this is rank 0's metadata\)"):
+        dcp.load(w.own_state(0, 0, zeros=True), storage_reader=StorageReader(path), no_dist=True)
+    # No global view to consolidate: said, not guessed.
+    from deathtensors.distributed import consolidate
+
+    with fails("saved without collectives"):
+        consolidate(async_path, tmp_path / "one.dt")
+
+
+def test_modes_do_not_mix_in_one_directory(tmp_path):
+    """A save without collectives into a directory that holds a checkpoint
+    saved with them is refused (loads would keep finding the old one); a
+    save with collectives replaces per-rank documents."""
+    path = tmp_path / "mixed"
+    dcp.save({"w": torch.ones(3), "step": 1}, storage_writer=StorageWriter(path, durable=False), no_dist=True)
+    writer = StorageWriter(path, durable=False)
+    writer.set_up_storage_writer(True, rank=0, use_collectives=False)
+    with pytest.raises(FileExistsError, match=r"deathtensors\.json holds a checkpoint saved with collectives"):
+        writer.prepare_local_plan(None)
+    (path / "deathtensors.json").unlink()
+    for name in os.listdir(path):
+        (path / name).unlink()
+    # Rank docs (as a save without collectives leaves them), then a save with them.
+    (path / "deathtensors.rank-00000.json").write_text("{}")
+    dcp.save({"w": torch.full((3,), 2.0), "step": 2}, storage_writer=StorageWriter(path, durable=False), no_dist=True)
+    assert "deathtensors.rank-00000.json" not in os.listdir(path)
+    sd = {"w": torch.zeros(3), "step": 0}
+    dcp.load(sd, storage_reader=StorageReader(path), no_dist=True)
+    assert sd["step"] == 2 and torch.equal(sd["w"], torch.full((3,), 2.0))
+
+
+def test_plan_caching_never_reuses_a_committed_saves_names(tmp_path):
+    """DefaultSavePlanner(enable_plan_caching=True) hands every rank the plan
+    it cached at the first save; a save that stops after writing and before
+    its commit leaves the last checkpoint whole (its files untouched), and
+    the next save commits."""
+    launch(2, "plan_caching", str(tmp_path / "cached"), tmp_path=tmp_path)
+    leftovers = [n for n in os.listdir(tmp_path / "cached") if n.startswith("deathtensors.saving-")]
+    assert leftovers == [], leftovers
+
+
+@pytest.mark.parametrize("bad", ["abc://abc.abc", "memory://x", "hdfs://nn/ckpt", "file:///tmp/x", "http://h/ckpt", "s3://"])
+def test_unknown_schemes_are_refused_naming_the_served_ones(tmp_path, monkeypatch, bad):
+    """torch's validate_checkpoint_id refuses any id with ://; ours takes
+    local paths and the object stores it serves, and refuses the rest
+    before anything is written (never a folder named 'abc:')."""
+    monkeypatch.chdir(tmp_path)
+    assert not StorageWriter.validate_checkpoint_id(bad) and not StorageReader.validate_checkpoint_id(bad)
+    with pytest.raises(ValueError, match="is not a store deathtensors serves.*s3://, s3a://, gs://, az://"):
+        StorageWriter(bad)
+    with pytest.raises(ValueError, match="is not a store deathtensors serves"):
+        StorageReader(bad)
+    with fails("is not a store deathtensors serves"):
+        dcp.save({"w": torch.ones(2)}, storage_writer=StorageWriter(tmp_path / "ok"), checkpoint_id=bad, no_dist=True)
+    with fails("is not a store deathtensors serves"):
+        dcp.load({"w": torch.ones(2)}, storage_reader=StorageReader(tmp_path / "ok"), checkpoint_id=bad, no_dist=True)
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+    for good in ["s3://b/ckpt", "gs://b/c", "az://c/p", tmp_path / "x", str(tmp_path / "y"), "relative/dir"]:
+        assert StorageWriter.validate_checkpoint_id(good) and StorageReader.validate_checkpoint_id(good), good
+
+
+def test_checkpoint_id_and_every_entry_point(tmp_path):
+    """checkpoint_id= with our storage (it resets the path), no_dist saves
+    and loads, and DCP's other entry points: state_dict_saver.save,
+    state_dict_loader.load, the deprecated save_state_dict/load_state_dict."""
+    import warnings
+
+    from torch.distributed.checkpoint import state_dict_loader, state_dict_saver
+
+    writer, reader = StorageWriter(tmp_path / "unused", durable=False), StorageReader(tmp_path / "unused")
+    saves = [
+        lambda sd, p: dcp.save(sd, storage_writer=writer, checkpoint_id=p, no_dist=True),
+        lambda sd, p: state_dict_saver.save(sd, storage_writer=StorageWriter(p), no_dist=True),
+        lambda sd, p: state_dict_saver.save_state_dict(sd, storage_writer=StorageWriter(p), no_dist=True),
+    ]
+    loads = [
+        lambda sd, p: dcp.load(sd, storage_reader=reader, checkpoint_id=p, no_dist=True),
+        lambda sd, p: state_dict_loader.load(sd, storage_reader=StorageReader(p), no_dist=True),
+        lambda sd, p: state_dict_loader.load_state_dict(sd, storage_reader=StorageReader(p), no_dist=True),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, (save, load) in enumerate(zip(saves, loads)):
+            p = tmp_path / f"ck{i}"
+            save({"w": torch.arange(6.0) + i, "step": i}, p)
+            assert (p / "deathtensors.json").exists()
+            sd = {"w": torch.zeros(6), "step": -1}
+            load(sd, p)
+            assert sd["step"] == i and torch.equal(sd["w"], torch.arange(6.0) + i)
+    assert not (tmp_path / "unused").exists()
+
+
+def test_overwrite_false_refuses_an_existing_checkpoint(tmp_path):
+    """FileSystemWriter(overwrite=False) raises when a checkpoint is there;
+    so does ours, naming it, and the checkpoint stays as it was."""
+    path = tmp_path / "once"
+    dcp.save({"w": torch.ones(4)}, storage_writer=StorageWriter(path, overwrite=False), no_dist=True)
+    before = snapshot(path)
+    with fails(r"a checkpoint exists at .*once.*deathtensors\.json.*overwrite=False"):
+        dcp.save({"w": torch.zeros(4)}, storage_writer=StorageWriter(path, overwrite=False), no_dist=True)
+    assert snapshot(path) == before
+    dcp.save({"w": torch.zeros(4)}, storage_writer=StorageWriter(path), no_dist=True)
+    sd = {"w": torch.ones(4)}
+    dcp.load(sd, storage_reader=StorageReader(path), no_dist=True)
+    assert torch.equal(sd["w"], torch.zeros(4))
+    assert "overwrite=False" in repr(StorageWriter(path, overwrite=False))
+
+
+def test_filesystem_writer_options(tmp_path):
+    """FileSystemWriter's options: the same meaning where one exists, else
+    refused naming the option (docs/DISTRIBUTED.md has the table)."""
+    assert StorageWriter(tmp_path, sync_files=False).durable is False
+    assert StorageWriter(tmp_path, sync_files=True).durable is True
+    with pytest.raises(ValueError, match="sync_files=True and durable=False disagree"):
+        StorageWriter(tmp_path, sync_files=True, durable=False)
+    with pytest.raises(ValueError, match="single_file_per_rank=False is not supported"):
+        StorageWriter(tmp_path, single_file_per_rank=False)
+    with pytest.raises(ValueError, match="_extensions .* not supported"):
+        StorageWriter(tmp_path, _extensions=[object()])
+    with pytest.raises(ValueError, match="thread_count must be a positive integer"):
+        StorageWriter(tmp_path, thread_count=0)
+    with pytest.raises(ValueError, match="per_thread_copy_ahead must be"):
+        StorageWriter(tmp_path, per_thread_copy_ahead=-1)
+    # Accepted, changing nothing of what is written.
+    a, b = tmp_path / "a", tmp_path / "b"
+    sd = {"w": torch.arange(12.0).reshape(3, 4)}
+    dcp.save(sd, storage_writer=StorageWriter(a, thread_count=4, per_thread_copy_ahead=0, single_file_per_rank=True), no_dist=True)
+    dcp.save(sd, storage_writer=StorageWriter(b), no_dist=True)
+    ra, rb = (next(p.glob("rank-*.dt")) for p in (a, b))
+    ta, tb = dt.load_file(ra), dt.load_file(rb)
+    assert ta.keys() == tb.keys() and all((ta[k] == tb[k]).all() for k in ta)
+    # cache_staged_state_dict: async_save stages through the writer (as
+    # through FileSystemWriter), and keeps the CPU copy for the next save.
+    writer = StorageWriter(tmp_path / "async", cache_staged_state_dict=True, durable=False)
+    for step in (1, 2):
+        dcp.async_save({"w": torch.full((4,), float(step))}, storage_writer=writer, no_dist=True).result()
+        assert writer.state_dict_cache is not None
+        out = {"w": torch.zeros(4)}
+        dcp.load(out, storage_reader=StorageReader(tmp_path / "async"), no_dist=True)
+        assert torch.equal(out["w"], torch.full((4,), float(step)))
+
+
+def test_async_save_in_a_process(tmp_path):
+    """async_save with AsyncCheckpointerType.PROCESS: the writer travels to
+    torch's checkpoint process and saves from there."""
+    launch(2, "async_process", str(tmp_path / "proc"), tmp_path=tmp_path, timeout=240)
+    check_single(load_single(tmp_path / "proc"))
+
+
 def test_same_tensors_as_filesystem_writer(saved4):
     ours = load_single(saved4 / "ckpt")
     theirs = {"model": {k: torch.zeros_like(v) for k, v in ours["model"].items()},
@@ -898,14 +1069,15 @@ def test_gs_two_ranks_load_resharded(fake_gcs, tmp_path):
 CRASH_TRIALS = int(os.environ.get("DEATHTENSORS_CRASH_TRIALS", "20"))
 
 
-def _crash_trial(tmp_path, victim, rng, fmt):
+def _crash_trial(tmp_path, victim, rng, fmt, mode="plain"):
     path = tmp_path / "loop"
     flag = tmp_path / "flag"
     errfile = tmp_path / "errors.txt"
-    procs = start(2, "save_loop", str(path), str(flag), fmt, errfile=errfile)
+    procs = start(2, "save_loop", str(path), str(flag), fmt, mode, errfile=errfile)
+    flags = [tmp_path / f"flag-{r}" for r in range(2)] if mode == "nocoll" else [flag]
     try:
         deadline = time.monotonic() + 60
-        while not flag.exists():
+        while not all(f.exists() for f in flags):
             assert time.monotonic() < deadline, errfile.read_text() if errfile.exists() else "no first save"
             assert all(p.is_alive() for p in procs), errfile.read_text() if errfile.exists() else "a rank died"
             time.sleep(0.005)
@@ -921,6 +1093,10 @@ def _crash_trial(tmp_path, victim, rng, fmt):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(p.pid, signal.SIGKILL)
             p.join()
+    if mode == "nocoll":
+        # Each rank loads its own checkpoint, as a restarted job would.
+        launch(2, "check_own", str(path), tmp_path=tmp_path)
+        return [_own_step(path, r) for r in range(2)]
     sd = w.loop_state(0, zeros=True, local=False)
     dcp.load(sd, storage_reader=StorageReader(path), no_dist=True)
     step = sd["step"]
@@ -929,6 +1105,28 @@ def _crash_trial(tmp_path, victim, rng, fmt):
         assert torch.equal(sd[f"t{i}"], torch.full((128, 128), float(step + i))), f"t{i} is not from step {step}"
     assert sd["meta"] == {"saved_at_step": step, "rank_count": 2}
     return step
+
+
+def _own_step(path, rank):
+    """The step rank ``rank``'s own document (a save without collectives)
+    names."""
+    return json.loads((path / f"deathtensors.rank-{rank:05}.json").read_text())["values"]["step"]
+
+
+@pytest.mark.parametrize("mode", ["cache", "nocoll"], ids=["plan-caching", "without-collectives"])
+@pytest.mark.parametrize("victim", [1, 0], ids=["rank", "coordinator"])
+def test_sigkill_during_saves_in_other_modes_leaves_a_whole_checkpoint(tmp_path, victim, mode):
+    """The crash trials with the planner's plan cache on (each save must
+    write its own names, whatever plan the cache hands a rank) and without
+    collectives (each rank's own checkpoint old or new)."""
+    rng = random.Random(99 + victim)
+    steps = []
+    for trial in range(max(2, CRASH_TRIALS // 2)):
+        trial_dir = tmp_path / f"t{trial}"
+        trial_dir.mkdir()
+        steps.append(_crash_trial(trial_dir, victim, rng, "deathtensors" if trial % 4 else "safetensors", mode))
+    print(f"{mode}: SIGKILLs of the {['coordinator', 'rank 1'][victim]}: loaded steps {steps}", file=sys.stderr)
+    assert len({str(s) for s in steps}) > 1
 
 
 @pytest.mark.parametrize("victim", [1, 0], ids=["rank", "coordinator"])

@@ -16,7 +16,8 @@ mod source;
 
 pub use consolidate::{consolidate, consolidate_from, ConsolidateOptions, DEFAULT_MAX_SHARD_BYTES};
 pub use document::{
-    block_name, check_checkpoint_metadata, check_chunk_cover, chunk_tiles, parse_rank_file_name, rank_file_name, Tile,
-    MAX_METADATA_BYTES, MAX_RANK, MAX_TILES,
+    block_name, check_checkpoint_metadata, check_chunk_cover, check_rank_checkpoint_metadata, chunk_tiles,
+    parse_rank_file_name, parse_rank_metadata_name, rank_file_name, rank_metadata_name, Tile, MAX_METADATA_BYTES,
+    MAX_RANK, MAX_TILES,
 };
 pub use source::{CheckpointDir, CheckpointSource, DCP_METADATA};

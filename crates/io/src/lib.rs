@@ -77,8 +77,9 @@ pub use crate::{
     },
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
     dcp::{
-        block_name, check_checkpoint_metadata, check_chunk_cover, chunk_tiles, consolidate, consolidate_from,
-        parse_rank_file_name, rank_file_name, CheckpointDir, CheckpointSource, ConsolidateOptions, Tile, DCP_METADATA,
+        block_name, check_checkpoint_metadata, check_chunk_cover, check_rank_checkpoint_metadata, chunk_tiles,
+        consolidate, consolidate_from, parse_rank_file_name, parse_rank_metadata_name, rank_file_name,
+        rank_metadata_name, CheckpointDir, CheckpointSource, ConsolidateOptions, Tile, DCP_METADATA,
         DEFAULT_MAX_SHARD_BYTES, MAX_METADATA_BYTES, MAX_RANK, MAX_TILES,
     },
     diff::{diff, Compare, Diff, MetadataChange, ValueDiff},

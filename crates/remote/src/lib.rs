@@ -61,7 +61,10 @@ mod upload;
 pub use crate::{
     cache::Cache,
     checkpoint::{consolidate_any, RemoteCheckpoint},
-    open::{is_url, open, open_any, open_sharded, open_sharded_any, open_sharded_from, prefetch, url_of, RemoteOpener},
+    open::{
+        is_url, open, open_any, open_sharded, open_sharded_any, open_sharded_from, prefetch, url_of, RemoteOpener,
+        SCHEMES,
+    },
     options::RemoteOptions,
     stats::Stats,
     upload::{delete, get, list, put, size, upload},

@@ -8,8 +8,9 @@ use crate::object::Object;
 use crate::options::RemoteOptions;
 use crate::store;
 
-/// URL schemes opened remotely; anything else is a local path.
-const SCHEMES: [&str; 8] = ["s3://", "s3a://", "gs://", "az://", "abfs://", "azure://", "http://", "https://"];
+/// URL schemes opened remotely (lowercase, with `://`); anything else is a
+/// local path.
+pub const SCHEMES: [&str; 8] = ["s3://", "s3a://", "gs://", "az://", "abfs://", "azure://", "http://", "https://"];
 
 /// Whether `location` is a URL this crate opens (`s3://`, `gs://`, `az://`,
 /// `abfs://`, `azure://`, `http://`, `https://`), not a local path.

@@ -5,12 +5,15 @@ native core with ranged requests (``deathtensors-remote``)."""
 import os
 from typing import Any, List, Mapping, Optional, Tuple, Union
 
-_SCHEMES = ("s3://", "s3a://", "gs://", "az://", "abfs://", "azure://", "http://", "https://")
+from . import _native
+
+#: The URL schemes the native core opens (``deathtensors-remote``'s list).
+SCHEMES = tuple(_native.URL_SCHEMES)
 
 
 def is_url(path: Union[str, "os.PathLike[str]"]) -> bool:
     """Whether ``path`` is a URL of a remote store rather than a local path."""
-    return isinstance(path, str) and path.lower().startswith(_SCHEMES) and len(path) > path.index("//") + 2
+    return isinstance(path, str) and path.lower().startswith(SCHEMES) and len(path) > path.index("//") + 2
 
 
 def pairs(storage_options: Optional[Mapping[str, Any]]) -> Optional[List[Tuple[str, str]]]:

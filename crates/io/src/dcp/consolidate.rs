@@ -66,12 +66,12 @@ impl RankFiles<'_> {
             }
             let meta = reader.header().metadata();
             let field = |k: &str| meta.and_then(|m| m.get(k)).map(String::as_str);
-            if field("dcp.save_id") != Some(&self.doc.save_id) || field("dcp.rank") != Some(&rank.to_string()) {
+            // The file's own id is in its name (normally the save's: see
+            // `document.rs`), and so is its rank.
+            let id = super::parse_rank_file_name(name).map_or("", |(_, id)| id);
+            if field("dcp.save_id") != Some(id) || field("dcp.rank") != Some(&rank.to_string()) {
                 return Err(Error::checkpoint(
-                    format!(
-                        "rank file belongs to another checkpoint (expected save id {}, rank {rank})",
-                        self.doc.save_id
-                    ),
+                    format!("rank file belongs to another checkpoint (expected save id {id}, rank {rank})"),
                     &path,
                     DOING,
                 ));
@@ -165,7 +165,15 @@ fn assemble(fqn: &str, t: &Tensor, files: &mut RankFiles<'_>) -> Result<Vec<u8>>
 fn read_document(source: &dyn CheckpointSource) -> Result<Document> {
     let dir = source.location();
     let Some(data) = source.read_metadata(MAX_METADATA_BYTES)? else {
-        let ranks = source.names()?.iter().any(|n| n.starts_with("rank-"));
+        let names = source.names()?;
+        if let Some(doc) = names.iter().find(|n| super::parse_rank_metadata_name(n).is_some()) {
+            let why = format!(
+                "no {DCP_METADATA}: this checkpoint was saved without collectives, each rank's on its own ({doc}, ...); \
+                 there is no global view to consolidate: load each rank's with deathtensors.distributed.StorageReader"
+            );
+            return Err(Error::checkpoint(why, dir, DOING));
+        }
+        let ranks = names.iter().any(|n| n.starts_with("rank-"));
         return Err(if ranks {
             let why = format!("incomplete checkpoint: rank files but no {DCP_METADATA} (a save that did not commit)");
             Error::checkpoint(why, dir, DOING)

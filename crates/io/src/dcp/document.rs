@@ -123,7 +123,6 @@ pub(super) fn elements(dims: &[u64]) -> Option<u64> {
 /// The metadata document, checked.
 #[derive(Debug)]
 pub(super) struct Document {
-    pub(super) save_id: String,
     pub(super) files: HashMap<String, (u64, u64)>,
     pub(super) tensors: BTreeMap<String, Tensor>,
     pub(super) values: Map<String, Value>,
@@ -244,8 +243,11 @@ pub(super) fn parse(data: &[u8]) -> std::result::Result<Document, String> {
         let version = doc.get("deathtensors_dcp").unwrap_or(&Value::Null);
         return Err(format!("version {version}, this reader knows {DCP_VERSION}"));
     }
-    let save_id = doc.get("save_id").and_then(Value::as_str).filter(|s| is_save_id(s));
-    let save_id = save_id.ok_or("save_id must be 16 lowercase hex digits")?;
+    // The save's id: checked, though the files need not carry it (see
+    // below).
+    if !doc.get("save_id").and_then(Value::as_str).is_some_and(is_save_id) {
+        return Err("save_id must be 16 lowercase hex digits".into());
+    }
     let ext = match doc.get("format").and_then(Value::as_str) {
         Some("deathtensors") => "dt",
         Some("safetensors") => "safetensors",
@@ -256,10 +258,16 @@ pub(super) fn parse(data: &[u8]) -> std::result::Result<Document, String> {
     }
     let mut files = HashMap::new();
     for (name, f) in doc.get("files").and_then(Value::as_object).ok_or("files must be an object")? {
+        // A file's own id is normally the save's; a rank that torch's plan
+        // cache handed an earlier save's plan names its file with an id of
+        // its own (docs/DISTRIBUTED.md): the document names exactly the
+        // files of the save either way.
         let rank = parse_rank_file_name(name)
-            .filter(|(_, id)| *id == save_id && name.ends_with(&format!(".{ext}")))
+            .filter(|_| name.ends_with(&format!(".{ext}")))
             .map(|(rank, _)| rank)
-            .ok_or_else(|| format!("file {name:?} is not a rank file of save {save_id}"))?;
+            .ok_or_else(|| {
+                format!("file {name:?} is not a rank file of this checkpoint (rank-NNNNN-<16 hex>.{ext})")
+            })?;
         let (r, size) = (f.get("rank").and_then(nat), f.get("size").and_then(nat));
         let (Some(r), Some(size), true) = (r, size, has_keys(f, &["rank", "size"], &[])) else {
             return Err(format!("file {name:?}: needs rank and size, non-negative integers"));
@@ -359,7 +367,7 @@ pub(super) fn parse(data: &[u8]) -> std::result::Result<Document, String> {
         }
         Some(_) => return Err("storage_meta needs checkpoint_id, save_id and modules".into()),
     }
-    Ok(Document { save_id: save_id.to_string(), files, tensors, values })
+    Ok(Document { files, tensors, values })
 }
 
 /// Whether `h` is a SHA-256 as the writer spells it: 64 lowercase hex
@@ -433,6 +441,37 @@ pub fn block_name(fqn: &str, offsets: &[u64]) -> String {
 /// `safetensors`).
 pub fn rank_file_name(rank: u64, save_id: &str, ext: &str) -> String {
     format!("rank-{rank:05}-{save_id}.{ext}")
+}
+
+/// The metadata document of one rank's checkpoint, saved without
+/// collectives (`dcp.save(..., use_collectives=False)`):
+/// `deathtensors.rank-00003.json`, beside which each rank commits its own.
+pub fn rank_metadata_name(rank: u64) -> String {
+    format!("deathtensors.rank-{rank:05}.json")
+}
+
+/// The rank of a per-rank metadata document's name
+/// ([`rank_metadata_name`]), or `None` for other names.
+pub fn parse_rank_metadata_name(name: &str) -> Option<u64> {
+    let rank = name.strip_prefix("deathtensors.rank-")?.strip_suffix(".json")?;
+    ((5..=9).contains(&rank.len()) && rank.bytes().all(|b| b.is_ascii_digit())).then(|| rank.parse().ok()).flatten()
+}
+
+/// Checks the metadata document of rank `rank`'s checkpoint saved without
+/// collectives ([`rank_metadata_name`]) as [`check_checkpoint_metadata`]
+/// does, and that every file it names is that rank's: a rank never loads
+/// another's data.
+///
+/// # Errors
+/// As [`check_checkpoint_metadata`], or a file of another rank, named.
+pub fn check_rank_checkpoint_metadata(data: &[u8], rank: u64) -> std::result::Result<(), String> {
+    let doc = parse(data)?;
+    let mut names: Vec<&String> = doc.files.iter().filter(|(_, (r, _))| *r != rank).map(|(n, _)| n).collect();
+    names.sort();
+    match names.first() {
+        Some(name) => Err(format!("file {name:?} is another rank's (this is rank {rank}'s metadata)")),
+        None => Ok(()),
+    }
 }
 
 /// The tiles of a chunk of `sizes` stored `rows` rows a tile along its
@@ -514,6 +553,30 @@ mod tests {
     }
 
     #[test]
+    fn files_may_carry_ids_of_their_own_but_not_another_format_or_rank() {
+        // A rank whose plan torch's plan cache kept from an earlier save
+        // names its file with an id of its own.
+        let own = "fedcba9876543210";
+        let renamed = |v: &mut Value| {
+            let f = v["files"].as_object_mut().unwrap().remove(&format!("rank-00000-{ID}.dt")).unwrap();
+            v["files"][format!("rank-00000-{own}.dt")] = f;
+            v["tensors"]["w"]["chunks"][0]["file"] = format!("rank-00000-{own}.dt").into();
+        };
+        check_checkpoint_metadata(&doc(renamed)).unwrap();
+        refused(
+            &doc(|v| {
+                renamed(v);
+                v["format"] = "safetensors".into();
+            }),
+            "is not a rank file of this checkpoint (rank-NNNNN-<16 hex>.safetensors)",
+        );
+        // A rank's own document names only its files.
+        check_rank_checkpoint_metadata(&doc(|_| {}), 0).unwrap();
+        let why = check_rank_checkpoint_metadata(&doc(|_| {}), 1).unwrap_err();
+        assert!(why.contains("is another rank's (this is rank 1's metadata)"), "{why}");
+    }
+
+    #[test]
     fn duplicate_keys_are_refused_at_any_depth() {
         let text = String::from_utf8(doc(|_| {})).unwrap();
         refused(text.replacen("{", r#"{"save_id":"0000000000000000","#, 1).as_bytes(), "duplicate key");
@@ -555,6 +618,11 @@ mod tests {
         assert_eq!(parse_rank_file_name(&format!("rank-00003-{ID}.dt")), Some((3, ID)));
         assert_eq!(parse_rank_file_name("rank-3-0123456789abcdef.dt"), None);
         assert_eq!(rank_file_name(3, ID, "dt"), format!("rank-00003-{ID}.dt"));
+        assert_eq!(rank_metadata_name(3), "deathtensors.rank-00003.json");
+        assert_eq!(parse_rank_metadata_name("deathtensors.rank-00003.json"), Some(3));
+        assert_eq!(parse_rank_metadata_name("deathtensors.rank-3.json"), None);
+        assert_eq!(parse_rank_metadata_name("deathtensors.json"), None);
+        assert_eq!(parse_rank_metadata_name("deathtensors.rank-0000x.json"), None);
         assert_eq!(block_name("w", &[0, 256]), "w@0,256");
         let t = |r0, r1, c0, c1| Tile { r0, r1, c0, c1 };
         assert_eq!(chunk_tiles(&[3, 5], 2, Some(3)), [t(0, 2, 0, 3), t(0, 2, 3, 5), t(2, 3, 0, 3), t(2, 3, 3, 5)]);

@@ -54,7 +54,7 @@ from . import _values
 
 #: The name of the metadata object, written last: a checkpoint exists once
 #: it does.
-METADATA_NAME = "deathtensors.json"
+METADATA_NAME = _native.DCP_METADATA
 #: The version of the document this module writes and reads.
 VERSION = 1
 EXTENSIONS = {"deathtensors": "dt", "safetensors": "safetensors"}
@@ -232,8 +232,9 @@ def encode(
     }
 
 
-def parse(data: bytes, where: str) -> Document:
-    """Parses a metadata document read from ``where``, checked by Rust.
+def parse(data: bytes, where: str, rank: Optional[int] = None) -> Document:
+    """Parses a metadata document read from ``where``, checked by Rust
+    (with ``rank``: a rank's own document, naming only that rank's files).
 
     Raises :class:`FormatError` naming ``where`` and the field for anything
     the writer would not have written.
@@ -242,7 +243,7 @@ def parse(data: bytes, where: str) -> Document:
     def bad(why: str) -> FormatError:
         return FormatError(f"invalid checkpoint metadata {where}: {why}")
 
-    _native.check_checkpoint_metadata(bytes(data), where)
+    _native.check_checkpoint_metadata(bytes(data), where, rank)
     # Checked: UTF-8 JSON, unique keys, every field as the writer writes it.
     doc = json.loads(data)
     fmt = doc["format"]

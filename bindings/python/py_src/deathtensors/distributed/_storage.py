@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 import torch
 from torch.distributed.checkpoint import storage as dcp_storage
 from torch.distributed.checkpoint.metadata import Metadata, MetadataIndex, StorageMeta
+from torch.distributed.checkpoint.staging import BlockingAsyncStager
 from torch.distributed.checkpoint.planner import (
     LoadItemType,
     LoadPlan,
@@ -75,7 +76,7 @@ class _RankPlan:
     save_id: str
 
 
-class StorageWriter(dcp_storage.StorageWriter):
+class StorageWriter(dcp_storage.StorageWriter, BlockingAsyncStager):
     """Saves a distributed checkpoint as deathtensors (or safetensors) files,
     one per rank, with JSON metadata committed last.
 
@@ -110,6 +111,14 @@ class StorageWriter(dcp_storage.StorageWriter):
     as tiles of about ``block_bytes`` (16 MiB), cut into ``tiles`` column
     tiles when it has two or more dimensions (1: blocks of whole rows), each
     with its own digest: a load reads and checks only the tiles it needs.
+
+    ``FileSystemWriter``'s options are taken with the same meaning where one
+    exists (docs/DISTRIBUTED.md has the table): ``overwrite=False`` refuses
+    to replace a committed checkpoint; ``sync_files`` is ``durable``;
+    ``cache_staged_state_dict`` keeps ``async_save``'s CPU copy for the next
+    save; ``thread_count`` and ``per_thread_copy_ahead`` are accepted and
+    change nothing (one streaming writer a rank, hashing on every core);
+    ``single_file_per_rank=False`` and ``_extensions`` are refused.
     """
 
     def __init__(
@@ -125,8 +134,36 @@ class StorageWriter(dcp_storage.StorageWriter):
         block_bytes: int = BLOCK_BYTES,
         tiles: int = TILES,
         stale_after: float = _store.STALE_AFTER,
+        overwrite: bool = True,
+        sync_files: Optional[bool] = None,
+        single_file_per_rank: bool = True,
+        thread_count: int = 1,
+        per_thread_copy_ahead: int = 10_000_000,
+        cache_staged_state_dict: bool = False,
+        _extensions: Optional[Any] = None,
     ) -> None:
-        super().__init__()
+        dcp_storage.StorageWriter.__init__(self)
+        BlockingAsyncStager.__init__(self, cache_staged_state_dict=bool(cache_staged_state_dict))
+        _store.check_id(path)
+        if sync_files is not None:
+            # FileSystemWriter's name for it.
+            if not durable and sync_files:
+                raise ValueError("sync_files=True and durable=False disagree: sync_files is FileSystemWriter's name for durable")
+            durable = bool(sync_files)
+        if not single_file_per_rank:
+            raise ValueError(
+                "single_file_per_rank=False is not supported: deathtensors writes one file per rank, "
+                "each tensor stored as tiles with their own digests (docs/DISTRIBUTED.md)"
+            )
+        if _extensions:
+            raise ValueError(
+                "_extensions (FileSystemWriter's stream transforms) are not supported: deathtensors rank files "
+                "are read in place and checked tile by tile, which a transformed stream would not allow"
+            )
+        if type(thread_count) is not int or thread_count < 1:
+            raise ValueError(f"thread_count must be a positive integer, got {thread_count!r}")
+        if type(per_thread_copy_ahead) is not int or per_thread_copy_ahead < 0:
+            raise ValueError(f"per_thread_copy_ahead must be a non-negative integer, got {per_thread_copy_ahead!r}")
         if format not in _metadata.EXTENSIONS:
             raise ValueError(f"format must be 'deathtensors' or 'safetensors', got {format!r}")
         if block_bytes < 1:
@@ -148,13 +185,26 @@ class StorageWriter(dcp_storage.StorageWriter):
         self.stale_after = float(stale_after)
         self.block_bytes = block_bytes
         self.tiles = tiles
+        self.overwrite = bool(overwrite)
+        self.thread_count = thread_count
+        self.per_thread_copy_ahead = per_thread_copy_ahead
         self.is_coordinator = False
+        #: This process's rank, and whether the save coordinates its ranks
+        #: (``dcp.save(use_collectives=False)`` does not): from DCP's
+        #: ``set_up_storage_writer``.
+        self.rank: Optional[int] = None
+        self.use_collectives = True
+        #: The save id the coordinator chose (``prepare_global_plan``).
         self.save_id: Optional[str] = None
+        #: The id this rank named its file with (``write_data``).
+        self.file_id: Optional[str] = None
 
     def __repr__(self) -> str:
         options = [f"format={self.format!r}"]
         if not self.durable:
             options.append("durable=False")
+        if not self.overwrite:
+            options.append("overwrite=False")
         if self.storage_options:
             # Names only: values may be credentials.
             options.append(f"storage_options=[{', '.join(sorted(map(str, self.storage_options)))}]")
@@ -164,37 +214,101 @@ class StorageWriter(dcp_storage.StorageWriter):
 
     def reset(self, checkpoint_id: Optional[PathOrUrl] = None) -> None:
         if checkpoint_id:
-            self.path = checkpoint_id
+            self.path = _store.check_id(checkpoint_id)
         self.save_id = None
+        self.file_id = None
 
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         self.is_coordinator = is_coordinator
+        self.rank = kwargs.get("rank")
+        self.use_collectives = bool(kwargs.get("use_collectives", True))
+        if not self.use_collectives and self.rank is None:
+            raise RuntimeError("deathtensors StorageWriter: a save without collectives needs its rank from DCP (torch >= 2.15)")
         self.store = _store.open_store(self.path, self.storage_options)
         self.store.make_dir()
+
+    @property
+    def _own_rank(self) -> Optional[int]:
+        """The rank whose checkpoint this is when the save has no
+        collectives (each rank commits its own), else None."""
+        return None if self.use_collectives else self.rank
 
     def storage_meta(self) -> Optional[StorageMeta]:
         return StorageMeta(checkpoint_id=str(self.path))
 
+    def stage(self, state_dict: Dict[str, Any]) -> Dict[str, Any]:
+        """``async_save``'s CPU copy of ``state_dict`` (as
+        ``FileSystemWriter``'s), kept for the next save with
+        ``cache_staged_state_dict=True``; pinned only where CUDA is (torch
+        pins it always, which fails on a machine without a GPU)."""
+        if not self.cache_staged_state_dict:
+            return super().stage(state_dict)
+        from torch.distributed._state_dict_utils import _copy_state_dict, _create_cpu_state_dict
+
+        if self.state_dict_cache is None:
+            self.state_dict_cache = _create_cpu_state_dict(state_dict, pin_memory=torch.cuda.is_available())
+        return _copy_state_dict(state_dict, self.state_dict_cache)
+
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
+        # On every rank, before anything is written (as FileSystemWriter).
+        if not self.overwrite and self.store.has_checkpoint():
+            raise FileExistsError(
+                f"a checkpoint exists at {self.store.describe('')} ({', '.join(self.store.checkpoints())}) "
+                "and StorageWriter(overwrite=False) does not replace it"
+            )
+        if not self.use_collectives and self.store.exists(METADATA_NAME):
+            raise FileExistsError(
+                f"{self.store.describe(METADATA_NAME)} holds a checkpoint saved with collectives: a save without "
+                "them commits one document per rank, which loads would not see beside it; save into another "
+                "directory, or remove that checkpoint first"
+            )
         return plan
 
     def prepare_global_plan(self, plans: List[SavePlan]) -> List[SavePlan]:
         save_id = secrets.token_hex(8)
+        own = self._own_rank
         # Before any rank writes: the files of earlier saves of this
         # checkpoint that failed (never the committed checkpoint's, never a
         # running save's: docs/DISTRIBUTED.md), first, so that a retry on a
         # full disk finds the room they took; then this save's marker.
+        # Without collectives every rank runs this for itself alone, and
+        # looks only at its own rank's files.
         if not self.keep_stale:
-            self.store.remove_uncommitted(save_id, self.stale_after)
-        self.store.begin_save(save_id)
+            self.store.remove_uncommitted(save_id, self.stale_after, own)
+        self.store.begin_save(save_id, own)
+        self.save_id = save_id
+        if own is not None:
+            return [dataclasses.replace(p, storage_data=_RankPlan(own, save_id)) for p in plans]
         return [dataclasses.replace(p, storage_data=_RankPlan(i, save_id)) for i, p in enumerate(plans)]
+
+    def _file_id(self, info: _RankPlan) -> str:
+        """The id this rank's file is named with: the save's, unless the plan
+        is an earlier save's (torch's plan cache hands a rank the plan it
+        cached, ``DefaultSavePlanner(enable_plan_caching=True)``): its
+        save's marker is gone, or its file is there already. Then an id of
+        the rank's own, marked as running: never a committed file's name."""
+        fmt_name = _metadata.rank_file_name(info.rank, info.save_id, self.format)
+        if self.store.exists(_metadata.saving_name(info.save_id)) and not self.store.exists(fmt_name):
+            return info.save_id
+        own = secrets.token_hex(8)
+        # This rank's files and markers of its earlier such saves that did
+        # not commit (the coordinator cannot tell them from a running
+        # save's: they name this rank's process, which lives on).
+        if not self.keep_stale:
+            self.store.remove_uncommitted(own, self.stale_after, info.rank)
+        self.store.begin_save(own, info.rank)
+        return own
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future:
         info = plan.storage_data
         if not isinstance(info, _RankPlan):
             raise RuntimeError("deathtensors StorageWriter: the plan was not prepared by its prepare_global_plan")
-        self.save_id = info.save_id
-        name = _metadata.rank_file_name(info.rank, info.save_id, self.format)
+        if self._own_rank is not None and info.rank != self._own_rank:
+            raise RuntimeError(f"deathtensors StorageWriter: rank {self._own_rank} was handed rank {info.rank}'s plan")
+        # A rank with no tensor to write writes no file, and marks nothing.
+        writes_file = any(item.type != WriteItemType.BYTE_IO for item in plan.items)
+        file_id = self.file_id = self._file_id(info) if writes_file else info.save_id
+        name = _metadata.rank_file_name(info.rank, file_id, self.format)
         tensors: Dict[str, torch.Tensor] = {}
         results: List[dcp_storage.WriteResult] = []
         for item in plan.items:
@@ -248,7 +362,7 @@ class StorageWriter(dcp_storage.StorageWriter):
                     name,
                     tensors,
                     fmt=self.format,
-                    global_metadata={"dcp.save_id": info.save_id, "dcp.rank": str(info.rank)},
+                    global_metadata={"dcp.save_id": file_id, "dcp.rank": str(info.rank)},
                     durable=self.durable,
                     drop_cache=self.drop_cache,
                 )
@@ -298,13 +412,13 @@ class StorageWriter(dcp_storage.StorageWriter):
                 sd = r.storage_data
                 if r.index.fqn.startswith("\0file:"):
                     files[sd["file"]] = {"rank": sd["rank"], "size": sd["size"]}
-                    save_id = _metadata.parse_rank_file_name(sd["file"])[1]
                 elif "value" in sd:
                     values[r.index.fqn] = sd["value"]
                 else:
                     chunk_data[(r.index.fqn, tuple(int(o) for o in (r.index.offset or ())))] = sd
         if save_id is None:
-            save_id = secrets.token_hex(8)
+            raise RuntimeError("deathtensors StorageWriter: finish before prepare_global_plan (no save id)")
+        file_ids = [_metadata.parse_rank_file_name(n)[1] for n in files]
         try:
             planner_data = _values.encode(metadata.planner_data, "planner_data", self.allow_pickle)
         except TypeError as e:
@@ -320,9 +434,11 @@ class StorageWriter(dcp_storage.StorageWriter):
             size = self.store.size(name)
             if size != f["size"]:
                 raise IntegrityError(f"rank file {self.store.describe(name)} is {size} bytes, rank {f['rank']} wrote {f['size']}")
-        # The commit: the metadata, last, atomically.
-        self.store.put_atomic(METADATA_NAME, _metadata.dumps(doc), durable=self.durable)
-        self.store.end_save(save_id, self.stale_after, clean=not self.keep_stale)
+        # The commit: the metadata, last, atomically (without collectives,
+        # each rank's own document).
+        own = self._own_rank
+        self.store.put_atomic(_store.metadata_name(own), _metadata.dumps(doc), durable=self.durable)
+        self.store.end_save(save_id, self.stale_after, clean=not self.keep_stale, rank=own, file_ids=file_ids)
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: PathOrUrl) -> bool:
@@ -399,7 +515,7 @@ class StorageReader(dcp_storage.StorageReader):
         allow_pickle: bool = False,
     ) -> None:
         super().__init__()
-        self.path = path
+        self.path = _store.check_id(path)
         self.storage_options = storage_options
         self.allow_pickle = allow_pickle
         self.storage_data: Dict[MetadataIndex, Any] = {}
@@ -417,12 +533,19 @@ class StorageReader(dcp_storage.StorageReader):
 
     def reset(self, checkpoint_id: Optional[PathOrUrl] = None) -> None:
         if checkpoint_id:
-            self.path = checkpoint_id
+            self.path = _store.check_id(checkpoint_id)
         self.storage_data = {}
         self.doc = None
 
-    def read_metadata(self) -> Metadata:
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        """The checkpoint's metadata; with ``rank=`` (DCP asks for it when
+        the checkpoint has none, as after a save without collectives), that
+        rank's own."""
+        rank = kwargs.get("rank")
         self.store = _store.open_store(self.path, self.storage_options)
+        if rank is not None:
+            self.doc = _store.read_document(self.store, rank=int(rank))
+            return self.doc.metadata
         if self.allow_pickle and _store.is_torch_checkpoint(self.store):
             # Opted in: torch's own reader, which unpickles.
             from torch.distributed.checkpoint import FileSystemReader

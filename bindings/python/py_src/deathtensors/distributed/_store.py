@@ -46,6 +46,15 @@ def _running(marker: Optional[bytes], stale_after: float) -> bool:
     return _process_lives(pid)
 
 
+def _marker_rank(marker: Optional[bytes]) -> Optional[int]:
+    """The rank a marker names (a rank's own save or file id), or None."""
+    try:
+        rank = json.loads(marker)["rank"] if marker is not None else None
+    except (ValueError, TypeError, KeyError):
+        return None
+    return rank if type(rank) is int else None
+
+
 def _process_lives(pid: int) -> bool:
     """Whether process ``pid`` of this host exists (when unsure: yes)."""
     if os.name == "nt":
@@ -69,15 +78,53 @@ def _process_lives(pid: int) -> bool:
     return True
 
 
+#: The URL schemes a checkpoint may live under: the object stores the
+#: native core serves (``http(s)://`` has no listing, no writes).
+CHECKPOINT_SCHEMES = tuple(s for s in _remote.SCHEMES if not s.startswith("http"))
+
+
+def id_problem(checkpoint_id: Any) -> Optional[str]:
+    """Why ``checkpoint_id`` cannot name a checkpoint here, or ``None``: a
+    local path (no ``://``), or a URL of an object store we serve. Any
+    other ``scheme://`` is refused, never taken as a relative folder."""
+    if isinstance(checkpoint_id, os.PathLike):
+        return None
+    if not isinstance(checkpoint_id, str):
+        return f"a checkpoint id is a path or a URL, got {type(checkpoint_id).__name__}"
+    if "://" not in checkpoint_id:
+        return None if checkpoint_id else "the checkpoint id is empty"
+    if checkpoint_id.lower().startswith(CHECKPOINT_SCHEMES) and _remote.is_url(checkpoint_id):
+        return None
+    scheme = checkpoint_id.split("://", 1)[0]
+    return (
+        f"checkpoint id {checkpoint_id!r}: {scheme + '://'!r} is not a store deathtensors serves; "
+        f"give a local path (without file://) or a URL of {', '.join(CHECKPOINT_SCHEMES)}"
+    )
+
+
 def valid_id(checkpoint_id: Any) -> bool:
-    """Whether ``checkpoint_id`` can name a checkpoint here: a URL of an
-    object store, or a path."""
-    if isinstance(checkpoint_id, str) and _remote.is_url(checkpoint_id):
-        return not checkpoint_id.lower().startswith(("http://", "https://"))
-    return isinstance(checkpoint_id, (str, os.PathLike))
+    """Whether ``checkpoint_id`` can name a checkpoint here (see
+    :func:`id_problem`)."""
+    return id_problem(checkpoint_id) is None
+
+
+def check_id(checkpoint_id: Any) -> Any:
+    """``checkpoint_id``, or ``ValueError`` saying why it cannot name a
+    checkpoint."""
+    why = id_problem(checkpoint_id)
+    if why is not None:
+        raise ValueError(why)
+    return checkpoint_id
+
+
+def metadata_name(rank: Optional[int]) -> str:
+    """The metadata document of a checkpoint (``rank`` None) or of one
+    rank's checkpoint saved without collectives."""
+    return METADATA_NAME if rank is None else _native.rank_metadata_name(rank)
 
 
 def open_store(path: Any, storage_options: Optional[Mapping[str, Any]]) -> "Store":
+    check_id(path)
     if isinstance(path, str) and _remote.is_url(path):
         return RemoteStore(path.rstrip("/"), storage_options)
     if storage_options is not None:
@@ -176,17 +223,33 @@ class Store:
     def open_reader(self, name: str) -> Any:
         raise NotImplementedError
 
-    def begin_save(self, save_id: str) -> None:
+    def exists(self, name: str) -> bool:
+        return self.size(name) is not None
+
+    def begin_save(self, save_id: str, rank: Optional[int] = None) -> None:
         """Marks save ``save_id`` as running: its marker, naming this host,
-        process and thread, put before any rank writes."""
-        marker = {"save_id": save_id, "host": socket.gethostname(), "pid": os.getpid(), "thread": threading.get_ident(), "started": time.time()}
+        process and thread (and ``rank``, for a rank's own save or file id),
+        put before any rank writes."""
+        marker: Dict[str, Any] = {
+            "save_id": save_id, "host": socket.gethostname(), "pid": os.getpid(), "thread": threading.get_ident(), "started": time.time()
+        }
+        if rank is not None:
+            marker["rank"] = rank
         self.put_atomic(_metadata.saving_name(save_id), json.dumps(marker).encode(), durable=False)
 
-    def remove_uncommitted(self, own: str, stale_after: float) -> None:
+    def checkpoints(self, names: Optional[Set[str]] = None) -> List[str]:
+        """The metadata documents here: the checkpoint's, and those of ranks
+        that saved without collectives."""
+        names = self.list() if names is None else names
+        return sorted(n for n in names if n == METADATA_NAME or _native.parse_rank_metadata_name(n) is not None)
+
+    def remove_uncommitted(self, own: str, stale_after: float, rank: Optional[int] = None) -> None:
         """Removes the rank files of saves that did not commit and no longer
-        run (and their markers), keeping the files the committed metadata
-        names, those of ``own`` (the caller's save), and those of any save
-        whose marker says it may still run (see :func:`_running`).
+        run (and their markers), keeping the files any committed metadata
+        document names, those of ``own`` (the caller's save), and those of
+        any save whose marker says it may still run (see :func:`_running`).
+        With ``rank`` (a save without collectives), only that rank's files
+        and markers are looked at: no rank removes another's.
 
         The names are listed first, the markers read next and the metadata
         last: a save that commits meanwhile puts its metadata before it
@@ -194,40 +257,61 @@ class Store:
         committed, never as neither."""
         names = self.list()
         markers = {sid: self.get(n) for n in names if (sid := _metadata.parse_saving_name(n)) is not None}
-        data = self.get(METADATA_NAME)
+        if rank is not None:
+            markers = {sid: m for sid, m in markers.items() if _marker_rank(m) == rank}
         committed: Set[str] = set()
-        if data is not None:
+        for doc in self.checkpoints(names):
+            data = self.get(doc)
+            if data is None:
+                continue  # removed since the listing: it names nothing now
             try:
                 files = json.loads(data).get("files")
             except (ValueError, AttributeError):
                 files = None
             if not isinstance(files, dict):
                 return  # unreadable metadata: remove nothing it might name
-            committed = set(files)
+            committed |= set(files)
         running = {sid for sid, m in markers.items() if sid == own or _running(m, stale_after)}
         for name in names - committed:
             parsed = _metadata.parse_rank_file_name(name)
-            if parsed is not None and parsed[1] not in running:
+            if parsed is not None and parsed[1] not in running and (rank is None or parsed[0] == rank):
                 self._remove_quietly(name)
         for sid in set(markers) - running:
             self._remove_quietly(_metadata.saving_name(sid))
 
-    def end_save(self, save_id: str, stale_after: float, clean: bool) -> None:
-        """After ``save_id``'s commit: removes its marker and (``clean``)
-        the rank files of earlier checkpoints and of failed saves, and our
-        metadata temp files. A crash here leaves only files nobody reads."""
+    def end_save(
+        self, save_id: str, stale_after: float, clean: bool, rank: Optional[int] = None, file_ids: Sequence[str] = ()
+    ) -> None:
+        """After ``save_id``'s commit: removes its marker and those of the
+        ids its ranks named their files with (``file_ids``), and
+        (``clean``) the rank files of earlier checkpoints and of failed
+        saves, our metadata temp files and, after a save with collectives,
+        the per-rank documents of an earlier save without them (the new
+        document replaces them). ``rank``: a save without collectives, which
+        touches only that rank's files. A crash here leaves only files
+        nobody reads."""
         if clean:
-            self.remove_uncommitted(save_id, stale_after)
+            if rank is None:
+                for doc in self.checkpoints():
+                    if doc != METADATA_NAME:
+                        self._remove_quietly(doc)
+            self.remove_uncommitted(save_id, stale_after, rank)
+            own_doc = metadata_name(rank)
             for name in self.list():
-                if name.startswith(METADATA_NAME + ".tmp-"):
+                if name.startswith(own_doc + ".tmp-"):
                     self._remove_quietly(name)
-        self._remove_quietly(_metadata.saving_name(save_id))
+        for sid in {save_id, *file_ids}:
+            self._remove_quietly(_metadata.saving_name(sid))
 
     def _remove_quietly(self, name: str) -> None:
         try:
             self.remove(name)
         except FileNotFoundError:
             pass
+
+    def has_checkpoint(self) -> bool:
+        """Whether a committed checkpoint (any metadata document) is here."""
+        return bool(self.checkpoints())
 
     @contextlib.contextmanager
     def open_rank_file(self, name: str, doc: "Optional[_metadata.Document]") -> Iterator[RankFile]:
@@ -245,10 +329,14 @@ class Store:
                 if size != expected["size"]:
                     raise IntegrityError(f"rank file {where} is {size} bytes, the checkpoint metadata says {expected['size']}")
                 meta = reader.metadata() or {}
-                if meta.get("dcp.save_id") != doc.save_id or meta.get("dcp.rank") != str(expected["rank"]):
+                # The file's own id is in its name: the save's, or one its
+                # rank chose (docs/DISTRIBUTED.md, plan caching).
+                parsed = _metadata.parse_rank_file_name(name)
+                file_id = parsed[1] if parsed else doc.save_id
+                if meta.get("dcp.save_id") != file_id or meta.get("dcp.rank") != str(expected["rank"]):
                     raise IntegrityError(
                         f"rank file {where} belongs to another checkpoint (save id {meta.get('dcp.save_id')!r}, "
-                        f"rank {meta.get('dcp.rank')!r}; expected {doc.save_id!r}, rank {expected['rank']})"
+                        f"rank {meta.get('dcp.rank')!r}; expected {file_id!r}, rank {expected['rank']})"
                     )
             yield RankFile(reader, where)
         finally:
@@ -392,14 +480,36 @@ def is_torch_checkpoint(store: Store) -> bool:
     return TORCH_METADATA_NAME in names and METADATA_NAME not in names
 
 
-def read_document(store: Store) -> "_metadata.Document":
+def read_document(store: Store, rank: Optional[int] = None) -> "_metadata.Document":
     """The checkpoint's metadata, checked; a directory without it is named
-    incomplete, and torch's pickled metadata is refused."""
+    incomplete, and torch's pickled metadata is refused. With ``rank``: that
+    rank's own checkpoint, saved without collectives (every file it names
+    is that rank's)."""
+    if rank is not None:
+        name = metadata_name(rank)
+        data = store.get(name)
+        if data is None and store.exists(METADATA_NAME):
+            # DCP asks for a rank's own when reading the checkpoint's failed:
+            # that failure is the one to report (or, committed since, the
+            # checkpoint itself).
+            return read_document(store)
+        if data is None:
+            others = [n for n in store.checkpoints() if n != METADATA_NAME]
+            having = f" (it has {', '.join(others[:4])}{', ...' if len(others) > 4 else ''})" if others else ""
+            raise FileNotFoundError(f"no checkpoint of rank {rank} at {store.describe('')}: {name} is missing{having}")
+        return _metadata.parse(data, store.describe(name), rank=rank)
     data = store.get(METADATA_NAME)
     if data is None:
         names = store.list()
         if isinstance(store, LocalStore) and not os.path.isdir(store.path):
             raise FileNotFoundError(f"no checkpoint at {store.path}: no such directory")
+        ranks = [n for n in store.checkpoints(names) if n != METADATA_NAME]
+        if ranks:
+            # torch's loader then asks for the rank's own (read_metadata(rank=)).
+            raise FileNotFoundError(
+                f"no {METADATA_NAME} at {store.describe('')}: the checkpoint was saved without collectives, "
+                f"each rank its own ({ranks[0]}, ...); a rank loads its own"
+            )
         if TORCH_METADATA_NAME in names:
             raise FormatError(
                 f"{store.describe('')} is a torch FileSystemWriter checkpoint: its metadata is a pickle, which "
