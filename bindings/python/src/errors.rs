@@ -36,6 +36,7 @@ pub fn to_py(py: Python<'_>, err: Error) -> PyErr {
                 std::io::ErrorKind::NotFound => pyo3::exceptions::PyFileNotFoundError::new_err(message),
                 std::io::ErrorKind::PermissionDenied => pyo3::exceptions::PyPermissionError::new_err(message),
                 std::io::ErrorKind::TimedOut => pyo3::exceptions::PyTimeoutError::new_err(message),
+                std::io::ErrorKind::IsADirectory => pyo3::exceptions::PyIsADirectoryError::new_err(message),
                 _ => PyOSError::new_err(message),
             },
         },

@@ -268,6 +268,12 @@ def test_checkpoint_id_and_every_entry_point(tmp_path):
             load(sd, p)
             assert sd["step"] == i and torch.equal(sd["w"], torch.arange(6.0) + i)
     assert not (tmp_path / "unused").exists()
+    # checkpoint_id= alone: torch picks its own storage (the table says so).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dcp.save({"w": torch.ones(2)}, checkpoint_id=tmp_path / "torch-picks", no_dist=True)
+    assert (tmp_path / "torch-picks" / ".metadata").exists()
+    assert not (tmp_path / "torch-picks" / "deathtensors.json").exists()
 
 
 def test_overwrite_false_refuses_an_existing_checkpoint(tmp_path):

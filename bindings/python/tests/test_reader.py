@@ -489,3 +489,16 @@ def test_maps_tensors_is_the_one_mapping_decision(tmp_path):
             if not maps:
                 with pytest.raises(dt.DeathTensorsError):
                     f.get_tensor_view("w", framework="numpy")
+
+
+def test_a_directory_is_named_as_one_saying_what_it_holds(tmp_path):
+    """A directory where a file is wanted: IsADirectoryError (as the system
+    would give), in words that say what it holds and what to do."""
+    plain, ckpt = tmp_path / "plain", tmp_path / "step-1000"
+    plain.mkdir()
+    ckpt.mkdir()
+    (ckpt / "deathtensors.json").write_text("{}")
+    with pytest.raises(IsADirectoryError, match="plain: is a directory, not a tensor file$"):
+        dt.open(plain)
+    with pytest.raises(IsADirectoryError, match=r"not a tensor file: it holds a distributed checkpoint \(`deathtensors consolidate"):
+        dt.open(ckpt)

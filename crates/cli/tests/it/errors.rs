@@ -48,6 +48,36 @@ fn a_missing_file_exits_2_naming_it() {
 }
 
 #[test]
+fn a_directory_is_named_as_one_saying_what_it_holds() {
+    let scratch = Scratch::new("directories");
+    let (plain, dcp, sharded) = (scratch.path("plain"), scratch.path("step-1000"), scratch.path("hf"));
+    for d in [&plain, &dcp, &sharded] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(dcp.join("deathtensors.json"), "{}").unwrap();
+    std::fs::write(sharded.join("model.safetensors.index.json"), "{}").unwrap();
+    for sub in ["inspect", "ls", "verify", "stats", "meta"] {
+        let says = |dir: &std::path::Path, parts: &[&str]| {
+            let r = run([sub.as_ref(), dir.as_os_str()]);
+            assert_ne!(r.code, 0, "{sub}: {}", r.stderr);
+            assert_one_error_line(&r, parts);
+            assert!(!r.stderr.contains("os error"), "{sub}: {}", r.stderr);
+        };
+        says(&plain, &["plain", "is a directory, not a tensor file"]);
+        says(
+            &dcp,
+            &[
+                "step-1000",
+                "not a tensor file: it holds a distributed checkpoint",
+                "deathtensors consolidate DIR OUT",
+                "StorageReader",
+            ],
+        );
+        says(&sharded, &["it holds a sharded checkpoint, open its index", "model.safetensors.index.json"]);
+    }
+}
+
+#[test]
 fn every_invalid_fixture_exits_1_with_one_line_naming_the_file() {
     let dir = testdata().join("invalid");
     let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();

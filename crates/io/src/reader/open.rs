@@ -118,8 +118,17 @@ impl Reader {
     /// # Safety
     /// With `mappable`, as [`Reader::open_mmap`]; without, none.
     pub(super) unsafe fn open_inner(path: &Path, options: ReadOptions, mappable: bool) -> Result<Reader> {
-        let file = File::open(path).map_err(|e| Error::io(e, path, "cannot open"))?;
-        let file_len = file.metadata().map_err(|e| Error::io(e, path, "cannot open"))?.len();
+        // Windows refuses to open a directory as a file; unix opens it, and
+        // its first read fails (EISDIR): both are said as what they are.
+        let file = File::open(path).map_err(|e| match path.is_dir() {
+            true => directory(path),
+            false => Error::io(e, path, "cannot open"),
+        })?;
+        let meta = file.metadata().map_err(|e| Error::io(e, path, "cannot open"))?;
+        if meta.is_dir() {
+            return Err(directory(path));
+        }
+        let file_len = meta.len();
         // SAFETY: forwarded to the caller (see `# Safety`).
         unsafe { Reader::open_from(Source::File(file), file_len, path, options, mappable) }
     }
@@ -233,4 +242,31 @@ impl Reader {
         });
         map.as_ref().map_err(|m| Error::input(m.clone(), &self.path, "cannot map"))
     }
+}
+
+/// The error for a directory given where a tensor file is wanted (kind
+/// `IsADirectory`), saying
+/// what the directory holds when it is a checkpoint of files: a
+/// distributed checkpoint (its metadata document) or a sharded one (an
+/// index).
+fn directory(path: &Path) -> Error {
+    let names: Vec<String> = std::fs::read_dir(path)
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
+        .unwrap_or_default();
+    let dcp = names.iter().any(|n| n == crate::DCP_METADATA || crate::parse_rank_metadata_name(n).is_some());
+    let mut index: Vec<&String> = names.iter().filter(|n| n.ends_with(".index.json")).collect();
+    index.sort();
+    let hint = if dcp {
+        ": it holds a distributed checkpoint (`deathtensors consolidate DIR OUT` writes it as one file; \
+         deathtensors.distributed.StorageReader loads it)"
+            .to_string()
+    } else if let Some(index) = index.first() {
+        format!(": it holds a sharded checkpoint, open its index {}", path.join(index).display())
+    } else {
+        String::new()
+    };
+    // An I/O error of kind IsADirectory, as the system's would be (Python
+    // raises IsADirectoryError for it), in words that say what to do.
+    let why = std::io::Error::new(std::io::ErrorKind::IsADirectory, format!("is a directory, not a tensor file{hint}"));
+    Error::io(why, path, "cannot open")
 }
