@@ -25,6 +25,7 @@ pub const TARGETS: &[(&str, Property)] = &[
     ("signatures", signatures),
     ("manifest", manifest),
     ("bintensors", bintensors),
+    ("pickle", pickle),
 ];
 
 /// Length of the safetensors header-length field that precedes its JSON.
@@ -415,5 +416,34 @@ pub fn manifest(data: &[u8]) {
         file.resize(file.len() + m.layout.block_bytes() as usize, 0);
         let head = Head::parse(&file, file.len() as u64, &Limits::DEFAULT).expect("a block file parses");
         assert_eq!(m.layout.check_block(&head), Ok(start), "a block file fits its layout");
+    }
+}
+
+/// Reading a pickle (a torch checkpoint's `data.pkl`, docs/PICKLE.md):
+/// never a panic, and the two modes agree: what the strict reader accepts,
+/// the scan reads too, calls nothing outside the allow list and judges a
+/// plain tensor checkpoint with the same tensors. The same bytes as a zip
+/// container: every member it accepts lies inside the input.
+pub fn pickle(data: &[u8]) {
+    use deathtensors_format::pickle::{scan, Checkpoint};
+    use deathtensors_format::zip::Zip;
+    let strict = Checkpoint::read(data);
+    let scanned = scan(data);
+    if let Ok(c) = &strict {
+        let s = scanned.unwrap_or_else(|e| panic!("the strict reader accepts what the scan cannot read: {e}"));
+        assert!(s.calls.is_empty() && s.names.iter().all(|n| n.allowed), "a plain checkpoint names something refused");
+        assert_eq!(s.verdict.as_ref().ok(), Some(&c.tensors.len()), "the scan's verdict differs from the strict read");
+        for (_, t) in &c.tensors {
+            assert!(c.storages.iter().any(|(id, _)| *id == t.storage), "a tensor without its storage");
+        }
+    }
+    if let Ok(zip) = Zip::parse(data) {
+        for m in &zip.members {
+            assert!(
+                m.data.start <= m.data.end && m.data.end <= data.len() as u64,
+                "member {:?} outside the input",
+                m.name
+            );
+        }
     }
 }

@@ -13,7 +13,8 @@ use std::process::Command;
 use crate::util::{cargo_bin, exec, root, succeeds};
 
 /// The fuzz targets, as named in `fuzz/Cargo.toml` and `fuzz/seeds/`.
-const TARGETS: &[&str] = &["deathtensors_header", "safetensors_header", "file", "signatures", "manifest", "bintensors"];
+const TARGETS: &[&str] =
+    &["deathtensors_header", "safetensors_header", "file", "signatures", "manifest", "bintensors", "pickle"];
 
 /// Seconds each target is fuzzed for by `cargo xtask fuzz`.
 const DEFAULT_SECONDS: u64 = 60;

@@ -290,6 +290,19 @@ Examples:
   deathtensors consolidate ckpt/step-1000 hf-model/ --max-shard-bytes 2000000000
   deathtensors consolidate s3://bucket/ckpt/step-1000 model.dt --storage-option aws_region=us-east-1")]
     Consolidate(ConsolidateArgs),
+
+    /// Say what a pickle checkpoint would do, without loading or running anything.
+    #[command(after_help = "\
+Reads each FILE's pickle (the data.pkl of a torch.save zip, or the file itself)
+with deathtensors' own pickle machine, which never imports or calls anything
+(docs/PICKLE.md), and lists every name it refers to, allowed or not, and the
+calls it would make. A plain tensor checkpoint (only the allow list of torch's
+tensor constructors) exits 0; any other file exits 1 and says why.
+
+Examples:
+  deathtensors scan pytorch_model.bin
+  deathtensors scan --json *.pt")]
+    Scan(ScanArgs),
 }
 
 /// Options of `blob`.
@@ -446,6 +459,7 @@ impl Command {
             Command::Blob(a) => a.read.clone(),
             Command::Consolidate(a) => ReadArgs { store: a.store.clone(), ..ReadArgs::default() },
             Command::Keygen(_)
+            | Command::Scan(_)
             | Command::Key(_)
             | Command::Sign(_)
             | Command::SignModel(_)
@@ -630,6 +644,10 @@ pub struct ConvertArgs {
     /// Require a valid signature (by anyone, unless --signer).
     #[arg(long)]
     pub require_signature: bool,
+    /// For a torch pickle checkpoint: leave out values that are neither tensors nor plain
+    /// numbers and strings (bytes, sets), which are refused otherwise.
+    #[arg(long)]
+    pub skip_other_values: bool,
 }
 
 /// Options of `diff`.
@@ -725,6 +743,17 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
         Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
         _ => Err(format!("expected KEY=VALUE, got {s:?}")),
     }
+}
+
+/// Options of `scan`.
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// The pickle checkpoints (.bin, .pt, .pth, .ckpt, or a bare pickle).
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Print one JSON object per file instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options of `consolidate`.

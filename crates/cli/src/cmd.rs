@@ -13,6 +13,7 @@ mod ls;
 mod manifest;
 mod meta;
 pub(crate) mod model_sign;
+mod scan;
 mod stats;
 pub(crate) mod verify;
 
@@ -41,5 +42,6 @@ pub fn run(command: Command, ctx: &RunContext) -> anyhow::Result<ExitCode> {
         Command::VerifyModel(args) => model_sign::verify(args),
         Command::Blob(args) => blob::run(args, ctx),
         Command::Consolidate(args) => consolidate::run(args, ctx),
+        Command::Scan(args) => scan::run(args),
     }
 }

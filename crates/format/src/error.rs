@@ -217,6 +217,19 @@ pub enum ErrorKind {
         /// The format.
         format: &'static str,
     },
+    /// A pickle (a torch checkpoint's `data.pkl`) the safe reader refuses:
+    /// a name outside the allow list, an opcode it does not run, or a
+    /// malformed instruction (docs/PICKLE.md).
+    InvalidPickle {
+        /// What is wrong, naming the global or the opcode.
+        message: Box<str>,
+    },
+    /// A zip container (torch.save's) that breaks a rule of
+    /// docs/PICKLE.md, "The zip container".
+    InvalidZip {
+        /// What is wrong, naming the member.
+        message: Box<str>,
+    },
     /// A region (a start and a length in each dimension) that does not
     /// fit the tensor it selects from.
     InvalidRegion {
@@ -373,6 +386,8 @@ impl fmt::Display for ErrorKind {
             InvalidBintensors { what, problem } => write!(f, "invalid bintensors header: {what} is {problem}"),
             UnsupportedDtype { dtype, format } => write!(f, "{format} files cannot store dtype {dtype}"),
             InvalidRegion { message } => write!(f, "invalid region: {message}"),
+            InvalidPickle { message } => write!(f, "pickle refused: {message}"),
+            InvalidZip { message } => write!(f, "invalid zip container: {message}"),
         }
     }
 }

@@ -45,7 +45,8 @@ extern crate std;
 // (the encryption section), compression (the compression section and chunk
 // tables), raw, fast, de, bintensors (the decoders, and
 // bintensors' encoder); index (the name index); header (`Header`), enc, head (`Head`),
-// cryptotensors, collection.
+// cryptotensors, collection; pickle (torch checkpoints' pickles, read
+// without running them) and zip (their container), on dtype alone.
 mod bintensors;
 mod collection;
 mod compression;
@@ -65,6 +66,7 @@ mod json;
 mod layout;
 mod limits;
 mod name;
+pub mod pickle;
 mod prefix;
 mod raw;
 mod reader;
@@ -75,6 +77,7 @@ mod sniff;
 mod tensor;
 mod tree;
 mod varint;
+pub mod zip;
 
 pub use crate::{
     collection::{

@@ -58,6 +58,7 @@ mod stats;
 mod stream_check;
 mod strided;
 mod tensor_set;
+mod torch_checkpoint;
 mod trust;
 pub mod values;
 mod writeback;
@@ -105,6 +106,9 @@ pub use crate::{
     stats::{tensor_stats, Stats},
     strided::{Strided, TensorBytes},
     tensor_set::TensorSet,
+    torch_checkpoint::{
+        convert_torch_checkpoint, is_torch_checkpoint, scan_pickle, TorchCheckpoint, TorchTensor, MAX_VIEW_EXPANSION,
+    },
     writer::{save, save_from, save_views, save_with_progress, Writer},
 };
 pub use deathtensors_format as format;

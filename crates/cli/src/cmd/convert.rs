@@ -27,6 +27,40 @@ fn format_of(path: &Path) -> Option<Format> {
     }
 }
 
+/// A torch pickle checkpoint (`.bin`, `.pt`, ...) converted through io's
+/// pickle reader, which runs nothing (docs/PICKLE.md).
+fn torch_checkpoint(
+    args: &ConvertArgs,
+    format: Format,
+    compress: deathtensors_io::Compress,
+) -> anyhow::Result<ExitCode> {
+    if format == Format::Bintensors {
+        bail!("a torch checkpoint converts to safetensors or deathtensors; convert that to bintensors after");
+    }
+    if format != Format::Deathtensors && (args.checksum || args.alignment.is_some()) {
+        bail!("--checksum and --alignment apply to deathtensors output only");
+    }
+    let write = WriteOptions {
+        format,
+        alignment: args.alignment.unwrap_or(DEFAULT_ALIGNMENT),
+        checksum: args.checksum && format == Format::Deathtensors,
+        compress,
+        ..WriteOptions::default()
+    };
+    let header = deathtensors_io::convert_torch_checkpoint(&args.input, &args.output, &write, args.skip_other_values)?;
+    let mut out = Out::new();
+    writeln!(
+        out,
+        "{} -> {}: {} tensors of a torch checkpoint (read without running its pickle) written as {}",
+        args.input.display(),
+        args.output.display(),
+        header.tensors().len(),
+        out::format_name(format)
+    )?;
+    out.finish()?;
+    Ok(ExitCode::Success)
+}
+
 pub fn run(args: ConvertArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     run_with(args, false, ctx)
 }
@@ -77,6 +111,9 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
         (Some(level), false) => deathtensors_io::Compress::Chunked { level },
         (Some(level), true) => deathtensors_io::Compress::Blob { level },
     };
+    if !decrypt && crate::remote::url(&args.input).is_none() && deathtensors_io::is_torch_checkpoint(&args.input) {
+        return torch_checkpoint(&args, format, compress);
+    }
     // Signatures and requirements (--signer, --require-signature) are
     // checked at open; every tensor is then checked against what the
     // signature commits to as it is read. The input is opened once.

@@ -22,6 +22,7 @@ mod remote;
 mod servers;
 mod sharded;
 mod stats;
+mod torch;
 mod verify;
 
 use std::ffi::OsStr;
