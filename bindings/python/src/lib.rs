@@ -19,6 +19,7 @@ mod reader;
 mod safetensors;
 mod sharded;
 mod tensors;
+mod torch_checkpoint;
 mod upload;
 mod writer;
 
@@ -36,6 +37,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<info::PyEncryption>()?;
     m.add_class::<names::PyTensorNames>()?;
     m.add_class::<arena::PyArena>()?;
+    m.add_class::<torch_checkpoint::PyTorchCheckpoint>()?;
     m.add_class::<collection::PyCollection>()?;
     m.add_function(wrap_pyfunction!(collection::dtype_from_name, m)?)?;
     m.add_function(wrap_pyfunction!(writer::save, m)?)?;
@@ -84,6 +86,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(dcp::rank_metadata_name, m)?,
         wrap_pyfunction!(dcp::parse_rank_metadata_name, m)?,
         wrap_pyfunction!(dcp::chunk_tiles, m)?,
+        wrap_pyfunction!(torch_checkpoint::is_torch_checkpoint, m)?,
+        wrap_pyfunction!(torch_checkpoint::scan_pickle, m)?,
     ] {
         m.add_function(f)?;
     }

@@ -434,7 +434,7 @@ def _big_endian(path: Path, obj, itemsizes: list[int]) -> None:
     _write_zip(path, out)
 
 
-def legit(dir: Path) -> list[Case]:  # noqa: A002 (the brief's name)
+def legit(dir: Path) -> list[Case]:  # noqa: A002
     """Write the legitimate checkpoints into `dir`; each as a Case whose
     expectations come from torch.load of the file written."""
     import numpy as np
@@ -525,12 +525,14 @@ def legit(dir: Path) -> list[Case]:  # noqa: A002 (the brief's name)
         [("emb", nn.Embedding(10, 4)), ("proj", nn.Linear(4, 3)), ("norm", nn.LayerNorm(3))]))
     add("module-state-dict", model.state_dict(),
         "nn.Module.state_dict(): an OrderedDict with a _metadata attribute (BUILD with a dict state)")
-    add("parameters", {"p": nn.Parameter(torch.randn(2, 2)), "frozen": nn.Parameter(torch.ones(3), requires_grad=False)},
+    add("parameters",
+        {"p": nn.Parameter(torch.randn(2, 2)), "frozen": nn.Parameter(torch.ones(3), requires_grad=False)},
         "nn.Parameters saved as themselves (_rebuild_parameter)")
 
     # -- Written by this module's opcode writer -----------------------------
     # The writer every hostile file uses: torch must load what it writes.
-    add("handwritten-protocol-2", note="written opcode by opcode (the hostile files' writer): weight [1,2,3,4], epoch 3",
+    add("handwritten-protocol-2",
+        note="written opcode by opcode (the hostile files' writer): weight [1,2,3,4], epoch 3",
         writer=lambda p: _torch_zip(p, BENIGN_PKL))
     add("handwritten-protocol-4",
         note="protocol 4 with FRAME and STACK_GLOBAL, by the opcode writer",
@@ -697,19 +699,23 @@ def _opcode_cases(w: _Writer) -> None:
         w.zip(f"ext-{label.lower()}-registered", "ext", label, _program(op + arg + _tuple(_str(SH)) + pickle.REDUCE),
               f"{label} code {code:#x} -> posix.system, live where the process registered it (the proof does)",
               setup=f"import copyreg; copyreg.add_extension('posix', 'system', {code})")
-    w.zip("ext-ext1-unregistered", "ext", "EXT1", _program(pickle.EXT1 + bytes([241]) + _tuple(_str(SH)) + pickle.REDUCE),
+    w.zip("ext-ext1-unregistered", "ext", "EXT1",
+          _program(pickle.EXT1 + bytes([241]) + _tuple(_str(SH)) + pickle.REDUCE),
           "EXT1 with a code no one registered (expected not live: pickle refuses it too)")
 
 
 def _nested_cases(w: _Writer) -> None:
     """A pickle that unpickles embedded bytes: the inner payload is never
     visible to a reader that only checks the outer names."""
-    w.zip("nested-pickle.loads", "nested", "pickle.loads", _program(_call(_global("pickle", "loads"), _bytes(INNER)), 3),
+    w.zip("nested-pickle.loads", "nested", "pickle.loads",
+          _program(_call(_global("pickle", "loads"), _bytes(INNER)), 3),
           "pickle.loads(BINBYTES: a pickle calling posix.system)")
     twice = _program(_call(_global("pickle", "loads"), _bytes(INNER)), 3)
     w.zip("nested-pickle.loads-twice", "nested", "pickle.loads",
-          _program(_call(_global("pickle", "loads"), _bytes(twice)), 3), "pickle.loads of a pickle.loads of the payload")
-    w.zip("nested-_pickle.loads", "nested", "_pickle.loads", _program(_call(_global("_pickle", "loads"), _bytes(INNER)), 3),
+          _program(_call(_global("pickle", "loads"), _bytes(twice)), 3),
+          "pickle.loads of a pickle.loads of the payload")
+    w.zip("nested-_pickle.loads", "nested", "_pickle.loads",
+          _program(_call(_global("_pickle", "loads"), _bytes(INNER)), 3),
           "the C module's loads")
     # torch.load(io.BytesIO(inner), None, torch.serialization.pickle): passing a
     # pickle_module turns weights_only off, so the inner pickle runs.
@@ -792,7 +798,10 @@ def _memo_cases(w: _Writer) -> None:
 
 
 def _zip_cases(w: _Writer) -> None:
-    """The container: member names and duplicates."""
+    """The container: member names and duplicates. Which of two same-named
+    members torch reads depends on miniz's lookup in its sorted name index,
+    not on their order: torch 2.15 reads the last of two data.pkl but the
+    first of two data/0 here, so a reader must refuse both."""
     payload = _program(SYSTEM)
     w.file("zip-path-traversal", "zip-path", "..",
            lambda p: _torch_zip(p, payload, archive="../../evil"),
@@ -824,15 +833,15 @@ def _zip_cases(w: _Writer) -> None:
     storages = [("archive/data/0", FOUR_FLOATS), ("archive/version", b"3\n"), ("archive/byteorder", b"little")]
     w.file("zip-duplicate-last-malicious", "zip-duplicate", "duplicate",
            lambda p: _write_zip(p, [("archive/data.pkl", BENIGN_PKL), ("archive/data.pkl", payload)] + storages),
-           "archive/data.pkl twice: benign first (torch reads it), payload last (zipfile and scanners read it)",
+           "archive/data.pkl twice: benign first, payload last (what zipfile reads; torch 2.15 reads it too)",
            victim="torch")
     w.file("zip-duplicate-first-malicious", "zip-duplicate", "duplicate",
            lambda p: _write_zip(p, [("archive/data.pkl", payload), ("archive/data.pkl", BENIGN_PKL)] + storages),
-           "archive/data.pkl twice: payload first (torch reads it), benign last (what zipfile-based scanners see)",
+           "archive/data.pkl twice: payload first, benign last (what zipfile-based scanners and torch 2.15 read)",
            victim="torch")
     w.file("zip-duplicate-storage", "zip-duplicate", "duplicate",
            lambda p: _write_zip(p, _torch_members(BENIGN_PKL) + [("archive/data/0", _floats(9, 9, 9, 9))]),
-           "archive/data/0 twice with different values")
+           "archive/data/0 twice with different values (torch 2.15 reads the first, zipfile the last)")
 
 
 def _bomb_cases(w: _Writer) -> None:
@@ -909,12 +918,12 @@ def _tensor_cases(w: _Writer) -> None:
           _program(_dict((_str("w"), _tensor(cls="DoubleStorage", numel=2**62)))),
           "2**62 doubles: the byte length (2**65) overflows 64 bits", code=False)
     w.zip("storage-member-missing", "storage-too-big", "data/7",
-          _program(_dict((_str("w"), _tensor(key="7"))))
-          , "the storage key 7 has no archive/data/7 member", code=False)
+          _program(_dict((_str("w"), _tensor(key="7")))),
+          "the storage key 7 has no archive/data/7 member", code=False)
     w.zip("storage-key-conflict", "storage-too-big", "storage",
           _program(_dict((_str("a"), _tensor()),
-                         (_str("b"), _tensor(cls="DoubleStorage", numel=2, size=(2,)))))
-          , "key 0 as 4 floats, then as 2 doubles (torch silently reuses the first)", code=False)
+                         (_str("b"), _tensor(cls="DoubleStorage", numel=2, size=(2,))))),
+          "key 0 as 4 floats, then as 2 doubles (torch silently reuses the first)", code=False)
     w.zip("storage-member-short", "truncated", "storage", _program(_dict((_str("w"), _tensor()))),
           "4 floats claimed, archive/data/0 holds 15 bytes", storages={"0": FOUR_FLOATS[:15]}, code=False)
 
@@ -960,7 +969,7 @@ CODE_KINDS = {"global", "reduce", "inst", "obj", "newobj", "ext", "nested", "all
               "zip-path", "zip-duplicate"}
 
 
-def hostile(dir: Path, prove: bool = False) -> list[Hostile]:  # noqa: A002 (the brief's name)
+def hostile(dir: Path, prove: bool = False) -> list[Hostile]:  # noqa: A002
     """Write the hostile files into `dir`. With prove=True, load each code
     payload in a subprocess (prove_live) and set its `live`."""
     w = _Writer(dir)
@@ -1004,6 +1013,7 @@ def prove_live(h: Hostile, workdir: Path) -> bool:
     marker file appears there. Sets h.live and h.proof."""
     if h.victim is None:
         raise ValueError(f"{h.name} carries no code payload to prove")
+    Path(workdir).mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{h.name[:40]}-", dir=workdir))
     try:
         try:

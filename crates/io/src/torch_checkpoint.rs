@@ -1,15 +1,18 @@
 //! `torch.save` checkpoints (`pytorch_model.bin`, `.pt`, `.pth`, `.ckpt`)
-//! read without running them (docs/PICKLE.md): the zip container and its
-//! pickle parsed by `deathtensors-format`, each storage's CRC checked
-//! before its bytes are used, each tensor copied out of its storage with
-//! its own offset and strides (contiguous ones borrowed from the mapping,
-//! not copied), big-endian files swapped.
+//! read without running them (docs/PICKLE.md): the zip container (or the
+//! legacy format's pickles and raw storages) and the pickle parsed by
+//! `deathtensors-format`, each storage's CRC checked (zip) before its bytes
+//! are used, each tensor copied out of its storage with its own offset and
+//! strides (contiguous ones borrowed from the mapping, not copied),
+//! big-endian files swapped.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fs::File;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
-use deathtensors_format::pickle::{scan, Checkpoint, Scan, StorageRef, TensorRef};
+use deathtensors_format::pickle::{scan, unpickle, Checkpoint, Scan, TensorRef, Unpickled, Value};
 use deathtensors_format::zip::{is_zip, Zip, ZipMember};
 use deathtensors_format::{Dtype, Header, TensorSpec};
 
@@ -26,16 +29,25 @@ const VIEW_FLOOR: u64 = 64 << 20;
 
 const DOING: &str = "cannot read torch checkpoint";
 
-/// A `torch.save` zip checkpoint, open: its tensors listed (nothing of
-/// their data read), each read on demand.
+/// The magic number a legacy (non-zip) checkpoint's first pickle holds
+/// (`0x1950a86a20f9469cfc6c`, little-endian, as `LONG1` writes it).
+const LEGACY_MAGIC: [u8; 10] = [0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19];
+/// The only legacy protocol version torch writes.
+const LEGACY_VERSION: i64 = 1001;
+
+/// Each storage's bytes in the file, by key, and (in a zip) the CRC-32 its
+/// member records.
+type Storages = HashMap<Box<str>, (Range<u64>, Option<u32>)>;
+
+/// A `torch.save` checkpoint, open: its tensors listed (nothing of their
+/// data read), each read on demand.
 #[derive(Debug)]
 pub struct TorchCheckpoint {
     path: PathBuf,
     map: Mmap,
-    zip: Zip,
-    archive: String,
     checkpoint: Checkpoint,
     big_endian: bool,
+    storages: Storages,
 }
 
 /// One tensor of a [`TorchCheckpoint`].
@@ -64,16 +76,16 @@ fn damaged(message: String, path: &Path) -> Error {
 }
 
 impl TorchCheckpoint {
-    /// Opens the zip checkpoint at `path`: its directory and pickle read
-    /// and checked (docs/PICKLE.md); no tensor's bytes are read.
+    /// Opens the checkpoint at `path` (zip or legacy): its container and
+    /// pickle read and checked (docs/PICKLE.md); no tensor's bytes are read.
     ///
     /// # Errors
     /// - `Io` if the file cannot be read.
     /// - `Format` (`InvalidZip`, `InvalidPickle`, ...) naming what is
     ///   refused: a name outside the allow list and its offset, a member
     ///   rule, a limit.
-    /// - `InvalidInput` for a legacy (non-zip) checkpoint, or a storage
-    ///   member that is missing or of the wrong size.
+    /// - `InvalidCheckpoint` for a storage that is missing or of the wrong
+    ///   size, and other damage; `InvalidInput` for a file of neither format.
     pub fn open(path: impl AsRef<Path>) -> Result<TorchCheckpoint> {
         let path = path.as_ref();
         let file = File::open(path).map_err(|e| Error::io(e, path, DOING))?;
@@ -81,62 +93,34 @@ impl TorchCheckpoint {
         // the reader is the caller's to avoid (docs/PLATFORMS.md).
         let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(e, path, DOING))?;
         let bytes = map.bytes();
-        if !is_zip(bytes) {
-            let why = if bytes.first() == Some(&0x80) {
-                "a legacy (non-zip) torch checkpoint, which this version does not read yet: resave it with torch.save's default format"
-            } else {
-                "not a torch.save zip checkpoint"
-            };
-            return Err(input(why.into(), path));
-        }
-        let zip = Zip::parse(bytes).map_err(|e| invalid(e, path))?;
-        // One archive folder holds everything, and one data.pkl.
-        let pickles: Vec<&ZipMember> =
-            zip.members.iter().filter(|m| m.name.ends_with("/data.pkl") && m.name.matches('/').count() == 1).collect();
-        let [pkl] = pickles[..] else {
+        let (checkpoint, big_endian, storages) = if is_zip(bytes) {
+            zip_checkpoint(bytes, path)?
+        } else if legacy_magic_end(bytes).is_some() {
+            legacy_checkpoint(bytes, path)?
+        } else {
             return Err(damaged(
-                format!("{} data.pkl members at the top of the archive, not one", pickles.len()),
+                "not a torch.save checkpoint (neither its zip format nor its legacy one)".into(),
                 path,
             ));
         };
-        let archive = pkl.name.trim_end_matches("data.pkl").to_string();
-        if let Some(m) = zip.members.iter().find(|m| !m.name.starts_with(&archive)) {
-            return Err(damaged(format!("member {:?} lies outside the archive folder {archive:?}", m.name), path));
-        }
-        let data = member_bytes(bytes, pkl, path)?;
-        let checkpoint = Checkpoint::read(data).map_err(|e| invalid(e, path))?;
-        let big_endian = match zip.get(&format!("{archive}byteorder")) {
-            None => false,
-            Some(m) => match member_bytes(bytes, m, path)? {
-                b"little" => false,
-                b"big" => true,
-                other => {
-                    return Err(damaged(
-                        format!("byteorder is {:?}, not little or big", String::from_utf8_lossy(other)),
-                        path,
-                    ))
-                }
-            },
-        };
-        let c = TorchCheckpoint { path: path.to_path_buf(), map, zip, archive, checkpoint, big_endian };
-        // Every storage is a member of the size its id says.
-        for (_, st) in &c.checkpoint.storages {
-            let m = c.storage_member(st)?;
+        // Every storage is there, of the size its persistent id says.
+        for (_, st) in &checkpoint.storages {
+            let (range, _) = storages.get(&st.key).ok_or_else(|| {
+                damaged(format!("storage {:?} is not in the file (member data/{})", &*st.key, st.key), path)
+            })?;
             let want = st.nbytes().unwrap_or(u64::MAX);
-            let have = m.data.end - m.data.start;
+            let have = range.end - range.start;
             if have != want {
                 return Err(damaged(
-                    format!("storage {:?} is {have} bytes, its persistent id says {want}", &*st.key),
+                    format!(
+                        "storage {:?} is {have} bytes, its persistent id says {} elements ({want} bytes)",
+                        &*st.key, st.numel
+                    ),
                     path,
                 ));
             }
         }
-        Ok(c)
-    }
-
-    fn storage_member(&self, st: &StorageRef) -> Result<&ZipMember> {
-        let name = format!("{}data/{}", self.archive, st.key);
-        self.zip.get(&name).ok_or_else(|| damaged(format!("storage {:?} has no member {name:?}", &*st.key), &self.path))
+        Ok(TorchCheckpoint { path: path.to_path_buf(), map, checkpoint, big_endian, storages })
     }
 
     /// The tensors, in the pickle's order.
@@ -162,11 +146,12 @@ impl TorchCheckpoint {
 
     /// The bytes of tensor `name`, contiguous and little-endian: borrowed
     /// from the file where they lie that way already, else copied out.
-    /// Its storage's CRC-32 is checked first.
+    /// In a zip, its storage's CRC-32 is checked first.
     ///
     /// # Errors
-    /// `TensorNotFound`; `Format` for a CRC that does not match; `InvalidInput`
-    /// for an expanded view past [`MAX_VIEW_EXPANSION`].
+    /// `TensorNotFound`; `InvalidCheckpoint` for a CRC that does not
+    /// match; `InvalidInput` for an expanded view past
+    /// [`MAX_VIEW_EXPANSION`].
     pub fn read(&self, name: &str) -> Result<Cow<'_, [u8]>> {
         let (_, t) = self
             .checkpoint
@@ -180,27 +165,136 @@ impl TorchCheckpoint {
             .iter()
             .find(|(id, _)| *id == t.storage)
             .ok_or_else(|| input(format!("tensor {name:?} has no storage"), &self.path))?;
-        let m = self.storage_member(st)?;
-        let storage = member_bytes(self.map.bytes(), m, &self.path)?;
-        if crc32fast::hash(storage) != m.crc32 {
+        let (range, crc) = self
+            .storages
+            .get(&st.key)
+            .ok_or_else(|| damaged(format!("storage {:?} is not in the file", &*st.key), &self.path))?;
+        let storage = slice(self.map.bytes(), range, &self.path)?;
+        if crc.is_some_and(|crc| crc32fast::hash(storage) != crc) {
             return Err(damaged(
                 format!("storage {:?} (tensor {name:?}) does not match its CRC-32: the file is damaged", &*st.key),
                 &self.path,
             ));
         }
-        let out = view(storage, t).map_err(|why| input(format!("tensor {name:?}: {why}"), &self.path))?;
+        let out = view(storage, t).map_err(|why| damaged(format!("tensor {name:?}: {why}"), &self.path))?;
         Ok(if self.big_endian { Cow::Owned(swapped(out.into_owned(), t.dtype)) } else { out })
     }
 }
 
-fn member_bytes<'a>(bytes: &'a [u8], m: &ZipMember, path: &Path) -> Result<&'a [u8]> {
-    let (s, e) = (usize::try_from(m.data.start), usize::try_from(m.data.end));
-    match (s, e) {
-        (Ok(s), Ok(e)) => {
-            bytes.get(s..e).ok_or_else(|| damaged(format!("member {:?} lies outside the file", m.name), path))
-        }
-        _ => Err(damaged(format!("member {:?} lies outside the file", m.name), path)),
+/// The checkpoint of a torch.save zip: one archive folder holding one
+/// `data.pkl`, `byteorder`, and a member `data/<key>` a storage.
+fn zip_checkpoint(bytes: &[u8], path: &Path) -> Result<(Checkpoint, bool, Storages)> {
+    let zip = Zip::parse(bytes).map_err(|e| invalid(e, path))?;
+    let pickles: Vec<&ZipMember> =
+        zip.members.iter().filter(|m| m.name.ends_with("/data.pkl") && m.name.matches('/').count() == 1).collect();
+    let [pkl] = pickles[..] else {
+        let names: Vec<&str> = pickles.iter().map(|m| m.name.as_str()).collect();
+        let why = format!("{} data.pkl members at the top of the archive ({}), not one", names.len(), names.join(", "));
+        return Err(damaged(why, path));
+    };
+    let archive = pkl.name.trim_end_matches("data.pkl").to_string();
+    if let Some(m) = zip.members.iter().find(|m| !m.name.starts_with(&archive)) {
+        return Err(damaged(format!("member {:?} lies outside the archive folder {archive:?}", m.name), path));
     }
+    let checkpoint = Checkpoint::read(member_bytes(bytes, pkl, path)?).map_err(|e| invalid(e, path))?;
+    let big_endian = match zip.get(&format!("{archive}byteorder")) {
+        None => false,
+        Some(m) => match member_bytes(bytes, m, path)? {
+            b"little" => false,
+            b"big" => true,
+            other => {
+                let shown = String::from_utf8_lossy(other);
+                return Err(damaged(format!("byteorder is {shown:?}, not little or big"), path));
+            }
+        },
+    };
+    let prefix = format!("{archive}data/");
+    let storages = zip
+        .members
+        .iter()
+        .filter_map(|m| m.name.strip_prefix(&prefix).map(|key| (key.into(), (m.data.clone(), Some(m.crc32)))))
+        .collect();
+    Ok((checkpoint, big_endian, storages))
+}
+
+/// Where a legacy checkpoint's first pickle (its magic number) ends.
+fn legacy_magic_end(bytes: &[u8]) -> Option<usize> {
+    let rest = match bytes.first() {
+        Some(0x80) => bytes.get(2..)?,
+        _ => bytes,
+    };
+    let rest = rest.strip_prefix(b"\x8a\x0a")?;
+    (rest.get(..10)? == LEGACY_MAGIC && rest.get(10) == Some(&b'.')).then(|| bytes.len() - rest.len() + 11)
+}
+
+/// The checkpoint of a legacy (non-zip) torch.save file: pickles of its
+/// magic number, protocol version and system info, the checkpoint itself,
+/// the list of storage keys, then each storage as an 8-byte element count
+/// and its bytes, in the list's order.
+fn legacy_checkpoint(bytes: &[u8], path: &Path) -> Result<(Checkpoint, bool, Storages)> {
+    let mut at = legacy_magic_end(bytes).unwrap_or(0);
+    let next = |at: usize, what: &str| -> Result<Unpickled> {
+        let rest = bytes.get(at..).unwrap_or(&[]);
+        unpickle(rest, true).map_err(|e| damaged(format!("the legacy checkpoint's {what}: {e}"), path))
+    };
+    let version = next(at, "protocol version")?;
+    if version.arena.int(version.root) != Some(LEGACY_VERSION) {
+        return Err(damaged(format!("a legacy checkpoint of a protocol version other than {LEGACY_VERSION}"), path));
+    }
+    at += version.end;
+    let info = next(at, "system info")?;
+    let mut big_endian = false;
+    if let Some(Value::Dict(items, _)) = info.arena.get(info.root) {
+        for (k, v) in items {
+            if info.arena.str(*k) == Some("little_endian") {
+                big_endian = matches!(info.arena.get(*v), Some(Value::Bool(false)));
+            }
+        }
+    }
+    at += info.end;
+    let (checkpoint, end) = Checkpoint::read_prefix(bytes.get(at..).unwrap_or(&[])).map_err(|e| invalid(e, path))?;
+    at += end;
+    let keys = next(at, "list of storage keys")?;
+    at += keys.end;
+    let key_ids = keys
+        .arena
+        .items(keys.root)
+        .ok_or_else(|| damaged("the legacy checkpoint's storage keys are not a list".into(), path))?;
+    let mut storages = Storages::new();
+    for id in key_ids {
+        let key: Box<str> =
+            keys.arena.str(*id).ok_or_else(|| damaged("a legacy storage key is not a string".into(), path))?.into();
+        let truncated = || damaged(format!("legacy storage {key:?} is truncated"), path);
+        let st = checkpoint
+            .storages
+            .iter()
+            .find(|(_, s)| s.key == key)
+            .map(|(_, s)| s)
+            .ok_or_else(|| damaged(format!("legacy storage {key:?} is not named by the checkpoint"), path))?;
+        let count: [u8; 8] = bytes.get(at..at + 8).and_then(|b| b.try_into().ok()).ok_or_else(truncated)?;
+        let count = if big_endian { u64::from_be_bytes(count) } else { u64::from_le_bytes(count) };
+        if count != st.numel {
+            let why = format!("legacy storage {key:?} holds {count} elements, its persistent id says {}", st.numel);
+            return Err(damaged(why, path));
+        }
+        let len = st.nbytes().ok_or_else(|| damaged(format!("legacy storage {key:?}'s size overflows"), path))?;
+        let start = (at + 8) as u64;
+        let end = start.checked_add(len).filter(|&e| e <= bytes.len() as u64).ok_or_else(truncated)?;
+        if storages.insert(key.clone(), (start..end, None)).is_some() {
+            return Err(damaged(format!("legacy storage {key:?} is listed twice"), path));
+        }
+        at = end as usize;
+    }
+    Ok((checkpoint, big_endian, storages))
+}
+
+fn slice<'a>(bytes: &'a [u8], range: &Range<u64>, path: &Path) -> Result<&'a [u8]> {
+    let r = usize::try_from(range.start).ok().zip(usize::try_from(range.end).ok());
+    r.and_then(|(s, e)| bytes.get(s..e)).ok_or_else(|| damaged("a storage lies outside the file".into(), path))
+}
+
+fn member_bytes<'a>(bytes: &'a [u8], m: &ZipMember, path: &Path) -> Result<&'a [u8]> {
+    slice(bytes, &m.data, path)
 }
 
 /// The elements `t` addresses in `storage` (checked to lie inside it when
@@ -227,7 +321,8 @@ fn view<'a>(storage: &'a [u8], t: &TensorRef) -> std::result::Result<Cow<'a, [u8
     let limit = (storage.len() as u64).saturating_mul(MAX_VIEW_EXPANSION).max(VIEW_FLOOR);
     if nbytes > limit {
         return Err(format!(
-            "a view of {nbytes} bytes over a storage of {}: more than {MAX_VIEW_EXPANSION} times it (an expanded view is refused past that)",
+            "an expanded view of {nbytes} bytes over a storage of {}: past the limit of {MAX_VIEW_EXPANSION} times \
+             its storage or 64 MiB",
             storage.len()
         ));
     }
@@ -274,7 +369,7 @@ pub fn is_torch_checkpoint(path: impl AsRef<Path>) -> bool {
     use std::io::Read;
     let mut head = [0u8; 4];
     let read = File::open(path).and_then(|mut f| f.read_exact(&mut head));
-    read.is_ok() && (is_zip(&head) || (head[0] == 0x80 && (2..=5).contains(&head[1])))
+    read.is_ok() && (is_zip(&head) || (head[0] == 0x80 && (2..=5).contains(&head[1])) || head[..2] == [0x8a, 0x0a])
 }
 
 /// What the pickle of the checkpoint at `path` refers to and would call

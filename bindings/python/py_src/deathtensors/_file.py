@@ -8,7 +8,7 @@ import inspect
 import os
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypedDict, TypeVar, Union, Unpack
 
-from . import _convert, _dtypes, _keys
+from . import _convert, _dtypes, _keys, _remote
 from . import _native
 from ._legacy import expand_path
 from ._native import Reader, TensorNames, save as _native_save
@@ -739,8 +739,9 @@ def refuse_hidden_tensors(reader: Any, path: Any) -> None:
 def load_file(path: PathLike, framework: str = "torch", **options: Unpack[ReadKeywords]) -> Dict[str, Any]:
     """Every tensor of ``path`` as a dict, name to tensor of ``framework``
     (``"torch"``, ``"numpy"``, ``"jax"``, ``"tensorflow"``, ``"paddle"``,
-    ``"mlx"``): safetensors' ``load_file``, with :func:`open`'s keywords."""
-    with DtFile(path, **options) as f:
+    ``"mlx"``): safetensors' ``load_file``, with :func:`open`'s keywords.
+    A torch pickle checkpoint is read without running it, as by :func:`open`."""
+    with open(path, **options) as f:
         return f.get_tensors(framework)
 
 
@@ -785,7 +786,18 @@ def open(path: PathLike, verify: bool = False, **options: Unpack[ReadKeywords]) 
     ``DEATHTENSORS_REMOTE_CACHE`` (a directory) keeps fetched ranges in a
     local cache, checked and bounded (``DEATHTENSORS_REMOTE_CACHE_MAX_BYTES``,
     default 10 GiB): see ``docs/REMOTE.md``.
+
+    A ``torch.save`` pickle checkpoint (``pytorch_model.bin``, ``.pt``) is
+    opened as a :class:`~deathtensors._torch_file.TorchFile`, read without
+    running its pickle (``docs/PICKLE.md``); ``verify`` and the keywords
+    above do not apply to it.
     """
+    if not _remote.is_url(path) and _native.is_torch_checkpoint(expand_path(path)):
+        from ._torch_file import TorchFile
+
+        if options or verify:
+            raise TypeError(f"{', '.join(sorted(options)) or 'verify'}: not for a torch pickle checkpoint")
+        return TorchFile(expand_path(path))  # type: ignore[return-value]
     return DtFile(path, verify, **options)
 
 

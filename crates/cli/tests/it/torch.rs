@@ -39,17 +39,11 @@ fn scan_says_plain_or_names_what_a_pickle_would_call() {
 fn convert_reads_a_torch_checkpoint_without_running_it() {
     let scratch = Scratch::new("torch-convert");
     let out = scratch.path("views.safetensors");
-    let r = check(["convert".as_ref(), testdata().join("torch/views.pt").as_os_str(), out.as_os_str()], 0);
-    assert!(r.stdout.contains("3 tensors of a torch checkpoint"), "{}", r.stdout);
-    let reader = Reader::open(&out).unwrap();
-    assert_eq!(f32s(&reader.read("a").unwrap()), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
-    // The transposed view, with the values the caller sees.
-    assert_eq!(f32s(&reader.read("t").unwrap()), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
-    assert_eq!(reader.header().get("t").unwrap().shape.to_vec(), [3, 2]);
-    assert_eq!(reader.header().get("b").unwrap().dtype, Dtype::BF16);
-    assert_eq!(reader.read("b").unwrap(), [0x80, 0x3f, 0x00, 0x40]);
-    let meta = reader.header().metadata().unwrap();
-    assert_eq!((meta["step"].as_str(), meta["name"].as_str()), ("7", "run"));
+    for input in ["views.pt", "legacy.pt"] {
+        let r = check(["convert".as_ref(), testdata().join("torch").join(input).as_os_str(), out.as_os_str()], 0);
+        assert!(r.stdout.contains("3 tensors of a torch checkpoint"), "{}", r.stdout);
+        same_views(&out);
+    }
     // To deathtensors with a checksum.
     let dt = scratch.path("views.dt");
     check(
@@ -62,4 +56,17 @@ fn convert_reads_a_torch_checkpoint_without_running_it() {
     let r = check(["convert".as_ref(), testdata().join("torch/os-system.pt").as_os_str(), bad.as_os_str()], 1);
     assert_one_error_line(&r, &["os-system.pt", "refers to os.system, which is not on the allow list", "byte 2"]);
     assert!(!bad.exists());
+}
+
+/// `views.pt`'s values, converted to `out`.
+fn same_views(out: &std::path::Path) {
+    let reader = Reader::open(out).unwrap();
+    assert_eq!(f32s(&reader.read("a").unwrap()), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    // The transposed view, with the values the caller sees.
+    assert_eq!(f32s(&reader.read("t").unwrap()), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    assert_eq!(reader.header().get("t").unwrap().shape.to_vec(), [3, 2]);
+    assert_eq!(reader.header().get("b").unwrap().dtype, Dtype::BF16);
+    assert_eq!(reader.read("b").unwrap(), [0x80, 0x3f, 0x00, 0x40]);
+    let meta = reader.header().metadata().unwrap();
+    assert_eq!((meta["step"].as_str(), meta["name"].as_str()), ("7", "run"));
 }

@@ -43,7 +43,9 @@ pub fn lookup(module: &str, name: &str) -> Option<Global> {
         }
         ("torch", "Size") => Global::Size,
         ("torch", "device") => Global::Device,
-        ("torch", n) => Global::Dtype(Dtype::from_torch_name(n).filter(|d| d.names().byte_width().is_some())?),
+        // Every dtype of the table; a packed one (float4_e2m1fn_x2) is
+        // refused where a tensor would use it, naming it.
+        ("torch", n) => Global::Dtype(Dtype::from_torch_name(n)?),
         ("collections", "OrderedDict") => Global::OrderedDict,
         ("builtins" | "__builtin__", "set") => Global::Set,
         ("builtins" | "__builtin__", "frozenset") => Global::FrozenSet,
@@ -216,7 +218,13 @@ fn tensor(
         (Some(d), Some(s)) => return Err(format!("its dtype {} differs from its storage's {}", d.name(), s.name())),
         (None, None) => return Err("an untyped storage needs a dtype (_rebuild_tensor_v3)".into()),
     };
-    let width = dtype.names().byte_width().ok_or_else(|| format!("dtype {} is packed below a byte", dtype.name()))?;
+    let width = dtype.names().byte_width().ok_or_else(|| {
+        format!(
+            "dtype {} (torch.{}) packs values below a byte, which is not read yet",
+            dtype.name(),
+            dtype.names().torch.unwrap_or("?")
+        )
+    })?;
     // The elements addressed: offset + sum((size - 1) * stride), if any.
     let mut elements: u64 = 1;
     let mut last = offset;

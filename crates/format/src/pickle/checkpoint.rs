@@ -18,7 +18,7 @@ pub const MAX_PICKLE_DEPTH: usize = 256;
 pub struct Checkpoint {
     /// The tensors, in the pickle's order.
     pub tensors: Vec<(String, TensorRef)>,
-    /// The storages the tensors view (node id, storage).
+    /// The storages the pickle names (node id, storage).
     pub storages: Vec<(Id, StorageRef)>,
     /// Plain leaves (None, bools, ints, floats, strings, dtypes), as text.
     pub metadata: Vec<(String, String)>,
@@ -37,8 +37,17 @@ impl Checkpoint {
     /// [`MAX_PICKLE_DEPTH`], a name used twice, or a root that holds no
     /// tensor container.
     pub fn read(data: &[u8]) -> Result<Checkpoint> {
+        Checkpoint::read_prefix(data).map(|(c, _)| c)
+    }
+
+    /// As [`Checkpoint::read`], for a pickle followed by other bytes: the
+    /// checkpoint and where its pickle ended.
+    ///
+    /// # Errors
+    /// As [`Checkpoint::read`].
+    pub fn read_prefix(data: &[u8]) -> Result<(Checkpoint, usize)> {
         let u = unpickle(data, true)?;
-        Checkpoint::from_tree(&u)
+        Ok((Checkpoint::from_tree(&u)?, u.end))
     }
 
     fn from_tree(u: &Unpickled) -> Result<Checkpoint> {
@@ -57,11 +66,12 @@ impl Checkpoint {
         if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
             return Err(invalid(format!("two values flatten to the name {:?}", w[0])));
         }
-        for (_, t) in &c.tensors {
-            if !c.storages.iter().any(|(id, _)| *id == t.storage) {
-                if let Some(Value::Storage(s)) = u.arena.get(t.storage) {
-                    c.storages.push((t.storage, s.clone()));
-                }
+        // Every storage a persistent id named, whether a tensor views it
+        // or not: each must be in the file.
+        for i in 0..u.arena.len() {
+            let id = Id(u32::try_from(i).unwrap_or(u32::MAX));
+            if let Some(Value::Storage(s)) = u.arena.get(id) {
+                c.storages.push((id, s.clone()));
             }
         }
         Ok(c)

@@ -41,6 +41,9 @@ pub struct Unpickled {
     pub names: Vec<NameRef>,
     /// Calls of names outside the allow list (only when scanning).
     pub calls: Vec<NameRef>,
+    /// Where the pickle ended: the byte after its `STOP` (a legacy torch
+    /// checkpoint is several pickles and raw bytes one after another).
+    pub end: usize,
 }
 
 fn bad(message: impl Into<String>, offset: usize) -> Error {
@@ -109,11 +112,12 @@ impl Machine<'_> {
         Ok(out)
     }
 
-    /// A length field's value, which must fit in the bytes left.
+    /// A length field's value, which must fit in the bytes left: checked
+    /// before anything of that length is allocated.
     fn len(&mut self, n: u64, what: &'static str) -> Result<usize> {
         let left = (self.data.len() - self.pos.min(self.data.len())) as u64;
         if n > left {
-            return Err(Error::truncated(what, (self.pos as u64).saturating_add(n), self.data.len() as u64));
+            return Err(bad(format!("{what} claims {n} bytes, more than the {left} left in the pickle"), self.pos));
         }
         Ok(n as usize)
     }
@@ -191,6 +195,8 @@ impl Machine<'_> {
         let allowed = lookup(module, name);
         self.names.push(NameRef { name: full.clone(), offset: at as u64, allowed: allowed.is_some() });
         match allowed {
+            // A dtype is a value (`_rebuild_tensor_v3`'s argument, or kept).
+            Some(Global::Dtype(d)) => Ok(Value::Dtype(d)),
             Some(g) => Ok(Value::Global(g)),
             None if self.strict => Err(bad(
                 format!(
@@ -240,8 +246,8 @@ impl Machine<'_> {
                 }
                 b'.' => {
                     let root = self.pop(at)?;
-                    let Machine { arena, protocol, names, calls, .. } = self;
-                    return Ok(Unpickled { arena, root, protocol, names, calls });
+                    let Machine { arena, protocol, names, calls, pos, .. } = self;
+                    return Ok(Unpickled { arena, root, protocol, names, calls, end: pos });
                 }
                 b'(' => {
                     if self.marks.len() >= MAX_PICKLE_STACK {
@@ -621,10 +627,14 @@ impl Machine<'_> {
     }
 
     /// A storage from torch's persistent id `("storage", class, key,
-    /// location, numel)`; the same key twice is the same storage.
+    /// location, numel)` (a legacy checkpoint's adds a view, which must be
+    /// `None`); the same key twice is the same storage.
     fn storage(&mut self, pid: Id, at: usize) -> Result<Id> {
         let items = self.arena.items(pid).map(<[Id]>::to_vec);
-        let Some(items) = items.filter(|i| i.len() == 5) else {
+        if items.as_ref().and_then(|i| i.get(5)).is_some_and(|v| !matches!(self.value(*v), Some(Value::None))) {
+            return Err(bad("a legacy storage view (a persistent id with view metadata) is not supported", at));
+        }
+        let Some(items) = items.filter(|i| i.len() == 5 || i.len() == 6) else {
             return Err(bad(
                 "a persistent id that is not torch's 5-tuple (\"storage\", class, key, location, numel)",
                 at,
@@ -650,7 +660,7 @@ impl Machine<'_> {
             .ok_or_else(|| bad("a persistent id whose numel is not a non-negative integer", at))?;
         let st = StorageRef { key: key.clone(), dtype, numel, location };
         if st.nbytes().is_none() {
-            return Err(bad(format!("storage {key:?}'s byte length overflows"), at));
+            return Err(bad(format!("storage {key:?}'s byte length overflows ({numel} elements)"), at));
         }
         if let Some(&id) = self.storages.get(&key) {
             return match self.value(id) {

@@ -156,13 +156,13 @@ fn allowed_names_are_applied_only_as_the_spec_says() {
 
 #[test]
 fn lengths_and_counts_are_bounded_before_anything_is_allocated() {
-    // A 4 GB string claimed in a 12-byte pickle.
+    // A 4 GB string claimed in a 12-byte pickle, and others.
     let e = unpickle(b"\x80\x02X\xff\xff\xff\xff", true).unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::Truncated { .. }), "{e}");
+    assert!(message(&e).contains("BINUNICODE claims 4294967295 bytes, more than the 0 left"), "{e}");
     let e = unpickle(b"\x80\x04\x8d\xff\xff\xff\xff\xff\xff\xff\xff", true).unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::Truncated { .. }), "{e}");
+    assert!(message(&e).contains("claims 18446744073709551615 bytes"), "{e}");
     let e = unpickle(b"\x80\x04\x95\xff\xff\xff\xff\xff\xff\x00\x00N.", true).unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::Truncated { .. }), "{e}");
+    assert!(message(&e).contains("FRAME claims 281474976710655 bytes, more than the 2 left"), "{e}");
     // A memo index of 2**31 costs one entry.
     let u = unpickle(b"\x80\x02Nr\x00\x00\x00\x80j\x00\x00\x00\x80\x86.", true).unwrap();
     assert!(u.arena.len() < 4);
