@@ -439,11 +439,10 @@ pub fn pickle(data: &[u8]) {
     }
     if let Ok(zip) = Zip::parse(data) {
         for m in &zip.members {
-            assert!(
-                m.data.start <= m.data.end && m.data.end <= data.len() as u64,
-                "member {:?} outside the input",
-                m.name
-            );
+            if let Ok(r) = Zip::data(data, m) {
+                assert!(r.start <= r.end && r.end <= data.len() as u64, "member {:?} outside the input", m.name);
+                assert!(r.end <= m.limit, "member {:?} runs into the next", m.name);
+            }
         }
     }
 }

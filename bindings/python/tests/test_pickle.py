@@ -137,3 +137,94 @@ print("ok")
     r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
     assert out.exists()
+
+
+def _bin_checkpoint(model, directory, max_shard_size=None):
+    """``model``'s weights as transformers 4's ``save_pretrained(...,
+    safe_serialization=False)`` wrote them (transformers 5 writes only
+    safetensors): ``torch.save`` of the state dict, tied weights sharing
+    their storage, sharded by huggingface_hub's rule into
+    ``pytorch_model-0000k-of-0000n.bin`` with ``pytorch_model.bin.index.json``."""
+    import json
+
+    from huggingface_hub import split_torch_state_dict_into_shards
+
+    directory.mkdir()
+    sd = model.state_dict()
+    if max_shard_size is None:
+        torch.save(sd, directory / "pytorch_model.bin")
+        return directory / "pytorch_model.bin", sd
+    split = split_torch_state_dict_into_shards(sd, filename_pattern="pytorch_model{suffix}.bin", max_shard_size=max_shard_size)
+    for name, keys in split.filename_to_tensors.items():
+        torch.save({k: sd[k] for k in keys}, directory / name)
+    index = {"metadata": {"total_size": sum(t.numel() * t.element_size() for t in sd.values())}, "weight_map": split.tensor_to_filename}
+    (directory / "pytorch_model.bin.index.json").write_text(json.dumps(index))
+    assert split.is_sharded
+    return directory / "pytorch_model.bin.index.json", sd
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "bert"])
+def test_transformers_checkpoints_convert_single_and_sharded(tmp_path, arch):
+    """Small GPT-2 (tied embeddings), Llama and BERT checkpoints: every
+    tensor as torch.load gives it, tied weights written once and recorded
+    as safetensors' convert.py records them, and a sharded checkpoint's
+    index converted with its shards; the result loads in safetensors."""
+    transformers = pytest.importorskip("transformers")
+    from safetensors import safe_open
+
+    torch.manual_seed(0)
+    if arch == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=64))
+    elif arch == "llama":
+        cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, vocab_size=100)
+        model = transformers.LlamaForCausalLM(cfg)
+    else:
+        model = transformers.BertModel(transformers.BertConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, vocab_size=100))
+    single, sd = _bin_checkpoint(model, tmp_path / "single")
+    index, _ = _bin_checkpoint(model, tmp_path / "sharded", max_shard_size="20KB")
+    # dt.open reads the .bin as torch.load does.
+    with dt.open(single) as f:
+        assert sorted(f.keys()) == sorted(sd)
+        for k, v in sd.items():
+            assert same_bits(f.get_tensor(k), v), k
+    from deathtensors import _native
+
+    out = tmp_path / "single.safetensors"
+    assert _native.cli_main(["deathtensors", "convert", str(single), str(out)]) == 0
+    # Tied weights: one tensor kept (first in name order), the others named
+    # in the metadata, as safetensors' convert.py does.
+    shared = {}
+    for k, v in sd.items():
+        shared.setdefault((v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), v.stride()), []).append(k)
+    tied = {removed: sorted(g)[0] for g in shared.values() for removed in sorted(g)[1:]}
+    if arch == "gpt2":
+        assert tied == {"transformer.wte.weight": "lm_head.weight"}, tied
+    with safe_open(out, "pt") as f:
+        assert sorted(f.keys()) == sorted(k for k in sd if k not in tied)
+        for k in f.keys():
+            assert same_bits(f.get_tensor(k), sd[k]), k
+        meta = f.metadata() or {}
+        assert {k: meta[k] for k in tied} == tied
+    if not tied:
+        # Byte for byte what safetensors writes for torch.load's result.
+        from safetensors.torch import save_file
+
+        save_file(torch.load(single, weights_only=True), tmp_path / "reference.safetensors")
+        assert out.read_bytes() == (tmp_path / "reference.safetensors").read_bytes()
+    # The sharded one: shards and index.
+    out_index = tmp_path / "hf" / "model.safetensors.index.json"
+    out_index.parent.mkdir()
+    assert _native.cli_main(["deathtensors", "convert", str(index), str(out_index)]) == 0
+    import json
+
+    written = json.loads(out_index.read_text())
+    shards = sorted(set(written["weight_map"].values()))
+    assert len(shards) > 1 and all(s.startswith("model-") and s.endswith(".safetensors") for s in shards), shards
+    seen = {}
+    for s in shards:
+        with safe_open(out_index.parent / s, "pt") as f:
+            for k in f.keys():
+                seen[k] = f.get_tensor(k)
+    assert sorted(seen) == sorted(written["weight_map"])
+    for k, v in seen.items():
+        assert same_bits(v, sd[k]), k

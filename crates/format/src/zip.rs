@@ -16,15 +16,22 @@ const ZIP64_EOCD: u32 = 0x0606_4b50;
 const CENTRAL: u32 = 0x0201_4b50;
 const LOCAL: u32 = 0x0403_4b50;
 
-/// One member of a zip file.
+/// One member of a zip file, as the central directory describes it: its
+/// bytes are found through its local header ([`Zip::data`]), read only
+/// when the member is used.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZipMember {
     /// Its name (a relative path with `/`).
     pub name: String,
     /// The CRC-32 of its bytes, as the directory records it.
     pub crc32: u32,
-    /// Where its bytes lie in the file.
-    pub data: Range<u64>,
+    /// Its length in bytes (stored: as it lies in the file).
+    pub size: u64,
+    /// Where its local header starts.
+    pub local_header: u64,
+    /// Where the next member's local header (or the central directory)
+    /// starts: its bytes must end before.
+    pub limit: u64,
 }
 
 /// The members of a zip file, checked.
@@ -99,7 +106,6 @@ impl Zip {
             .get(cd_offset as usize..cd_end as usize)
             .ok_or_else(|| bad("the central directory lies outside the file".into()))?;
         let mut members = Vec::with_capacity(count as usize);
-        let mut spans: Vec<(u64, u64, usize)> = Vec::with_capacity(count as usize);
         let mut p = 0usize;
         for _ in 0..count {
             let field = |at: usize| {
@@ -150,28 +156,21 @@ impl Zip {
             if members.iter().any(|m: &ZipMember| m.name == name) {
                 return Err(bad(format!("member {name:?} is named twice (readers disagree on which one counts)")));
             }
-            // The local header: its name must be the directory's.
-            let lh = usize::try_from(offset)
-                .ok()
-                .filter(|&o| u32_at(file, o) == Some(LOCAL))
-                .ok_or_else(|| bad(format!("member {name:?}: no local header at {offset}")))?;
-            let (ln, le) =
-                (usize::from(u16_at(file, lh + 26).unwrap_or(0)), usize::from(u16_at(file, lh + 28).unwrap_or(0)));
-            if file.get(lh + 30..lh + 30 + ln) != Some(name_bytes) {
-                return Err(bad(format!("member {name:?}: its local header names another member")));
+            if offset >= cd_offset {
+                return Err(bad(format!("member {name:?}: its local header lies outside the file")));
             }
-            let start = (lh + 30 + ln + le) as u64;
-            let end = start
-                .checked_add(size)
-                .filter(|&e| e <= cd_offset)
-                .ok_or_else(|| bad(format!("member {name:?}: its {size} bytes lie outside the file")))?;
-            spans.push((offset, end, members.len()));
-            members.push(ZipMember { name: name.into(), crc32, data: start..end });
+            members.push(ZipMember { name: name.into(), crc32, size, local_header: offset, limit: cd_offset });
         }
-        spans.sort_unstable();
-        if let Some(w) = spans.windows(2).find(|w| w[1].0 < w[0].1) {
-            let (a, b) = (&members[w[0].2].name, &members[w[1].2].name);
-            return Err(bad(format!("members {a:?} and {b:?} overlap")));
+        // Each member ends before the next one's local header: members
+        // cannot overlap (checked when a member's bytes are found).
+        let mut order: Vec<usize> = (0..members.len()).collect();
+        order.sort_by_key(|&i| members[i].local_header);
+        for w in order.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if members[a].local_header == members[b].local_header {
+                return Err(bad(format!("members {:?} and {:?} overlap", members[a].name, members[b].name)));
+            }
+            members[a].limit = members[b].local_header;
         }
         Ok(Zip { members })
     }
@@ -179,6 +178,30 @@ impl Zip {
     /// The member named `name`.
     pub fn get(&self, name: &str) -> Option<&ZipMember> {
         self.members.iter().find(|m| m.name == name)
+    }
+
+    /// Where member `m`'s bytes lie in `file` (the whole file), read from
+    /// its local header: whose name must be the directory's, and whose
+    /// bytes must end before the next member's local header.
+    ///
+    /// # Errors
+    /// `InvalidZip` naming the member.
+    pub fn data(file: &[u8], m: &ZipMember) -> Result<Range<u64>> {
+        let name = &m.name;
+        let lh = usize::try_from(m.local_header)
+            .ok()
+            .filter(|&o| u32_at(file, o) == Some(LOCAL))
+            .ok_or_else(|| bad(format!("member {name:?}: no local header at {}", m.local_header)))?;
+        let (ln, le) =
+            (usize::from(u16_at(file, lh + 26).unwrap_or(0)), usize::from(u16_at(file, lh + 28).unwrap_or(0)));
+        if file.get(lh + 30..lh + 30 + ln) != Some(name.as_bytes()) {
+            return Err(bad(format!("member {name:?}: its local header names another member")));
+        }
+        let start = (lh + 30 + ln + le) as u64;
+        let end = start.checked_add(m.size).filter(|&e| e <= m.limit).ok_or_else(|| {
+            bad(format!("member {name:?}: its {} bytes run past the next member or outside the file", m.size))
+        })?;
+        Ok(start..end)
     }
 }
 

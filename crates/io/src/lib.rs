@@ -107,7 +107,8 @@ pub use crate::{
     strided::{Strided, TensorBytes},
     tensor_set::TensorSet,
     torch_checkpoint::{
-        convert_torch_checkpoint, is_torch_checkpoint, scan_pickle, TorchCheckpoint, TorchTensor, MAX_VIEW_EXPANSION,
+        convert_torch_checkpoint, convert_torch_index, is_torch_checkpoint, is_torch_index, scan_pickle,
+        TorchCheckpoint, TorchTensor, MAX_VIEW_EXPANSION,
     },
     writer::{save, save_from, save_views, save_with_progress, Writer},
 };

@@ -29,6 +29,25 @@ impl Mmap {
         &self.0
     }
 
+    /// Asks the kernel to read `range` of the mapping ahead, in large
+    /// requests (a storage about to be copied whole). Best effort.
+    pub(crate) fn will_need(&self, range: std::ops::Range<usize>) {
+        #[cfg(unix)]
+        if range.end <= self.0.len() && range.start < range.end {
+            let _ = self.0.advise_range(memmap2::Advice::WillNeed, range.start, range.end - range.start);
+        }
+        #[cfg(not(unix))]
+        let _ = range;
+    }
+
+    /// Random-access readahead: for files read in small scattered parts
+    /// (a torch checkpoint's directory, pickle and one storage), where
+    /// sequential readahead would pull in most of the file.
+    pub(crate) fn advise_random(&self) {
+        #[cfg(unix)]
+        let _ = self.0.advise(memmap2::Advice::Random);
+    }
+
     /// Drops from this process's memory the pages of the mapping that
     /// `done` (bytes of it) lies on; they stay in the page cache, and a
     /// later read maps them again with the same bytes. Bytes that are not

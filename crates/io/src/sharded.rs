@@ -30,7 +30,7 @@ mod legacy;
 pub use legacy::save_sharded_legacy;
 
 /// The largest index file read: an index of a million tensors is ~100 MB.
-const MAX_INDEX_LEN: u64 = 256 << 20;
+pub(crate) const MAX_INDEX_LEN: u64 = 256 << 20;
 
 /// Suffix of index files.
 pub const INDEX_SUFFIX: &str = ".index.json";
@@ -127,7 +127,7 @@ fn invalid(path: &Path, message: impl Into<String>) -> Error {
 }
 
 /// Accepts a shard name only if it is a plain file name.
-fn check_shard_name(index: &Path, name: &str) -> Result<()> {
+pub(crate) fn check_shard_name(index: &Path, name: &str) -> Result<()> {
     let plain = !name.is_empty()
         && name != "."
         && name != ".."

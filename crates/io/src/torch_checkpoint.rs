@@ -35,9 +35,25 @@ const LEGACY_MAGIC: [u8; 10] = [0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 
 /// The only legacy protocol version torch writes.
 const LEGACY_VERSION: i64 = 1001;
 
-/// Each storage's bytes in the file, by key, and (in a zip) the CRC-32 its
-/// member records.
-type Storages = HashMap<Box<str>, (Range<u64>, Option<u32>)>;
+/// Where a storage's bytes are, by key: a zip member (found through its
+/// local header when first read, so that opening reads only the
+/// directory and the pickle), or a range of a legacy file.
+type Storages = HashMap<Box<str>, Located>;
+
+#[derive(Debug)]
+enum Located {
+    Member(ZipMember),
+    Range(Range<u64>),
+}
+
+impl Located {
+    fn len(&self) -> u64 {
+        match self {
+            Located::Member(m) => m.size,
+            Located::Range(r) => r.end - r.start,
+        }
+    }
+}
 
 /// A `torch.save` checkpoint, open: its tensors listed (nothing of their
 /// data read), each read on demand.
@@ -92,6 +108,9 @@ impl TorchCheckpoint {
         // SAFETY: as every mapped read (`Mmap::map`): a file changed under
         // the reader is the caller's to avoid (docs/PLATFORMS.md).
         let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(e, path, DOING))?;
+        // Only the directory, the pickle and the storages asked for are
+        // read: no readahead of the rest.
+        map.advise_random();
         let bytes = map.bytes();
         let (checkpoint, big_endian, storages) = if is_zip(bytes) {
             zip_checkpoint(bytes, path)?
@@ -105,11 +124,11 @@ impl TorchCheckpoint {
         };
         // Every storage is there, of the size its persistent id says.
         for (_, st) in &checkpoint.storages {
-            let (range, _) = storages.get(&st.key).ok_or_else(|| {
+            let located = storages.get(&st.key).ok_or_else(|| {
                 damaged(format!("storage {:?} is not in the file (member data/{})", &*st.key, st.key), path)
             })?;
             let want = st.nbytes().unwrap_or(u64::MAX);
-            let have = range.end - range.start;
+            let have = located.len();
             if have != want {
                 return Err(damaged(
                     format!(
@@ -165,11 +184,18 @@ impl TorchCheckpoint {
             .iter()
             .find(|(id, _)| *id == t.storage)
             .ok_or_else(|| input(format!("tensor {name:?} has no storage"), &self.path))?;
-        let (range, crc) = self
+        let located = self
             .storages
             .get(&st.key)
             .ok_or_else(|| damaged(format!("storage {:?} is not in the file", &*st.key), &self.path))?;
-        let storage = slice(self.map.bytes(), range, &self.path)?;
+        let bytes = self.map.bytes();
+        let (range, crc) = match located {
+            Located::Member(m) => (Zip::data(bytes, m).map_err(|e| invalid(e, &self.path))?, Some(m.crc32)),
+            Located::Range(r) => (r.clone(), None),
+        };
+        let storage = slice(bytes, &range, &self.path)?;
+        // Read ahead in large requests: the mapping is advised random.
+        self.map.will_need(range.start as usize..range.end as usize);
         if crc.is_some_and(|crc| crc32fast::hash(storage) != crc) {
             return Err(damaged(
                 format!("storage {:?} (tensor {name:?}) does not match its CRC-32: the file is damaged", &*st.key),
@@ -212,7 +238,7 @@ fn zip_checkpoint(bytes: &[u8], path: &Path) -> Result<(Checkpoint, bool, Storag
     let storages = zip
         .members
         .iter()
-        .filter_map(|m| m.name.strip_prefix(&prefix).map(|key| (key.into(), (m.data.clone(), Some(m.crc32)))))
+        .filter_map(|m| m.name.strip_prefix(&prefix).map(|key| (key.into(), Located::Member(m.clone()))))
         .collect();
     Ok((checkpoint, big_endian, storages))
 }
@@ -280,7 +306,7 @@ fn legacy_checkpoint(bytes: &[u8], path: &Path) -> Result<(Checkpoint, bool, Sto
         let len = st.nbytes().ok_or_else(|| damaged(format!("legacy storage {key:?}'s size overflows"), path))?;
         let start = (at + 8) as u64;
         let end = start.checked_add(len).filter(|&e| e <= bytes.len() as u64).ok_or_else(truncated)?;
-        if storages.insert(key.clone(), (start..end, None)).is_some() {
+        if storages.insert(key.clone(), Located::Range(start..end)).is_some() {
             return Err(damaged(format!("legacy storage {key:?} is listed twice"), path));
         }
         at = end as usize;
@@ -294,7 +320,7 @@ fn slice<'a>(bytes: &'a [u8], range: &Range<u64>, path: &Path) -> Result<&'a [u8
 }
 
 fn member_bytes<'a>(bytes: &'a [u8], m: &ZipMember, path: &Path) -> Result<&'a [u8]> {
-    slice(bytes, &m.data, path)
+    slice(bytes, &Zip::data(bytes, m).map_err(|e| invalid(e, path))?, path)
 }
 
 /// The elements `t` addresses in `storage` (checked to lie inside it when
@@ -397,14 +423,43 @@ pub fn scan_pickle(path: impl AsRef<Path>) -> Result<Scan> {
     scan(data).map_err(|e| Error::format(e, path, "cannot scan"))
 }
 
+/// Tied weights: names whose tensors are the same view of one storage
+/// (same dtype, offset, shape and strides), each group in name order. The
+/// first of each group is kept, the others map to it (what safetensors'
+/// own conversion script, `convert.py`, does with `_remove_duplicate_names`).
+impl TorchCheckpoint {
+    /// `(removed, kept)` for every name tied to an earlier one in name
+    /// order.
+    pub fn tied(&self) -> Vec<(String, String)> {
+        let mut names: Vec<&(String, TensorRef)> = self.checkpoint.tensors.iter().collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut out = Vec::new();
+        let mut kept: Vec<&(String, TensorRef)> = Vec::new();
+        for t in names {
+            match kept.iter().find(|k| k.1 == t.1) {
+                Some(k) => out.push((t.0.clone(), k.0.clone())),
+                None => kept.push(t),
+            }
+        }
+        out
+    }
+}
+
 /// Converts the torch checkpoint `input` to `output` as `options` say
 /// (safetensors or deathtensors): its tensors, and its plain values as the
-/// file's metadata. Leaves that are neither (bytes, sets, ...) are refused
-/// naming them, unless `skip_others`.
+/// file's metadata. Tied weights ([`TorchCheckpoint::tied`]) are written
+/// once, under the first name, each other name recorded in the metadata
+/// as `removed: kept` (as safetensors' `convert.py` writes them); views
+/// that share a storage without being the same each keep their own
+/// values. A state dict of plain tensors converts to the bytes
+/// `safetensors.torch.save_file` writes for `torch.load`'s result. Leaves
+/// that are neither tensors nor plain values (bytes, sets, ...) are
+/// refused naming them, unless `skip_others`.
 ///
 /// # Errors
 /// As [`TorchCheckpoint::open`] and [`TorchCheckpoint::read`], and the
-/// writer's; `InvalidInput` naming the first other leaf.
+/// writer's; `InvalidInput` naming the first other leaf, or a plain value
+/// whose name a tied weight's record would take.
 pub fn convert_torch_checkpoint(
     input: &Path,
     output: &Path,
@@ -419,18 +474,126 @@ pub fn convert_torch_checkpoint(
             DOING,
         ));
     }
+    let tied = c.tied();
     let mut data = Vec::new();
-    for t in c.tensors() {
+    for t in c.tensors().filter(|t| !tied.iter().any(|(removed, _)| removed == t.name)) {
         data.push((TensorSpec::new(t.name, t.dtype, t.shape.to_vec()), c.read(t.name)?));
     }
     let mut options = options.clone();
-    if !c.metadata().is_empty() {
+    if !c.metadata().is_empty() || !tied.is_empty() {
         let mut meta = options.metadata.take().unwrap_or_default();
-        for (k, v) in c.metadata() {
-            meta.insert(k.clone(), v.clone());
+        for (k, v) in c.metadata().iter().chain(&tied) {
+            if meta.insert(k.clone(), v.clone()).is_some() {
+                return Err(Error::input(format!("{k:?} is both a value and a tied weight's name"), input, DOING));
+            }
         }
         options.metadata = Some(meta);
     }
     let tensors = data.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
     save(output, tensors, &options)
+}
+
+/// The weight map of a JSON index (`{"weight_map": {tensor: shard}}`) whose
+/// shards are torch pickle checkpoints (transformers'
+/// `pytorch_model.bin.index.json`), if `path` is one: `None` for any other
+/// file, and for an index of other shards.
+fn torch_index(path: &Path) -> Option<(serde_json::Map<String, serde_json::Value>, Vec<(String, String)>)> {
+    use std::io::Read;
+    if !crate::sharded::is_json_index(path) {
+        return None;
+    }
+    let mut text = Vec::new();
+    File::open(path).ok()?.take(crate::sharded::MAX_INDEX_LEN + 1).read_to_end(&mut text).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    let map = value.get("weight_map")?.as_object()?;
+    let pairs: Vec<(String, String)> =
+        map.iter().filter_map(|(t, s)| Some((t.clone(), s.as_str()?.to_string()))).collect();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let (_, first) = pairs.first()?;
+    if !is_torch_checkpoint(dir.join(first)) {
+        return None;
+    }
+    let meta = value.get("metadata").and_then(|m| m.as_object()).cloned().unwrap_or_default();
+    Some((meta, pairs))
+}
+
+/// Whether `path` is a JSON index of torch pickle checkpoints
+/// (transformers' `pytorch_model.bin.index.json`).
+pub fn is_torch_index(path: impl AsRef<Path>) -> bool {
+    torch_index(path.as_ref()).is_some()
+}
+
+/// The name a converted shard takes: transformers' (`pytorch_model-00001-
+/// of-00002.bin` becomes `model-00001-of-00002.safetensors`).
+fn converted_shard_name(shard: &str, ext: &str) -> String {
+    let stem = Path::new(shard).file_stem().and_then(|s| s.to_str()).unwrap_or(shard);
+    let stem = stem.strip_prefix("pytorch_").unwrap_or(stem);
+    format!("{stem}.{ext}")
+}
+
+/// Converts a sharded torch checkpoint, by its index `index` (transformers'
+/// `pytorch_model.bin.index.json`), to shards of `options.format` beside
+/// `out_index` (named as transformers names them) and that index, written
+/// last. Each shard converts as [`convert_torch_checkpoint`] converts a
+/// file; every tensor the index names must be in its shard, and no shard
+/// may hold a tensor the index does not name. Returns the shards written.
+///
+/// # Errors
+/// As [`convert_torch_checkpoint`]; `InvalidInput` for an index that is
+/// not one of torch checkpoints, or that disagrees with its shards.
+pub fn convert_torch_index(
+    index: &Path,
+    out_index: &Path,
+    options: &WriteOptions,
+    skip_others: bool,
+) -> Result<Vec<PathBuf>> {
+    const DOING_INDEX: &str = "cannot convert sharded torch checkpoint";
+    let (meta, pairs) = torch_index(index).ok_or_else(|| {
+        Error::input("not an index of torch checkpoints (a weight_map of .bin shards)", index, DOING_INDEX)
+    })?;
+    let dir = index.parent().unwrap_or(Path::new("."));
+    let out_dir = out_index.parent().unwrap_or(Path::new("."));
+    let ext = if options.format == deathtensors_format::Format::Deathtensors { "dt" } else { "safetensors" };
+    let mut shards: Vec<&str> = pairs.iter().map(|(_, s)| s.as_str()).collect();
+    shards.sort_unstable();
+    shards.dedup();
+    let mut weight_map = Vec::new();
+    let mut written = Vec::new();
+    let mut total = 0u64;
+    for shard in shards {
+        crate::sharded::check_shard_name(index, shard)?;
+        let input = dir.join(shard);
+        let c = TorchCheckpoint::open(&input)?;
+        let listed: Vec<&str> = pairs.iter().filter(|(_, s)| s == shard).map(|(t, _)| t.as_str()).collect();
+        let held: Vec<&str> = c.tensors().map(|t| t.name).collect();
+        if let Some(t) = listed.iter().find(|t| !held.contains(t)) {
+            return Err(Error::input(
+                format!("the index puts {t:?} in {shard}, which does not hold it"),
+                index,
+                DOING_INDEX,
+            ));
+        }
+        if let Some(t) = held.iter().find(|t| !listed.contains(t)) {
+            return Err(Error::input(
+                format!("{shard} holds {t:?}, which the index does not name"),
+                index,
+                DOING_INDEX,
+            ));
+        }
+        let name = converted_shard_name(shard, ext);
+        let out = out_dir.join(&name);
+        let header = convert_torch_checkpoint(&input, &out, options, skip_others)?;
+        for t in header.tensors() {
+            total += t.byte_len();
+            weight_map.push((t.name.to_string(), name.clone()));
+        }
+        written.push(out);
+    }
+    let metadata: deathtensors_format::Metadata = meta
+        .into_iter()
+        .filter(|(k, _)| k != "total_size")
+        .map(|(k, v)| (k, v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+        .collect();
+    crate::sharded::write_index(out_index, &weight_map, total, Some(&metadata), options.durable)?;
+    Ok(written)
 }

@@ -34,19 +34,7 @@ fn torch_checkpoint(
     format: Format,
     compress: deathtensors_io::Compress,
 ) -> anyhow::Result<ExitCode> {
-    if format == Format::Bintensors {
-        bail!("a torch checkpoint converts to safetensors or deathtensors; convert that to bintensors after");
-    }
-    if format != Format::Deathtensors && (args.checksum || args.alignment.is_some()) {
-        bail!("--checksum and --alignment apply to deathtensors output only");
-    }
-    let write = WriteOptions {
-        format,
-        alignment: args.alignment.unwrap_or(DEFAULT_ALIGNMENT),
-        checksum: args.checksum && format == Format::Deathtensors,
-        compress,
-        ..WriteOptions::default()
-    };
+    let write = torch_write_options(args, format, compress)?;
     let header = deathtensors_io::convert_torch_checkpoint(&args.input, &args.output, &write, args.skip_other_values)?;
     let mut out = Out::new();
     writeln!(
@@ -59,6 +47,45 @@ fn torch_checkpoint(
     )?;
     out.finish()?;
     Ok(ExitCode::Success)
+}
+
+/// A sharded torch checkpoint (transformers' `pytorch_model.bin.index.json`)
+/// converted shard by shard through io, its index written last.
+fn torch_index(args: &ConvertArgs, format: Format, compress: deathtensors_io::Compress) -> anyhow::Result<ExitCode> {
+    let write = torch_write_options(args, format, compress)?;
+    let shards = deathtensors_io::convert_torch_index(&args.input, &args.output, &write, args.skip_other_values)?;
+    let mut out = Out::new();
+    writeln!(
+        out,
+        "{} -> {}: {} torch shards (read without running their pickles) written as {}",
+        args.input.display(),
+        args.output.display(),
+        shards.len(),
+        out::format_name(format)
+    )?;
+    out.finish()?;
+    Ok(ExitCode::Success)
+}
+
+/// The write options of a torch checkpoint's conversion.
+fn torch_write_options(
+    args: &ConvertArgs,
+    format: Format,
+    compress: deathtensors_io::Compress,
+) -> anyhow::Result<WriteOptions> {
+    if format == Format::Bintensors {
+        bail!("a torch checkpoint converts to safetensors or deathtensors; convert that to bintensors after");
+    }
+    if format != Format::Deathtensors && (args.checksum || args.alignment.is_some()) {
+        bail!("--checksum and --alignment apply to deathtensors output only");
+    }
+    Ok(WriteOptions {
+        format,
+        alignment: args.alignment.unwrap_or(DEFAULT_ALIGNMENT),
+        checksum: args.checksum && format == Format::Deathtensors,
+        compress,
+        ..WriteOptions::default()
+    })
 }
 
 pub fn run(args: ConvertArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
@@ -111,8 +138,13 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
         (Some(level), false) => deathtensors_io::Compress::Chunked { level },
         (Some(level), true) => deathtensors_io::Compress::Blob { level },
     };
-    if !decrypt && crate::remote::url(&args.input).is_none() && deathtensors_io::is_torch_checkpoint(&args.input) {
-        return torch_checkpoint(&args, format, compress);
+    if !decrypt && crate::remote::url(&args.input).is_none() {
+        if deathtensors_io::is_torch_checkpoint(&args.input) {
+            return torch_checkpoint(&args, format, compress);
+        }
+        if deathtensors_io::is_torch_index(&args.input) {
+            return torch_index(&args, format, compress);
+        }
     }
     // Signatures and requirements (--signer, --require-signature) are
     // checked at open; every tensor is then checked against what the
