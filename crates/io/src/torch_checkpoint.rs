@@ -493,11 +493,14 @@ pub fn convert_torch_checkpoint(
     save(output, tensors, &options)
 }
 
+/// `(tensor, shard)` pairs of an index's weight map.
+type WeightMap = Vec<(String, String)>;
+
 /// The weight map of a JSON index (`{"weight_map": {tensor: shard}}`) whose
 /// shards are torch pickle checkpoints (transformers'
 /// `pytorch_model.bin.index.json`), if `path` is one: `None` for any other
 /// file, and for an index of other shards.
-fn torch_index(path: &Path) -> Option<(serde_json::Map<String, serde_json::Value>, Vec<(String, String)>)> {
+fn torch_index(path: &Path) -> Option<(serde_json::Map<String, serde_json::Value>, WeightMap)> {
     use std::io::Read;
     if !crate::sharded::is_json_index(path) {
         return None;
