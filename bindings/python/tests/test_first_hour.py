@@ -146,3 +146,40 @@ def test_checkpoint_storage_reprs_never_show_option_values(tmp_path):
     r = StorageReader(tmp_path / "ckpt", storage_options={"token": "s3cr3t"}, allow_pickle=True)
     assert "s3cr3t" not in repr(r) and repr(r).startswith(f"StorageReader({str(tmp_path / 'ckpt')!r}, storage_options=[token]")
     assert "allow_pickle=True" in repr(r)
+
+
+def test_a_missing_framework_suggests_only_installed_ones(tmp_path, monkeypatch):
+    """Without numpy, the error suggests no framework that is not installed
+    either (issue 61): here only torch is."""
+    import importlib.util
+
+    from deathtensors import _frameworks
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: real(name, *a) if name == "torch" else None)
+    message = str(_frameworks.missing("numpy"))
+    assert "pass framework= one that is installed ('torch')" in message, message
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    assert "no other framework is installed" in str(_frameworks.missing("numpy"))
+
+
+@pytest.mark.parametrize("method", ["get_tensor", "get_tensor_view", "info", "get_bytes", "stats", "verify_tensor"])
+def test_a_tensor_name_that_is_not_a_string_is_named(tmp_path, method):
+    """get_tensor(0) said "'int' object cannot be converted to 'PyString'"
+    (issue 61): now it says names are strings and which key it got."""
+    with dt.open(_plain(tmp_path)) as f:
+        with pytest.raises(TypeError, match=r"tensor names are strings: got int 0 \(f.keys\(\) lists the names\)"):
+            getattr(f, method)(0)
+        assert f.info("w")["shape"] == [2, 3]
+
+
+def test_the_torch_extra_brings_numpy():
+    """pip install "deathtensors[torch]" alone runs every torch example of
+    the README, several of which go through numpy (the drop-in's save_file,
+    DCP loads, TensorBlob rows): the extra brings it (issue 61)."""
+    import tomllib
+
+    pyproject = os.path.join(os.path.dirname(__file__), "..", "pyproject.toml")
+    with open(pyproject, "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert any(req.startswith("numpy") for req in extras["torch"]), extras["torch"]

@@ -310,6 +310,14 @@ def save_file(
     _native_save(expand_path(path), items, options)
 
 
+def _tensor_name(name: Any) -> None:
+    """A tensor name must be a string: any other key says so, naming it
+    (the native layer's own words would be "cannot be converted to
+    'PyString'")."""
+    if not isinstance(name, str):
+        raise TypeError(f"tensor names are strings: got {type(name).__name__} {name!r} (f.keys() lists the names)")
+
+
 class DtFile:
     """An open deathtensors (or safetensors, or bintensors) file.
 
@@ -394,6 +402,7 @@ class DtFile:
 
     def info(self, name: str) -> Dict[str, Any]:
         """dtype, shape, data_offsets, nbytes, metadata (and more) of a tensor."""
+        _tensor_name(name)
         t = self._reader.info(name)
         dtype, offsets = t.dtype, t.data_offsets
         torch_name = _dtypes._TORCH.get(dtype)
@@ -523,12 +532,14 @@ class DtFile:
     # -- data ---------------------------------------------------------------
     def get_bytes(self, name: str) -> bytes:
         """The tensor's raw bytes (a copy)."""
+        _tensor_name(name)
         return self._reader.read(name)
 
     def get_buffer(self, name: str) -> memoryview:
         """A read-only memoryview of the tensor's bytes in the mapped file
         (zero-copy; see :meth:`get_tensor_view` for the trade-off and the
         files it refuses)."""
+        _tensor_name(name)
         return memoryview(self._reader.region(name))
 
     def get_tensor(self, name: str, framework: str = "torch", verify: bool = False, copy: bool = False) -> Any:
@@ -548,6 +559,7 @@ class DtFile:
         ``verify=True`` checks the bytes against the tensor's digest, and
         implies a copy, so that the bytes checked are the bytes returned.
         """
+        _tensor_name(name)
         info = self._reader.info(name)
         dtype, shape, (start, end), aligned = info.dtype, info.shape, info.data_offsets, info.aligned
         # A compressed tensor spans fewer bytes in the file than it has.
@@ -581,6 +593,7 @@ class DtFile:
         mapped: encrypted or compressed files, signed files, and readers
         with a signature or encryption requirement.
         """
+        _tensor_name(name)
         info = self._reader.info(name)
         if not info.aligned:
             return self.get_tensor(name, framework)
@@ -652,6 +665,7 @@ class DtFile:
         """A torch tensor viewing the tensor's bytes in the mapped file,
         without a copy (read-only: see :meth:`get_tensor_view`). As in
         deathtensors 0.3.0, compressed files refuse it."""
+        _tensor_name(name)
         if self._reader.is_compressed():
             raise DeathTensorsError("get_tensor_mmap() is not supported on compressed files; use get_tensor() instead")
         return self.get_tensor_view(name, "torch")
@@ -673,6 +687,7 @@ class DtFile:
         count their real and imaginary parts as separate values (0.3.0 used
         magnitudes); BOOL's min and max are its real ones (0.3.0 always said
         0 for min)."""
+        _tensor_name(name)
         return self.all_stats([name])[name]
 
     def all_stats(self, names: Optional[Iterable[str]] = None) -> Dict[str, Dict[str, Any]]:
@@ -721,6 +736,7 @@ class DtFile:
 
     def verify_tensor(self, name: str) -> None:
         """Check one tensor against its digest; raises IntegrityError."""
+        _tensor_name(name)
         self._reader.verify_tensor(name)
 
 

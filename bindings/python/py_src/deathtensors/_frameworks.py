@@ -89,12 +89,20 @@ PACKAGES = {"torch": "torch", "numpy": "numpy", "jax": "jax", "tensorflow": "ten
 def missing(framework: str) -> ImportError:
     """The error for a framework whose package is not installed: it names
     the package to install and the ``framework=`` alternative."""
+    import importlib.util
+
     package = PACKAGES.get(framework, framework)
-    others = ", ".join(repr(f) for f in PACKAGES if f != framework)
-    return ImportError(
-        f"framework {framework!r} needs the optional package {package!r}: pip install {package}; "
-        f"or pass framework= one that is installed ({others})"
-    )
+    # Only the frameworks that are installed (their module found without
+    # importing it; the others but numpy need numpy too).
+    def installed(f: str) -> bool:
+        try:
+            return importlib.util.find_spec(f) is not None and (f in ("torch", "numpy") or importlib.util.find_spec("numpy") is not None)
+        except (ImportError, ValueError):
+            return False
+
+    others = [repr(f) for f in PACKAGES if f != framework and installed(f)]
+    alternative = f"or pass framework= one that is installed ({', '.join(others)})" if others else "no other framework is installed"
+    return ImportError(f"framework {framework!r} needs the optional package {package!r}: pip install {package}; {alternative}")
 
 
 def check_dtype(framework: str, code: str, name: str) -> None:
