@@ -63,8 +63,15 @@ impl Trusted {
 
     /// What a valid signature by `key` proves, in one phrase.
     pub fn proves(&self, key: &VerifyingKey) -> String {
+        self.proves_checked(key, "verified")
+    }
+
+    /// As [`Trusted::proves`], saying what was checked (`verified`: the
+    /// whole file; `header signature verified`: the header only, as
+    /// `inspect` checks it).
+    pub fn proves_checked(&self, key: &VerifyingKey, checked: &str) -> String {
         if self.trusts(key) {
-            format!("{}: verified, a key you trust (--signer)", self.name(key))
+            format!("{}: {checked}, a key you trust (--signer)", self.name(key))
         } else if self.is_empty() {
             format!(
                 "{}: signature valid, but its key is not trusted: the key is carried in the file, so this proves \

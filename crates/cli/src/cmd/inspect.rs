@@ -231,7 +231,7 @@ fn to_text(reader: &Reader, trusted: &Trusted) -> String {
     // Who signed (trusted or not), and what a valid signature covers, said plainly.
     for (i, k) in reader.signers().iter().enumerate() {
         let label = if i == 0 { "signed by" } else { "" };
-        about.push(vec![label.into(), trusted.proves(k)]);
+        about.push(vec![label.into(), trusted.proves_checked(k, "header signature verified")]);
     }
     if !reader.signers().is_empty() {
         let covers = match reader.signature_covers() {
@@ -242,6 +242,11 @@ fn to_text(reader: &Reader, trusted: &Trusted) -> String {
             _ => "the header, and every tensor through its digests, checked on every read",
         };
         about.push(vec!["signature covers".into(), covers.into()]);
+        // inspect reads the header only: it says so, not more.
+        about.push(vec![
+            "checked here".into(),
+            "the header and its signature; no tensor byte was read (`deathtensors verify` checks every tensor)".into(),
+        ]);
     }
     // Decoded once: for a cryptotensors file it parses every tensor's entry.
     let policy = reader.policy();

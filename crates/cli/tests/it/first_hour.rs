@@ -56,7 +56,11 @@ fn a_trusted_signature_is_verified_and_named_by_kid() {
     let public = dir.path("mallory.pub.jwk");
     let out = check(["inspect", p(&f), "--signer", p(&public)], 0).stdout;
     let line = out.lines().find(|l| l.starts_with("signed by")).expect("a signed by line");
-    assert!(line.contains(&format!("\"mallory\" (fingerprint {fp}): verified, a key you trust")), "{out}");
+    assert!(
+        line.contains(&format!("\"mallory\" (fingerprint {fp}): header signature verified, a key you trust")),
+        "{out}"
+    );
+    assert!(out.contains("checked here") && out.contains("no tensor byte was read"), "{out}");
     let out = check(["verify", p(&f), "--signer", p(&public)], 0).stdout;
     assert!(out.contains(&format!("signed by \"mallory\" (fingerprint {fp}): verified")), "{out}");
     let v = json(["inspect", p(&f), "--signer", p(&public)], 0);
@@ -210,4 +214,29 @@ fn a_truncated_file_says_so_with_the_sizes() {
         assert!(r.stderr.contains(what) && r.stderr.contains(&needs) && r.stderr.contains(&has), "{cut}: {}", r.stderr);
         assert!(!r.stderr.contains("bad magic"), "{}", r.stderr);
     }
+}
+
+#[test]
+fn inspect_says_what_it_checked_on_a_signed_file_with_changed_tensor_bytes() {
+    // Issue 61: inspect said "verified, a key you trust" of a signed file
+    // with 4 bytes flipped inside a tensor, where verify fails.
+    let dir = Scratch::new("first-hour-tampered");
+    let f = signed_by_mallory(&dir);
+    let public = dir.path("mallory.pub.jwk");
+    let reader = deathtensors_io::Reader::open(&f).unwrap();
+    let name = reader.header().tensors().iter().find(|t| t.byte_len() >= 4).unwrap().name.to_string();
+    let at = reader.tensor(&name).unwrap().file_offset as usize;
+    drop(reader);
+    let mut bytes = std::fs::read(&f).unwrap();
+    for b in &mut bytes[at..at + 4] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&f, bytes).unwrap();
+    let out = check(["inspect", p(&f), "--signer", p(&public)], 0).stdout;
+    assert!(out.contains("header signature verified, a key you trust"), "{out}");
+    assert!(!out.contains(": verified,"), "{out}");
+    assert!(out.contains("no tensor byte was read (`deathtensors verify` checks every tensor)"), "{out}");
+    let r = run(["verify", p(&f), "--signer", p(&public)]);
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(format!("{}{}", r.stdout, r.stderr).contains(&name), "{}{}", r.stdout, r.stderr);
 }
