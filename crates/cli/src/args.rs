@@ -308,12 +308,12 @@ Examples:
 /// Options of `blob`.
 #[derive(Debug, Args)]
 pub struct BlobArgs {
-    /// Keys, policy input, object store settings.
-    #[command(flatten)]
-    pub read: ReadArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: BlobCommand,
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// A `blob` subcommand.
@@ -482,9 +482,6 @@ pub enum CipherArg {
 /// Options of `encrypt`.
 #[derive(Debug, Args)]
 pub struct EncryptArgs {
-    /// Keys, policy input, object store settings.
-    #[command(flatten)]
-    pub read: ReadArgs,
     /// The file to encrypt.
     pub input: PathBuf,
     /// The encrypted deathtensors file to write.
@@ -520,6 +517,9 @@ pub struct EncryptArgs {
     /// from whoever has no key (deathtensors format only).
     #[arg(long)]
     pub seal_header: bool,
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// What `encrypt` writes.
@@ -544,9 +544,6 @@ pub struct SignArgs {
 /// Options of `inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// Keys, policy input, object store settings.
-    #[command(flatten)]
-    pub read: ReadArgs,
     /// The file (a sharded index, a collection or a URL too; a JWK key file shows the key, as `key`).
     pub file: PathBuf,
     /// An Ed25519 public key (JWK file) you trust: a signature by it is shown as verified, and named by
@@ -556,27 +553,27 @@ pub struct InspectArgs {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// Options of `ls`.
 #[derive(Debug, Args)]
 pub struct LsArgs {
-    /// Keys, policy input, object store settings.
-    #[command(flatten)]
-    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// Print a JSON array of names on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// Options of `verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// Keys, policy input, object store settings.
-    #[command(flatten)]
-    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// Succeed (with a note) when the file carries no checksum at all.
@@ -591,6 +588,9 @@ pub struct VerifyArgs {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// An output format.
@@ -607,9 +607,6 @@ pub enum FormatArg {
 /// Options of `convert`.
 #[derive(Debug, Args)]
 pub struct ConvertArgs {
-    /// Keys, policy input, object store settings.
-    #[command(flatten)]
-    pub read: ReadArgs,
     /// The file to convert (a sharded index or a URL too).
     #[arg(value_name = "IN")]
     pub input: PathBuf,
@@ -648,14 +645,14 @@ pub struct ConvertArgs {
     /// numbers and strings (bytes, sets), which are refused otherwise.
     #[arg(long)]
     pub skip_other_values: bool,
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// Options of `diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// Keys, policy input, object store settings.
-    #[command(flatten)]
-    pub read: ReadArgs,
     /// The first file.
     pub a: PathBuf,
     /// The second file.
@@ -669,14 +666,14 @@ pub struct DiffArgs {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// Options of `stats`.
 #[derive(Debug, Args)]
 pub struct StatsArgs {
-    /// Keys, policy input, object store settings.
-    #[command(flatten)]
-    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// The tensors [default: all].
@@ -684,26 +681,26 @@ pub struct StatsArgs {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// Options of `manifest`.
 #[derive(Debug, Args)]
 pub struct ManifestArgs {
-    /// Keys, policy input, object store settings.
-    #[command(flatten)]
-    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// Where to write the manifest [default: FILE.json].
     pub out: Option<PathBuf>,
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// Options of `cat`.
 #[derive(Debug, Args)]
 pub struct CatArgs {
-    /// Keys, policy input, object store settings.
-    #[command(flatten)]
-    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// The tensor.
@@ -717,14 +714,14 @@ pub struct CatArgs {
     /// Print one JSON document on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 /// Options of `meta`.
 #[derive(Debug, Args)]
 pub struct MetaArgs {
-    /// Keys, policy input, object store settings.
-    #[command(flatten)]
-    pub read: ReadArgs,
     /// The file.
     pub file: PathBuf,
     /// Set a key (repeatable).
@@ -736,6 +733,9 @@ pub struct MetaArgs {
     /// Print the (resulting) metadata as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Keys, policy input, object store settings.
+    #[command(flatten)]
+    pub read: ReadArgs,
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {

@@ -148,3 +148,37 @@ fn a_missing_tensor_exits_2() {
     let r = check(["cat".as_ref(), path.as_os_str(), "nope".as_ref()], 2);
     assert_one_error_line(&r, &["all_dtypes.safetensors", "no tensor named \"nope\""]);
 }
+
+/// The subcommands of `help`'s "Commands:" list (and `blob`'s).
+fn subcommands(args: &[&str]) -> Vec<String> {
+    let help = check(args.iter().copied().chain(["--help"]), 0).stdout;
+    let list = help.split("Commands:").nth(1).unwrap_or("").split("\n\n").next().unwrap_or("");
+    list.lines().filter_map(|l| l.split_whitespace().next()).filter(|c| *c != "help").map(String::from).collect()
+}
+
+#[test]
+fn every_option_sits_under_the_heading_it_belongs_to() {
+    // Issue 61: verify, inspect, diff, encrypt, stats, cat and meta filed
+    // their own options (--signer, --json, --atol ...) under "URLs:".
+    let owned: [(&str, &[&str]); 2] =
+        [("Keys:", &["--key", "--passphrase-env", "--policy-input"]), ("URLs:", &["--storage-option"])];
+    let mut commands: Vec<Vec<String>> = subcommands(&[]).into_iter().map(|c| vec![c]).collect();
+    commands.extend(subcommands(&["blob"]).into_iter().map(|c| vec!["blob".to_string(), c]));
+    assert!(commands.len() > 20, "{commands:?}");
+    for command in &commands {
+        let help = check(command.iter().map(String::as_str).chain(["--help"]), 0).stdout;
+        for section in help.split("\n\n") {
+            let Some((heading, options)) = owned.iter().find(|(h, _)| section.starts_with(h)) else {
+                continue;
+            };
+            for line in section.lines().skip(1) {
+                let Some(flag) = line.split_whitespace().find(|w| w.starts_with("--")) else { continue };
+                assert!(
+                    options.contains(&flag),
+                    "deathtensors {}: {flag} is under {heading}\n{help}",
+                    command.join(" ")
+                );
+            }
+        }
+    }
+}
