@@ -113,8 +113,15 @@ def test_keys_from_files_registry_and_environment(tmp_path, sym, monkeypatch):
     monkeypatch.setenv("DEATHTENSORS_KEYS", json.dumps(sym))
     with dt.open(path) as f:
         same(f.get_tensors(framework="numpy"), sample())
+    # A key file's path works too (issue 61: "team.jwk" was "not JWK JSON").
+    monkeypatch.setenv("DEATHTENSORS_KEYS", str(key_file))
+    with dt.open(path) as f:
+        same(f.get_tensors(framework="numpy"), sample())
     # A malformed variable is warned about and ignored: no key, then.
     monkeypatch.setenv("DEATHTENSORS_KEYS", "not json")
+    with pytest.warns(RuntimeWarning, match=r"DEATHTENSORS_KEYS \(JWK JSON, or a key file's path\)"):
+        dt.open(path)
+    monkeypatch.setenv("DEATHTENSORS_KEYS", "{not json")
     with pytest.warns(RuntimeWarning, match="DEATHTENSORS_KEYS"):
         f = dt.open(path)
     with pytest.raises(dt.NoKeyError):

@@ -57,7 +57,7 @@ pub struct ReadArgs {
 pub struct KeyOptions {
     /// A JWK key file to decrypt encrypted files with (repeatable; also read:
     /// the DEATHTENSORS_KEYS and CRYPTOTENSOR_KEYS environment variables,
-    /// JWK JSON).
+    /// each JWK JSON or a key file's path).
     #[arg(long = "key", value_name = "FILE", global = true)]
     pub keys: Vec<PathBuf>,
     /// An environment variable holding a passphrase to decrypt with.

@@ -10,7 +10,8 @@ use super::jwk::{self, Jwk};
 use super::keys::{Passphrase, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey, X25519SecretKey};
 use crate::error::{Error, ErrorKind, Result};
 
-/// The environment variables read for keys (JWK JSON) when a file is
+/// The environment variables read for keys (JWK JSON, or a key file's
+/// path) when a file is
 /// opened without keys given: ours, then cryptotensors' (the one its Python
 /// package reads). The command line and the Python package both read these.
 pub const KEY_ENV_VARS: [&str; 2] = ["DEATHTENSORS_KEYS", "CRYPTOTENSOR_KEYS"];
@@ -142,19 +143,26 @@ impl KeyRing {
         self.add_jwk_value(&v, Some(path))
     }
 
-    /// Adds the keys held by an environment variable, as JWK JSON.
-    /// Returns whether the variable was set.
+    /// Adds the keys held by an environment variable: JWK JSON (text
+    /// starting with `{` or `[`), or the path of a JWK key file. Returns
+    /// whether the variable was set.
     ///
     /// # Errors
-    /// `InvalidKey` if it is set to something other than JWK JSON.
+    /// `InvalidKey` (or `Io` for a path that cannot be read) naming the
+    /// variable.
     pub fn add_env(&mut self, var: &str) -> Result<bool> {
-        match std::env::var(var) {
-            Ok(text) => {
-                self.add_jwk_json(&text).map_err(|e| key_error(format!("environment variable {var}: {e}"), None))?;
-                Ok(true)
-            }
-            Err(_) => Ok(false),
+        let Ok(text) = std::env::var(var) else {
+            return Ok(false);
+        };
+        let trimmed = text.trim_start();
+        if trimmed.starts_with('{') || trimmed.starts_with('[') {
+            self.add_jwk_json(&text).map_err(|e| key_error(format!("environment variable {var}: {e}"), None))?;
+        } else {
+            self.add_jwk_file(Path::new(&text)).map_err(|e| {
+                key_error(format!("environment variable {var} (JWK JSON, or a key file's path): {e}"), None)
+            })?;
         }
+        Ok(true)
     }
 
     pub(crate) fn symmetric(&self) -> impl Iterator<Item = &SymmetricKey> {
