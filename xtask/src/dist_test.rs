@@ -208,7 +208,7 @@ fn test_windows_cli(archive: &Path, target: &str, version: &str, work: &Path) ->
     // Encrypted and decrypted: the same tensors again.
     let (key, enc, dec, dec_st) = (c("k.jwk"), c("enc.dt"), c("dec.dt"), c("dec.safetensors"));
     exec(&mut cli(&["keygen", "--type", "symmetric", "--kid", "k", "--out", &key]))?;
-    exec(&mut cli(&["encrypt", &dt, &enc, "--to", &key]))?;
+    exec(&mut cli(&["encrypt", &dt, &enc, "--recipient", &key]))?;
     exec(&mut cli(&["decrypt", &enc, &dec, "--key", &key]))?;
     exec(&mut cli(&["convert", &dec, &dec_st]))?;
     if std::fs::read(drive.join("dec.safetensors")).map_err(|e| e.to_string())? != input {

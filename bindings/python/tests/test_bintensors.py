@@ -1,6 +1,6 @@
 """bintensors 0.2 files against the real wheel (`bintensors==0.2.0`, in the
 test venv: its import name is its own): what it writes we read, what we write
-(`dt.save(format="bintensors")`, `convert --to bintensors` from the other
+(`dt.save(format="bintensors")`, `convert --format bintensors` from the other
 formats, on the command line and through the Python API) it reads, byte for
 byte what it writes for the same tensors, and hostile files are refused with
 an error that says what is wrong."""
@@ -172,9 +172,9 @@ def test_convert_to_bintensors_gives_the_wheels_bytes(tmp_path, source):
     src = tmp_path / f"src.{'dt' if source == 'deathtensors' else 'safetensors'}"
     dt.save(src, tensors, global_metadata=metadata, format=source, checksum=source == "deathtensors")
     want = btnp.save(tensors, metadata=metadata)
-    # The command line (recognises the input by content, the output by --to).
+    # The command line (recognises the input by content, the output by --format).
     out = tmp_path / "cli-out"
-    r = cli("convert", src, out, "--to", "bintensors")
+    r = cli("convert", src, out, "--format", "bintensors")
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() == want
     # The Python API: open any format, save as bintensors.

@@ -105,12 +105,12 @@ def test_encrypt_and_sign_show_progress_on_a_terminal(tmp_path):
     dt.save(src, {"w": np.ones(320 << 20, dtype=np.uint8)}, checksum=True, durable=False)
     assert run("keygen", "--type", "symmetric", "--kid", "k", "--out", tmp_path / "k.jwk").returncode == 0
     assert run("keygen", "--type", "ed25519", "--out", tmp_path / "s.jwk").returncode == 0
-    code, shown = run_on_a_terminal("encrypt", src, tmp_path / "big.enc.dt", "--to", tmp_path / "k.jwk")
+    code, shown = run_on_a_terminal("encrypt", src, tmp_path / "big.enc.dt", "--recipient", tmp_path / "k.jwk")
     assert code == 0, shown
     assert "encrypting [" in shown and "320.00 MiB" in shown, shown
     code, shown = run_on_a_terminal("sign", src, "--with", tmp_path / "s.jwk")
     assert code == 0, shown
     assert "signing" in shown and "MiB" in shown, shown
     # Not on a terminal: no bar at all.
-    r = run("encrypt", src, tmp_path / "again.enc.dt", "--to", tmp_path / "k.jwk")
+    r = run("encrypt", src, tmp_path / "again.enc.dt", "--recipient", tmp_path / "k.jwk")
     assert r.returncode == 0 and "encrypting" not in r.stderr, r.stderr

@@ -214,7 +214,7 @@ def test_the_command_line_refuses_the_forgery(signed, tmp_path):
     runs = {
         "decrypt": ["decrypt", str(forged), str(out), "--key", str(key)],
         "decrypt --signer": ["decrypt", str(forged), str(out), "--key", str(key), "--signer", str(pub)],
-        "encrypt (re-encrypt)": ["encrypt", str(forged), str(out), "--key", str(key), "--to", str(key)],
+        "encrypt (re-encrypt)": ["encrypt", str(forged), str(out), "--key", str(key), "--recipient", str(key)],
         "verify --key": ["verify", str(forged), "--key", str(key)],
         "verify --signer --key": ["verify", str(forged), "--key", str(key), "--signer", str(pub)],
         "cat": ["cat", str(forged), "w", "--key", str(key)],
@@ -275,7 +275,7 @@ def test_cryptotensors_cipher_must_agree_with_the_key(tmp_path):
     (tmp_path / "s.jwk").write_text(json.dumps(sign))
     dt.save(tmp_path / "in.dt", {"w": np.ones(3, np.float32)})
     out = tmp_path / "out.safetensors"
-    base = ["encrypt", tmp_path / "in.dt", out, "--format", "cryptotensors", "--to", tmp_path / "m.jwk",
+    base = ["encrypt", tmp_path / "in.dt", out, "--format", "cryptotensors", "--recipient", tmp_path / "m.jwk",
             "--sign", tmp_path / "s.jwk"]
     r = _cli(*base, "--cipher", "chacha20-poly1305")
     assert r.returncode != 0 and "alg" in r.stderr and "chacha20poly1305" in r.stderr, r.stderr

@@ -177,7 +177,7 @@ def test_cli_convert_of_a_sharded_checkpoint_on_a_full_disk_leaves_nothing(small
         return tmp_path / f"{name}.deathtensors.index.json"
 
     out = small_disk / "model.safetensors.index.json"
-    convert = [sys.executable, "-m", "deathtensors", "convert", "--to", "safetensors"]
+    convert = [sys.executable, "-m", "deathtensors", "convert", "--format", "safetensors"]
     r = subprocess.run([*convert, str(source("small", 6, 1.0)), str(out)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     before = snapshot(small_disk)

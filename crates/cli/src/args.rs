@@ -125,7 +125,7 @@ Examples:
 
     /// Convert between safetensors and deathtensors, streaming and atomically.
     #[command(after_help = "\
-The output format is --to, or else OUT's extension: .safetensors for safetensors,
+The output format is --format, or else OUT's extension: .safetensors for safetensors,
 .dt or .deathtensors for deathtensors. Global metadata is carried over both ways;
 per-tensor metadata and digests do not exist in safetensors and are dropped with a
 warning. Memory stays bounded whatever the file size, and OUT appears only when
@@ -206,14 +206,14 @@ Examples:
 
     /// Encrypt a file for recipients (and optionally sign it), atomically.
     #[command(after_help = "\
-Recipients: symmetric JWK files and X25519 public JWK files (--to, repeatable),
-and a passphrase (--to-passphrase-env VAR). Encrypted files keep their header
+Recipients: symmetric JWK files and X25519 public JWK files (--recipient, repeatable),
+and a passphrase (--recipient-passphrase-env VAR). Encrypted files keep their header
 (names, shapes, metadata) in the clear and open only with a recipient's key.
 deathtensors 0.3.0 refuses them (they fail closed).
 
 Examples:
-  deathtensors encrypt model.safetensors model.dt --to team.jwk
-  deathtensors encrypt model.dt secret.dt --to alice.pub.jwk --sign publisher.jwk --checksum")]
+  deathtensors encrypt model.safetensors model.dt --recipient team.jwk
+  deathtensors encrypt model.dt secret.dt --recipient alice.pub.jwk --sign publisher.jwk --checksum")]
     Encrypt(EncryptArgs),
 
     /// Decrypt a file for a key holder (--key), streaming and atomically.
@@ -368,9 +368,10 @@ pub enum BlobCommand {
         /// The tensor's name.
         #[arg(long, default_value = "rows")]
         name: String,
-        /// The output format [default: safetensors for a .safetensors OUT, else deathtensors].
-        #[arg(long, value_enum)]
-        to: Option<FormatArg>,
+        /// The output format [default: safetensors for a .safetensors OUT, else deathtensors]
+        /// (--to, its old spelling, still works).
+        #[arg(long = "format", alias = "to", value_enum)]
+        format: Option<FormatArg>,
         /// Record a SHA-256 digest and footer (deathtensors).
         #[arg(long)]
         checksum: bool,
@@ -486,12 +487,14 @@ pub struct EncryptArgs {
     pub input: PathBuf,
     /// The encrypted deathtensors file to write.
     pub output: PathBuf,
-    /// A recipient: a symmetric JWK file or an X25519 (public) JWK file (repeatable).
-    #[arg(long = "to", value_name = "FILE")]
-    pub to: Vec<PathBuf>,
-    /// A passphrase recipient, read from this environment variable.
-    #[arg(long, value_name = "VAR")]
-    pub to_passphrase_env: Option<String>,
+    /// A recipient: a symmetric JWK file or an X25519 (public) JWK file (repeatable; --to, its
+    /// old spelling, still works).
+    #[arg(long = "recipient", alias = "to", value_name = "FILE")]
+    pub recipients: Vec<PathBuf>,
+    /// A passphrase recipient, read from this environment variable (--to-passphrase-env, its old
+    /// spelling, still works).
+    #[arg(long = "recipient-passphrase-env", alias = "to-passphrase-env", value_name = "VAR")]
+    pub recipient_passphrase_env: Option<String>,
     /// The cipher [default: aes-256-gcm; for --format cryptotensors, the master key's `alg`, else
     /// aes-256-gcm].
     #[arg(long, value_enum)]
@@ -501,7 +504,7 @@ pub struct EncryptArgs {
     #[arg(long)]
     pub chunk_size: Option<u64>,
     /// The output format: deathtensors, or a cryptotensors 0.2.3 file (for
-    /// readers that use cryptotensors; one --to symmetric key, one --sign key).
+    /// readers that use cryptotensors; one --recipient symmetric key, one --sign key).
     #[arg(long, value_enum, default_value = "deathtensors")]
     pub format: EncryptFormat,
     /// The cryptotensors layout version (2: chunked, 1: whole tensors).
@@ -613,9 +616,9 @@ pub struct ConvertArgs {
     /// The file to write (replaced atomically if it exists).
     #[arg(value_name = "OUT")]
     pub output: PathBuf,
-    /// The output format [default: from OUT's extension].
-    #[arg(long, value_enum)]
-    pub to: Option<FormatArg>,
+    /// The output format [default: from OUT's extension] (--to, its old spelling, still works).
+    #[arg(long = "format", alias = "to", value_enum)]
+    pub format: Option<FormatArg>,
     /// Record per-tensor SHA-256 digests and a SHA-256 footer (deathtensors only)
     /// [default: on when converting a deathtensors file that has a checksum].
     #[arg(long, conflicts_with = "no_checksum")]
@@ -769,7 +772,8 @@ pub struct ConsolidateArgs {
     /// For a directory: the largest shard in bytes (a larger tensor gets a shard of its own).
     #[arg(long, default_value_t = deathtensors_io::DEFAULT_MAX_SHARD_BYTES)]
     pub max_shard_bytes: u64,
-    /// For one file: its format [default: safetensors for a .safetensors name, else deathtensors].
-    #[arg(long, value_enum)]
-    pub to: Option<FormatArg>,
+    /// For one file: its format [default: safetensors for a .safetensors name, else deathtensors]
+    /// (--to, its old spelling, still works).
+    #[arg(long = "format", alias = "to", value_enum)]
+    pub format: Option<FormatArg>,
 }

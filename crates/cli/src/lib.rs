@@ -45,6 +45,10 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    for note in deprecated_spellings(&args) {
+        out::note(note);
+    }
     let cli = match args::Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
@@ -65,4 +69,25 @@ where
             code
         }
     }
+}
+
+/// Notes for old spellings of flags that still work: `--to` meant both an
+/// output format and a recipient (issue 61), and is now `--format` or
+/// `--recipient`.
+fn deprecated_spellings(args: &[OsString]) -> Vec<&'static str> {
+    let flag =
+        |name: &str| args.iter().any(|a| a.to_str().is_some_and(|a| a == name || a.starts_with(&format!("{name}="))));
+    let encrypt = args.iter().any(|a| a == "encrypt");
+    let mut notes = Vec::new();
+    if flag("--to") {
+        notes.push(if encrypt {
+            "--to is an old spelling: use --recipient for encrypt's recipients"
+        } else {
+            "--to is an old spelling: use --format for the output format"
+        });
+    }
+    if flag("--to-passphrase-env") {
+        notes.push("--to-passphrase-env is an old spelling: use --recipient-passphrase-env");
+    }
+    notes
 }

@@ -92,10 +92,10 @@ pub fn run(args: BlobArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
             c.flush()?;
             writeln!(out, "{}: {before} -> {} rows", dir.display(), c.rows())?;
         }
-        BlobCommand::Export { dir, output, rows, name, to, checksum } => {
+        BlobCommand::Export { dir, output, rows, name, format, checksum } => {
             let c = Collection::open(&dir)?;
             let range = parse_range(rows.as_deref(), c.rows())?;
-            let format = match to {
+            let format = match format {
                 Some(FormatArg::Safetensors) => Format::Safetensors,
                 Some(FormatArg::Deathtensors) => Format::Deathtensors,
                 Some(FormatArg::Bintensors) => Format::Bintensors,

@@ -13,11 +13,13 @@ use crate::context::RunContext;
 use crate::exit::ExitCode;
 
 pub fn run(args: ConsolidateArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
-    let format = match args.to {
+    let format = match args.format {
         None => None,
         Some(FormatArg::Deathtensors) => Some(Format::Deathtensors),
         Some(FormatArg::Safetensors) => Some(Format::Safetensors),
-        Some(FormatArg::Bintensors) => anyhow::bail!("--to bintensors: consolidate writes deathtensors or safetensors"),
+        Some(FormatArg::Bintensors) => {
+            anyhow::bail!("--format bintensors: consolidate writes deathtensors or safetensors")
+        }
     };
     let options = ConsolidateOptions { max_shard_bytes: args.max_shard_bytes, format, ..ConsolidateOptions::default() };
     let written = ctx

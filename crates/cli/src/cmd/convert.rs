@@ -103,7 +103,7 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
     if !decrypt && crate::collection::is_collection(&args.input) {
         // A collection becomes a collection (OUT without an extension) or
         // one tensor of a file.
-        let format = match args.to {
+        let format = match args.format {
             Some(FormatArg::Deathtensors) => Some(Format::Deathtensors),
             Some(FormatArg::Safetensors) => Some(Format::Safetensors),
             Some(FormatArg::Bintensors) => Some(Format::Bintensors),
@@ -118,14 +118,14 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
         }
         return crate::collection::convert(&args.input, &args.output, format, args.checksum, None);
     }
-    let format = match args.to {
+    let format = match args.format {
         Some(FormatArg::Deathtensors) => Format::Deathtensors,
         Some(FormatArg::Safetensors) => Format::Safetensors,
         Some(FormatArg::Bintensors) => Format::Bintensors,
         None => match format_of(&args.output) {
             Some(format) => format,
             None => bail!(
-                "cannot tell the output format of {}: name it .safetensors, .dt, .deathtensors or .bt, or pass --to",
+                "cannot tell the output format of {}: name it .safetensors, .dt, .deathtensors or .bt, or pass --format",
                 args.output.display()
             ),
         },

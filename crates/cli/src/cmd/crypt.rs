@@ -175,15 +175,17 @@ pub fn encrypt(args: EncryptArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> 
         return encrypt_cryptotensors(&args, ctx);
     }
     let mut recipients = KeyRing::new();
-    for f in &args.to {
+    for f in &args.recipients {
         recipients.add_jwk_file(f)?;
     }
-    if let Some(var) = &args.to_passphrase_env {
+    if let Some(var) = &args.recipient_passphrase_env {
         recipients.add_passphrase(Arc::new(crate::keys::passphrase(var)?));
     }
     let recipients: Vec<RecipientKey> = recipients.encrypt_to(Argon2Params::DEFAULT).map_err(|e| match e.kind() {
         deathtensors_io::ErrorKind::InvalidInput(_) => {
-            anyhow::anyhow!("no recipient: give --to with a symmetric or X25519 JWK file, or --to-passphrase-env")
+            anyhow::anyhow!(
+                "no recipient: give --recipient with a symmetric or X25519 JWK file, or --recipient-passphrase-env"
+            )
         }
         _ => e.into(),
     })?;
@@ -264,14 +266,14 @@ fn with_data<T>(
 fn encrypt_cryptotensors(args: &EncryptArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     use deathtensors_io::format::CtAlg;
     let mut ring = KeyRing::new();
-    for f in &args.to {
+    for f in &args.recipients {
         ring.add_jwk_file(f)?;
     }
     let masters = ring.symmetric_keys_list();
     let [master] = &masters[..] else {
-        bail!("cryptotensors files have one master key: give exactly one --to with a symmetric JWK file");
+        bail!("cryptotensors files have one master key: give exactly one --recipient with a symmetric JWK file");
     };
-    if args.to_passphrase_env.is_some() {
+    if args.recipient_passphrase_env.is_some() {
         bail!("cryptotensors files have no passphrase recipients");
     }
     if args.seal_header {

@@ -54,7 +54,7 @@ pub fn rows(path: &Path, k: &KeySummary) -> Vec<Vec<String>> {
     let kind = match (k.kind, k.secret) {
         ("symmetric", _) => "symmetric key (AES-256-GCM / ChaCha20-Poly1305): secret, share it privately".to_string(),
         ("x25519", true) => "X25519 secret key (decrypts files encrypted to its public half)".into(),
-        ("x25519", false) => "X25519 public key (encrypt to it: --to)".into(),
+        ("x25519", false) => "X25519 public key (encrypt to it: --recipient)".into(),
         ("ed25519", true) => "Ed25519 secret key (signs: sign --with)".into(),
         (_, _) => "Ed25519 public key (trust its signatures: --signer)".into(),
     };

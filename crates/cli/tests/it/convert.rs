@@ -115,7 +115,7 @@ fn output_format_comes_from_to_or_the_extension() {
     let src = valid("safetensors-0.8.0/multi_metadata.safetensors");
     let bin = dir.path("out.bin");
     let r = convert(&src, &bin, &[], 2);
-    assert_one_error_line(&r, &["out.bin", "--to"]);
+    assert_one_error_line(&r, &["out.bin", "--format"]);
     assert!(!bin.exists());
     convert(&src, &bin, &["--to", "safetensors"], 0);
     assert_eq!(json(["inspect".as_ref(), bin.as_os_str()], 0)["format"], "safetensors");

@@ -182,3 +182,34 @@ fn every_option_sits_under_the_heading_it_belongs_to() {
         }
     }
 }
+
+#[test]
+fn one_word_one_meaning_and_old_spellings_still_work_with_a_note() {
+    // Issue 61: --to was a recipient in encrypt and an output format in
+    // convert, decrypt, blob export and consolidate.
+    let scratch = Scratch::new("old-spellings");
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let out = scratch.path("m.bt");
+    let r =
+        check(["convert".as_ref(), src.as_os_str(), out.as_os_str(), "--format".as_ref(), "safetensors".as_ref()], 0);
+    assert!(!r.stderr.contains("old spelling"), "{}", r.stderr);
+    let r = check(["convert".as_ref(), src.as_os_str(), out.as_os_str(), "--to".as_ref(), "safetensors".as_ref()], 0);
+    assert!(r.stderr.contains("note: --to is an old spelling: use --format for the output format"), "{}", r.stderr);
+    let key = scratch.path("team.jwk");
+    check(["keygen".as_ref(), "--type".as_ref(), "symmetric".as_ref(), "--out".as_ref(), key.as_os_str()], 0);
+    let enc = scratch.path("e.dt");
+    let r = check(["encrypt".as_ref(), src.as_os_str(), enc.as_os_str(), "--recipient".as_ref(), key.as_os_str()], 0);
+    assert!(!r.stderr.contains("old spelling"), "{}", r.stderr);
+    let r = check(["encrypt".as_ref(), src.as_os_str(), enc.as_os_str(), "--to".as_ref(), key.as_os_str()], 0);
+    assert!(
+        r.stderr.contains("note: --to is an old spelling: use --recipient for encrypt's recipients"),
+        "{}",
+        r.stderr
+    );
+    for sub in ["convert", "decrypt", "consolidate"] {
+        let help = check([sub, "--help"], 0).stdout;
+        assert!(help.contains("--format <") && !help.contains("--to <"), "{sub}: {help}");
+    }
+    let help = check(["encrypt", "--help"], 0).stdout;
+    assert!(help.contains("--recipient <FILE>") && !help.contains("--to <"), "{help}");
+}
