@@ -123,7 +123,7 @@ pub struct ShardedReader {
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> Error {
-    Error::new(ErrorKind::InvalidInput(message.into()), Some(path), "invalid sharded checkpoint")
+    Error::new(ErrorKind::InvalidCheckpoint(message.into()), Some(path), "invalid sharded checkpoint")
 }
 
 /// Accepts a shard name only if it is a plain file name.

@@ -97,8 +97,11 @@ pub fn run(args: ConvertArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
 /// by accident.
 pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     // The input first: a missing input is the error, whatever OUT is.
-    if crate::remote::url(&args.input).is_none() && args.input.symlink_metadata().is_err() {
-        bail!("cannot read {} (the input): no such file or directory", args.input.display());
+    if crate::remote::url(&args.input).is_none() {
+        if let Err(e) = args.input.symlink_metadata() {
+            // The same words as every command's for a file it cannot open.
+            return Err(deathtensors_io::Error::from_io(e, &args.input, "cannot open the input").into());
+        }
     }
     if !decrypt && crate::collection::is_collection(&args.input) {
         // A collection becomes a collection (OUT without an extension) or

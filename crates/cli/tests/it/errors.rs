@@ -213,3 +213,22 @@ fn one_word_one_meaning_and_old_spellings_still_work_with_a_note() {
     let help = check(["encrypt", "--help"], 0).stdout;
     assert!(help.contains("--recipient <FILE>") && !help.contains("--to <"), "{help}");
 }
+
+#[test]
+fn a_missing_file_has_one_wording_and_a_json_that_is_no_index_is_an_invalid_file() {
+    // Issue 61: convert said "cannot read X (the input): no such file or
+    // directory" where every other command says "cannot open X: ..."; a
+    // JSON file that is not an index exited 2, where 1 means an invalid file.
+    let missing = if cfg!(windows) { "(os error 3)" } else { "No such file" };
+    let r = check(["convert", "/no/such/model.dt", "out.dt"], 2);
+    assert_one_error_line(&r, &["cannot open the input /no/such/model.dt: ", missing]);
+    let r = check(["inspect", "/no/such/model.dt"], 2);
+    assert_one_error_line(&r, &["cannot open /no/such/model.dt: ", missing]);
+    let scratch = Scratch::new("not-an-index");
+    let json = scratch.path("config.json");
+    std::fs::write(&json, b"{\"hidden_size\": 8}").unwrap();
+    for sub in ["inspect", "ls", "verify"] {
+        let r = check([sub.as_ref(), json.as_os_str()], 1);
+        assert_one_error_line(&r, &["config.json", "index has no \"weight_map\" object"]);
+    }
+}
