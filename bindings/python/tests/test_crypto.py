@@ -478,3 +478,16 @@ def test_loading_all_of_a_sealed_file_without_its_key_is_an_error(tmp_path, sym)
     empty = tmp_path / "empty.dt"
     dt.save(empty, {})
     assert dt.open(empty).get_tensors() == {}
+
+
+def test_verify_never_claims_checks_it_could_not_make(tmp_path, sym):
+    """An encrypted file opened without its key: verify() raised nothing and
+    returned True, though no tag or digest could be checked (issue 61). It
+    now raises NoKeyError saying so; with the key it checks everything."""
+    path = tmp_path / "m.dt"
+    dt.save(path, sample(), encrypt=sym, checksum=True)
+    with dt.open(path) as f:
+        with pytest.raises(dt.NoKeyError, match="cannot verify .* no key given opens it, so its tensors' tags and digests cannot be checked"):
+            f.verify()
+    with dt.open(path, keys=[sym]) as f:
+        assert f.verify() is True

@@ -730,9 +730,18 @@ class DtFile:
 
         Returns True when everything checks, False when the file carries no
         checksum; raises :class:`IntegrityError` (naming the tensor, when a
-        digest fails) if the file is corrupt.
+        digest fails) if the file is corrupt. An encrypted file opened
+        without a key that opens it raises :class:`NoKeyError`: its tensors'
+        tags and digests cannot be checked, and True would claim they were.
         """
-        return self._reader.verify()
+        ok = self._reader.verify()
+        if self._reader.is_encrypted() and not self._reader.can_decrypt():
+            raise NoKeyError(
+                f"cannot verify {self.path}: it is encrypted and no key given opens it, so its tensors' tags and "
+                "digests cannot be checked (what could be checked without a key, its footer, "
+                f"{'passed' if ok else 'is absent'}); open it with keys="
+            )
+        return ok
 
     def verify_tensor(self, name: str) -> None:
         """Check one tensor against its digest; raises IntegrityError."""
