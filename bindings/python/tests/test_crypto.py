@@ -4,6 +4,7 @@ requirements that refuse downgrades, and tampering that never returns data."""
 
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -491,3 +492,21 @@ def test_verify_never_claims_checks_it_could_not_make(tmp_path, sym):
             f.verify()
     with dt.open(path, keys=[sym]) as f:
         assert f.verify() is True
+
+
+def test_a_policy_child_that_dies_prints_no_fatal_error_trace(tmp_path):
+    """The policy that crashes its child (the test above) prints nothing
+    into the log: the child's crash is the parent's to report, as an error
+    (issue 61: pytest's log held "Fatal Python error: Aborted" and
+    "Segmentation fault" traces from the child, with faulthandler on)."""
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         os.path.join(here, "test_crypto.py"), "-k", "test_a_policy_that_would_crash_the_reader_refuses_access"],
+        capture_output=True, text=True, timeout=300, cwd=here,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Fatal Python error" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert "1 passed" in r.stdout, r.stdout

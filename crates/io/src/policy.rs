@@ -147,11 +147,19 @@ mod isolated {
         if pid == 0 {
             drop(read_end);
             // Quiet: an abort's report is the parent's to make, as an error.
-            // SAFETY: plain system calls on a path literal and fd 2.
+            // The crash signals go back to their default action, so that a
+            // handler the parent installed (Python's faulthandler, which
+            // writes to a descriptor of its own) prints no trace of the
+            // parent's threads from this child.
+            // SAFETY: plain system calls on a path literal, fd 2 and signal
+            // numbers; signal() is async-signal-safe.
             unsafe {
                 let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
                 if null >= 0 {
                     libc::dup2(null, 2);
+                }
+                for sig in [libc::SIGSEGV, libc::SIGABRT, libc::SIGBUS, libc::SIGFPE, libc::SIGILL] {
+                    libc::signal(sig, libc::SIG_DFL);
                 }
             }
             if let Some(limit) = limit {
