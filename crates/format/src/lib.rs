@@ -130,7 +130,13 @@ pub fn parse_hex_digest(hex: &str) -> Option<[u8; 32]> {
     de::parse_digest(hex)
 }
 
-// The README's examples compile and run as doc tests.
+// The README's examples compile and run as doc tests, and so does the
+// Rust block of the repository's own README (its other blocks are not
+// Rust: rustdoc leaves them alone).
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct RepositoryReadmeDoctests;
