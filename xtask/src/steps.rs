@@ -32,7 +32,16 @@ impl Steps {
         let total = self.started.elapsed();
         let width = self.done.iter().map(|(n, _, _)| n.len()).max().unwrap_or(4).max(4);
         let slowest = self.done.iter().map(|(_, d, _)| *d).max().unwrap_or_default();
-        let mut s = format!("xtask: {} took {}\n", self.task, clock(total));
+        let mut s = format!("xtask: {} took {}", self.task, clock(total));
+        // The wall clock of the whole command: cargo built xtask first.
+        if let Some(since) = since_cargo_started().filter(|d| d.saturating_sub(total) >= Duration::from_secs(1)) {
+            s.push_str(&format!(
+                " ({} since `cargo xtask` started: building xtask itself took {})",
+                clock(since),
+                clock(since.saturating_sub(total))
+            ));
+        }
+        s.push('\n');
         for (name, d, ok) in &self.done {
             let share = if total.is_zero() { 0.0 } else { 100.0 * d.as_secs_f64() / total.as_secs_f64() };
             let mark = match (ok, *d == slowest) {
@@ -51,6 +60,29 @@ impl Drop for Steps {
     fn drop(&mut self) {
         eprint!("{}", self.table());
     }
+}
+
+/// How long ago the cargo process that ran xtask started (Linux: its
+/// start time in /proc), so that a task's total matches the wall clock of
+/// `cargo xtask ...`; `None` elsewhere or when the parent is not cargo.
+fn since_cargo_started() -> Option<Duration> {
+    let stat = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+    // Fields after the command name (which may hold spaces), in ")"'s wake.
+    let fields = |text: &str| -> Vec<String> {
+        text.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().map(String::from).collect()).unwrap_or_default()
+    };
+    let me = fields(&stat("self")?);
+    let ppid = me.get(1)?.clone();
+    let parent = stat(&ppid)?;
+    if !parent.contains("(cargo)") {
+        return None;
+    }
+    // Field 22 (starttime, in clock ticks since boot) is the 20th after ")".
+    let ticks: f64 = fields(&parent).get(19)?.parse().ok()?;
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime").ok()?.split_whitespace().next()?.parse().ok()?;
+    // /proc counts in USER_HZ, 100 on Linux.
+    let ago = uptime - ticks / 100.0;
+    (ago >= 0.0).then(|| Duration::from_secs_f64(ago))
 }
 
 /// `m:ss` (or `h:mm:ss`).
@@ -74,7 +106,7 @@ mod tests {
         let failed: Result<(), String> = steps.run("broken", || Err("no".into()));
         assert_eq!(failed, Err("no".to_string()));
         let table = steps.table();
-        assert!(table.starts_with("xtask: test took 0:00\n"), "{table}");
+        assert!(table.starts_with("xtask: test took 0:00"), "{table}");
         assert!(table.contains("  quick "), "{table}");
         assert!(table.lines().any(|l| l.contains("broken") && l.ends_with("FAILED")), "{table}");
         std::mem::forget(steps);
