@@ -228,3 +228,27 @@ def test_transformers_checkpoints_convert_single_and_sharded(tmp_path, arch):
     assert sorted(seen) == sorted(written["weight_map"])
     for k, v in seen.items():
         assert same_bits(v, sd[k]), k
+
+
+@pytest.mark.parametrize("header_len", [0x280, 0x580, 0x10280])
+def test_a_safetensors_header_length_like_a_pickle_magic_is_not_taken_for_one(tmp_path, header_len):
+    """A safetensors file whose 8-byte header length starts 80 02..80 05 (a
+    640- to 1408-byte header, or longer) looks like a pickle's PROTO: it
+    must open as the safetensors file it is (seen in CI: a signed model's
+    model.safetensors was taken for a torch checkpoint)."""
+    import json
+    import struct
+
+    import numpy as np
+
+    from deathtensors import _native
+
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    header += b" " * (header_len - len(header))
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(struct.pack("<Q", header_len) + header + np.array([1.5, -2.0], np.float32).tobytes())
+    assert path.read_bytes()[0] == 0x80 and path.read_bytes()[1] in (2, 5, 2)
+    assert not _native.is_torch_checkpoint(str(path))
+    with dt.open(path) as f:
+        assert not isinstance(f, TorchFile)
+        assert f.get_tensor("w", framework="numpy").tolist() == [1.5, -2.0]

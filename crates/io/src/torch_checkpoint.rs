@@ -389,13 +389,28 @@ fn swapped(mut bytes: Vec<u8>, dtype: Dtype) -> Vec<u8> {
 }
 
 /// Whether the local file at `path` looks like a torch pickle checkpoint
-/// (a zip, or a pickle of protocol 2 to 5): its first bytes only. `false`
-/// for anything unreadable, and for our own formats.
+/// from its first 16 bytes: a zip, the legacy format's magic number, or a
+/// pickle of protocol 2 to 5, and in no case a shape our own formats can
+/// take. A safetensors or bintensors file starts with its header's length:
+/// `80 02 00 ..` is a 640-byte header, so a pickle's PROTO must be followed
+/// by an opcode (never 0), and a safetensors header's `{` at byte 8 rules
+/// a pickle and a zip out. `false` for anything unreadable.
 pub fn is_torch_checkpoint(path: impl AsRef<Path>) -> bool {
     use std::io::Read;
-    let mut head = [0u8; 4];
-    let read = File::open(path).and_then(|mut f| f.read_exact(&mut head));
-    read.is_ok() && (is_zip(&head) || (head[0] == 0x80 && (2..=5).contains(&head[1])) || head[..2] == [0x8a, 0x0a])
+    let mut head = [0u8; 16];
+    let Ok(n) = File::open(path).and_then(|f| f.take(16).read(&mut head)) else {
+        return false;
+    };
+    let head = &head[..n];
+    if head.len() < 16 || head[8] == b'{' || head.starts_with(&deathtensors_format::MAGIC) {
+        return false;
+    }
+    // The opcodes a pickle's first instruction after PROTO can be that
+    // torch writes or a plain pickle of a container starts with.
+    const FIRST: &[u8] = b"}](c)XKMJNG\x95\x8a\x8c\x93\x88\x89\x80";
+    is_zip(head)
+        || legacy_magic_end(head).is_some()
+        || (head[0] == 0x80 && (2..=5).contains(&head[1]) && FIRST.contains(&head[2]))
 }
 
 /// What the pickle of the checkpoint at `path` refers to and would call
