@@ -27,6 +27,27 @@ fn format_of(path: &Path) -> Option<Format> {
     }
 }
 
+/// `decrypt` given only Ed25519 keys (a signer's, public or secret): said
+/// as precisely as an X25519 public key is (issue 61: it was "no key given
+/// matches").
+fn signer_keys_only(files: &[std::path::PathBuf]) -> anyhow::Result<()> {
+    let mut described = Vec::new();
+    for f in files {
+        described.push((f, deathtensors_io::describe_key_file(f)?));
+    }
+    let signers_only =
+        !described.is_empty() && described.iter().all(|(_, keys)| keys.iter().all(|k| k.kind == "ed25519"));
+    if let (true, Some((f, keys))) = (signers_only, described.first()) {
+        let kid = keys.first().and_then(|k| k.kid.as_deref()).map_or(String::new(), |kid| format!(" {kid:?}"));
+        bail!(
+            "--key {}: this is an Ed25519 key{kid}, a signer's (it signs and checks signatures); decrypting needs a \
+             symmetric key or an X25519 secret key (keygen --type symmetric or x25519 --out writes one)",
+            f.display()
+        );
+    }
+    Ok(())
+}
+
 /// A torch pickle checkpoint (`.bin`, `.pt`, ...) converted through io's
 /// pickle reader, which runs nothing (docs/PICKLE.md).
 fn torch_checkpoint(
@@ -141,6 +162,9 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
         (Some(level), false) => deathtensors_io::Compress::Chunked { level },
         (Some(level), true) => deathtensors_io::Compress::Blob { level },
     };
+    if decrypt {
+        signer_keys_only(&args.read.keys.keys)?;
+    }
     if !decrypt && crate::remote::url(&args.input).is_none() {
         if deathtensors_io::is_torch_checkpoint(&args.input) {
             return torch_checkpoint(&args, format, compress);

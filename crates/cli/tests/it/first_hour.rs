@@ -115,6 +115,27 @@ fn decrypting_with_a_public_key_says_so() {
 }
 
 #[test]
+fn decrypting_with_an_ed25519_key_says_so() {
+    // Issue 61: an Ed25519 key given to decrypt got "no key given matches",
+    // where an X25519 public key gets a precise message.
+    let dir = Scratch::new("first-hour-ed25519-key");
+    keygen(&dir, "x25519", "alice");
+    keygen(&dir, "ed25519", "publisher");
+    let src = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let enc = dir.path("enc.dt");
+    check(["encrypt", p(&src), p(&enc), "--recipient", p(&dir.path("alice.pub.jwk"))], 0);
+    let out = dir.path("plain.dt");
+    for key in ["publisher.pub.jwk", "publisher.jwk"] {
+        let r = check(["decrypt", p(&enc), p(&out), "--key", p(&dir.path(key))], 2);
+        assert!(r.stderr.contains("this is an Ed25519 key \"publisher\", a signer's"), "{}", r.stderr);
+        assert!(r.stderr.contains("decrypting needs a symmetric key or an X25519 secret key"), "{}", r.stderr);
+        assert!(!out.exists());
+    }
+    // With the right key beside it, the signer's key is no obstacle.
+    check(["decrypt", p(&enc), p(&out), "--key", p(&dir.path("publisher.jwk")), "--key", p(&dir.path("alice.jwk"))], 0);
+}
+
+#[test]
 fn decrypting_with_the_wrong_key_warns_of_nothing() {
     let dir = Scratch::new("first-hour-wrong-key");
     keygen(&dir, "x25519", "alice");
