@@ -62,23 +62,16 @@ impl Drop for Steps {
     }
 }
 
-/// How long ago the cargo process that ran xtask started (Linux: its
-/// start time in /proc), so that a task's total matches the wall clock of
-/// `cargo xtask ...`; `None` elsewhere or when the parent is not cargo.
+/// How long ago `cargo xtask ...` started, so that a task's total
+/// matches the wall clock of the command: `cargo run` replaces itself with
+/// xtask (exec, on Unix), so this process's own start time (Linux: /proc)
+/// is cargo's, before it built xtask. `None` elsewhere.
 fn since_cargo_started() -> Option<Duration> {
-    let stat = |pid: &str| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
-    // Fields after the command name (which may hold spaces), in ")"'s wake.
-    let fields = |text: &str| -> Vec<String> {
-        text.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().map(String::from).collect()).unwrap_or_default()
-    };
-    let me = fields(&stat("self")?);
-    let ppid = me.get(1)?.clone();
-    let parent = stat(&ppid)?;
-    if !parent.contains("(cargo)") {
-        return None;
-    }
-    // Field 22 (starttime, in clock ticks since boot) is the 20th after ")".
-    let ticks: f64 = fields(&parent).get(19)?.parse().ok()?;
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Field 22 (starttime, in clock ticks since boot) is the 20th after
+    // the command name's ")".
+    let (_, rest) = stat.rsplit_once(')')?;
+    let ticks: f64 = rest.split_whitespace().nth(19)?.parse().ok()?;
     let uptime: f64 = std::fs::read_to_string("/proc/uptime").ok()?.split_whitespace().next()?.parse().ok()?;
     // /proc counts in USER_HZ, 100 on Linux.
     let ago = uptime - ticks / 100.0;
