@@ -12,7 +12,7 @@ from . import _convert, _dtypes, _keys, _remote
 from . import _native
 from ._legacy import expand_path
 from ._native import Reader, TensorNames, save as _native_save
-from .errors import DeathTensorsError, IntegrityError, NoKeyError
+from .errors import DeathTensorsError, FormatError, IntegrityError, NoKeyError
 
 # The lazy names of a large file are a sequence (isinstance(names, Sequence)).
 collections.abc.Sequence.register(TensorNames)
@@ -817,13 +817,18 @@ def open(path: PathLike, verify: bool = False, **options: Unpack[ReadKeywords]) 
     running its pickle (``docs/PICKLE.md``); ``verify`` and the keywords
     above do not apply to it.
     """
-    if not _remote.is_url(path) and _native.is_torch_checkpoint(expand_path(path)):
-        from ._torch_file import TorchFile
+    try:
+        return DtFile(path, verify, **options)
+    except FormatError:
+        # Not one of our formats: a torch checkpoint is tried only then,
+        # so that no open of our files pays for the check.
+        if _remote.is_url(path) or not _native.is_torch_checkpoint(expand_path(path)):
+            raise
+    from ._torch_file import TorchFile
 
-        if options or verify:
-            raise TypeError(f"{', '.join(sorted(options)) or 'verify'}: not for a torch pickle checkpoint")
-        return TorchFile(expand_path(path))  # type: ignore[return-value]
-    return DtFile(path, verify, **options)
+    if options or verify:
+        raise TypeError(f"{', '.join(sorted(options)) or 'verify'}: not for a torch pickle checkpoint")
+    return TorchFile(expand_path(path))  # type: ignore[return-value]
 
 
 def sign_file(path: PathLike, key: Any, durable: bool = True) -> None:
