@@ -133,6 +133,23 @@ impl Machine<'_> {
         Ok(&rest[..end])
     }
 
+    /// A protocol 0 memo index (PUT, GET): a decimal line.
+    fn line_index(&mut self, what: &'static str, at: usize) -> Result<u64> {
+        let text = self.line(what)?;
+        parse_int(text)
+            .and_then(|k| u64::try_from(k).ok())
+            .ok_or_else(|| bad(format!("{what}'s index is not an integer"), at))
+    }
+
+    /// A module and a name on two lines (GLOBAL, INST).
+    fn line_name(&mut self, what: &'static str, at: usize) -> Result<(String, String)> {
+        let mut part = |which: &str| {
+            let text = self.line(what)?.to_vec();
+            String::from_utf8(text).map_err(|_| bad(format!("{what}'s {which} is not UTF-8"), at))
+        };
+        Ok((part("module")?, part("name")?))
+    }
+
     fn push(&mut self, v: Value, at: usize) -> Result<()> {
         let id = self.arena.push(v);
         self.push_id(id, at)
@@ -426,10 +443,7 @@ impl Machine<'_> {
                     self.setitems(dict, &items, at)?;
                 }
                 b'p' => {
-                    let text = self.line("PUT")?;
-                    let key = parse_int(text)
-                        .and_then(|k| u64::try_from(k).ok())
-                        .ok_or_else(|| bad("PUT's index is not an integer", at))?;
+                    let key = self.line_index("PUT", at)?;
                     self.memo_put(key, at)?;
                 }
                 b'q' => {
@@ -445,10 +459,7 @@ impl Machine<'_> {
                     self.memo_put(key, at)?;
                 }
                 b'g' => {
-                    let text = self.line("GET")?;
-                    let key = parse_int(text)
-                        .and_then(|k| u64::try_from(k).ok())
-                        .ok_or_else(|| bad("GET's index is not an integer", at))?;
+                    let key = self.line_index("GET", at)?;
                     self.memo_get(key, at)?;
                 }
                 b'h' => {
@@ -460,10 +471,7 @@ impl Machine<'_> {
                     self.memo_get(key.into(), at)?;
                 }
                 b'c' => {
-                    let module = String::from_utf8(self.line("GLOBAL")?.to_vec())
-                        .map_err(|_| bad("GLOBAL's module is not UTF-8", at))?;
-                    let name = String::from_utf8(self.line("GLOBAL")?.to_vec())
-                        .map_err(|_| bad("GLOBAL's name is not UTF-8", at))?;
+                    let (module, name) = self.line_name("GLOBAL", at)?;
                     let v = self.global(&module, &name, at)?;
                     self.push(v, at)?;
                 }
@@ -479,10 +487,7 @@ impl Machine<'_> {
                     self.push(v, at)?;
                 }
                 b'i' => {
-                    let module = String::from_utf8(self.line("INST")?.to_vec())
-                        .map_err(|_| bad("INST's module is not UTF-8", at))?;
-                    let name = String::from_utf8(self.line("INST")?.to_vec())
-                        .map_err(|_| bad("INST's name is not UTF-8", at))?;
+                    let (module, name) = self.line_name("INST", at)?;
                     let items = self.pop_mark(at)?;
                     let v = self.global(&module, &name, at)?;
                     let f = self.arena.push(v);
