@@ -165,11 +165,12 @@ pub fn setup_demo() -> Result<(), String> {
 }
 
 /// Builds the extension with cargo's `dev` profile and installs the package
-/// into `.venv` (`maturin develop`): the quickest build that runs.
+/// into `.venv` (`maturin develop`): the quickest build that runs (named,
+/// since pyproject.toml asks for `dist`, the profile of source installs).
 pub fn install_develop() -> Result<(), String> {
     exec(
         Command::new(venv().join("bin/maturin"))
-            .args(["develop", "--quiet", "-m", "bindings/python/Cargo.toml"])
+            .args(["develop", "--quiet", "--profile", "dev", "-m", "bindings/python/Cargo.toml"])
             .env("VIRTUAL_ENV", venv()),
     )
 }
