@@ -58,7 +58,9 @@ struct Options {
     targets: Vec<String>,
     signing_key: Option<PathBuf>,
     test: bool,
-    /// Whether the host's wheel runs the whole pytest suite as well.
+    /// Whether the host's wheel runs the whole pytest suite as well: a
+    /// separate step (`cargo xtask ci` runs it in its test half), since it
+    /// installs every framework (jax, tensorflow, paddle, mlx) into `.venv`.
     pytest: bool,
     allow_dirty: bool,
     compare: Option<PathBuf>,
@@ -72,7 +74,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         targets: Vec::new(),
         signing_key: None,
         test: true,
-        pytest: true,
+        pytest: false,
         allow_dirty: false,
         compare: None,
         test_only: false,
@@ -85,6 +87,8 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--host" => o.targets.push(host()),
             "--target" => o.targets.push(value(a)?),
             "--no-test" => o.test = false,
+            "--pytest" => o.pytest = true,
+            // The default now; still accepted from older scripts.
             "--no-pytest" => o.pytest = false,
             "--test-only" => o.test_only = true,
             "--allow-dirty" => o.allow_dirty = true,
@@ -98,7 +102,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
 }
 
 pub const HELP: &str = "usage: cargo xtask dist [--host | --target TRIPLE ...] [--signing-key KEY.jwk] [--no-test]
-                         [--no-pytest] [--allow-dirty] [--compare OTHER_DIST_DIR] [--out DIR]
+                         [--pytest] [--allow-dirty] [--compare OTHER_DIST_DIR] [--out DIR]
 
   --host          only the host's CLI and wheel (and the sdist and crates)
   --target T      only target T's CLI and wheel (repeatable): x86_64-unknown-linux-gnu,
@@ -107,8 +111,11 @@ pub const HELP: &str = "usage: cargo xtask dist [--host | --target TRIPLE ...] [
   --signing-key   an Ed25519 JWK (`deathtensors keygen --type ed25519`) that signs
                   SHA256SUMS [default: a development key in target/dist-tools/]
   --no-test       build, sum and sign without testing the artifacts
-  --no-pytest     test the artifacts, but not the whole pytest suite on the host's wheel
-                  (`cargo xtask ci` runs it once, in its test half)
+  --pytest        also run the whole pytest suite on the host's wheel, after installing
+                  every test dependency (jax, tensorflow, paddle, mlx, moto) into .venv;
+                  without it the artifacts get their own checks only (smoke tests, the
+                  README's examples in a venv holding only the wheel); `cargo xtask ci`
+                  runs the suite once, in its test half
   --test-only     test and verify the dist in --out as it is, building nothing
   --allow-dirty   build from uncommitted changes (the artifacts are then not a commit's)
   --compare DIR   after building, report every artifact that differs from DIR's

@@ -76,7 +76,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     for c in &crates {
         review_package_list(&tree, c)?;
     }
-    let mut dist: Vec<&str> = vec!["xtask", "dist"];
+    // A release runs the whole pytest suite on its own wheel too.
+    let mut dist: Vec<&str> = vec!["xtask", "dist", "--pytest"];
     if let Some(k) = &signing_key {
         dist.extend(["--signing-key", k.as_str()]);
     }

@@ -11,6 +11,9 @@ import sys
 
 import pytest
 
+# Children of the run (servers, ranks, CLI processes) die with it.
+from reaper import pytest_configure, pytest_unconfigure  # noqa: F401
+
 TESTDATA = pathlib.Path(__file__).resolve().parents[3] / "testdata"
 
 
