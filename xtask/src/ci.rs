@@ -112,7 +112,10 @@ fn check_steps(steps: &mut Steps, fuzz_seconds: u64) -> Result<(), String> {
     steps.run("compat (safetensors 0.8.0's suite)", crate::compat::run_on_dist_wheel)?;
     // The Python tests `test` leaves out, on that release wheel.
     steps.run("pytest: the slow crash tests (release wheel)", || crate::python::pytest(Some(crate::python::SLOW)))?;
-    steps.run("fuzz smoke", || crate::fuzz::smoke(fuzz_seconds))
+    steps.run("fuzz smoke", || crate::fuzz::smoke(fuzz_seconds))?;
+    // The README's first command, as a new user runs it (last: it installs
+    // a dev build of the package into .venv, which `test` replaces again).
+    steps.run("demo (README's `cargo xtask demo`)", crate::demo::run_steps)
 }
 
 /// The bindings checked for another system: pyo3 configures itself for

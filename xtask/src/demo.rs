@@ -18,6 +18,15 @@ use crate::util::exec;
 
 pub fn run() -> Result<(), String> {
     let mut steps = Steps::new("cargo xtask demo");
+    demo_steps(&mut steps)
+}
+
+/// The demo as one step of CI's table.
+pub fn run_steps() -> Result<(), String> {
+    demo_steps(&mut Steps::new("demo"))
+}
+
+fn demo_steps(steps: &mut Steps) -> Result<(), String> {
     steps.run("python venv (maturin, numpy)", crate::python::setup_demo)?;
     steps.run("build and install the package (maturin develop)", crate::python::install_develop)?;
     steps.run("demo.py (Python and `python -m deathtensors`)", || {
