@@ -421,9 +421,9 @@ pub fn is_torch_checkpoint(path: impl AsRef<Path>) -> bool {
 /// `Io`; `Format` for a container or pickle that cannot be read at all.
 pub fn scan_pickle(path: impl AsRef<Path>) -> Result<Scan> {
     let path = path.as_ref();
-    let file = File::open(path).map_err(|e| Error::io(e, path, "cannot scan"))?;
+    let file = File::open(path).map_err(|e| Error::io(e, path, "cannot open"))?;
     // SAFETY: as `TorchCheckpoint::open`.
-    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(e, path, "cannot scan"))?;
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(e, path, "cannot open"))?;
     let bytes = map.bytes();
     let data = if is_zip(bytes) {
         let zip = Zip::parse(bytes).map_err(|e| Error::format(e, path, "cannot scan"))?;

@@ -4,7 +4,6 @@
 //! or of a URL prefix (`s3://`, `gs://`, `az://`, `http(s)://`) read through
 //! `deathtensors-remote` with the run's storage options.
 
-use anyhow::Context;
 use deathtensors_io::format::Format;
 use deathtensors_io::ConsolidateOptions;
 
@@ -22,9 +21,8 @@ pub fn run(args: ConsolidateArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> 
         }
     };
     let options = ConsolidateOptions { max_shard_bytes: args.max_shard_bytes, format, ..ConsolidateOptions::default() };
-    let written = ctx
-        .consolidate(&args.checkpoint, &args.out, &options)
-        .with_context(|| format!("failed to consolidate {}", args.checkpoint.display()))?;
+    // io's errors name the checkpoint and what failed ("cannot consolidate").
+    let written = ctx.consolidate(&args.checkpoint, &args.out, &options)?;
     for path in written {
         println!("{}", path.display());
     }

@@ -38,6 +38,9 @@ pub fn run(args: ScanArgs) -> anyhow::Result<ExitCode> {
                 }
                 (scan.verdict.is_ok(), (text, json))
             }
+            // A file that is not there (or not readable) is not a verdict on
+            // a checkpoint: exit 2 with the same wording as every command.
+            Err(e) if matches!(e.kind(), deathtensors_io::ErrorKind::Io(_)) => return Err(e.into()),
             Err(e) => {
                 let why = exit::one_line(&anyhow::Error::new(e));
                 let json = serde_json::json!({"file": shown.to_string(), "plain": false, "verdict": why});

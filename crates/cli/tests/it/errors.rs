@@ -38,13 +38,90 @@ fn help_and_version_exit_0_with_an_example_for_every_subcommand() {
 
 #[test]
 fn a_missing_file_exits_2_naming_it() {
-    for sub in ["inspect", "ls", "verify", "stats", "meta"] {
-        let r = check([sub, "/no/such/model.dt"], 2);
-        // The system's own words: Windows says "path not found" (error 3).
-        let missing = if cfg!(windows) { "(os error 3)" } else { "No such file" };
-        assert_one_error_line(&r, &["/no/such/model.dt", missing]);
-        assert_eq!(r.stdout, "");
+    // The system's own words: Windows says "path not found" (error 3).
+    let missing = if cfg!(windows) { "(os error 3)" } else { "No such file" };
+    let commands: [&[&str]; 11] = [
+        &["inspect"],
+        &["ls"],
+        &["verify"],
+        &["stats"],
+        &["meta"],
+        &["cat", "--", "/no/such/model.dt", "weight"],
+        &["convert", "--", "/no/such/model.dt", "out.dt"],
+        &["diff", "--", "/no/such/model.dt", "/no/such/model.dt"],
+        &["decrypt", "--", "/no/such/model.dt", "out.dt"],
+        &["scan"],
+        &["consolidate", "--", "/no/such/model.dt", "out.dt"],
+    ];
+    for args in commands {
+        let args: Vec<&str> = if args.len() == 1 { vec![args[0], "/no/such/model.dt"] } else { args.to_vec() };
+        let r = check(&args, 2);
+        // One wording across commands: "cannot open [the input] PATH: ...".
+        assert_one_error_line(&r, &["cannot open", "/no/such/model.dt", missing]);
+        assert_eq!(r.stdout, "", "{args:?}");
     }
+}
+
+/// The line of `--help`'s "Exit codes:" for `code`.
+fn exit_code_help(code: u8) -> String {
+    let top = check(["--help"], 0).stdout;
+    let codes = top.split("Exit codes:").nth(1).expect("--help lists exit codes");
+    let line = codes.lines().find(|l| l.trim_start().starts_with(&format!("{code} "))).expect("a line for the code");
+    line.trim().to_string()
+}
+
+#[test]
+fn exit_0_means_success_and_for_diff_the_same_files() {
+    assert_eq!(exit_code_help(0), "0  success (for diff: the files are the same)");
+    let scratch = Scratch::new("exit-0");
+    let file = scratch.path("sound.dt");
+    let options = WriteOptions { checksum: true, ..WriteOptions::default() };
+    write(&file, &[("w", Dtype::F32, &[4], crate::f32s(&[1.0, 2.0, 3.0, 4.0]))], &options);
+    for sub in ["inspect", "ls", "verify", "stats"] {
+        check([sub.as_ref(), file.as_os_str()], 0);
+    }
+    check(["diff".as_ref(), file.as_os_str(), file.as_os_str()], 0);
+    check(["scan".as_ref(), testdata().join("torch/views.pt").as_os_str()], 0);
+}
+
+#[test]
+fn exit_1_means_an_invalid_file_a_failed_check_or_for_diff_different_files() {
+    assert_eq!(exit_code_help(1), "1  a file is invalid, or a check failed (for diff: the files differ)");
+    let scratch = Scratch::new("exit-1");
+    // An invalid file: a header length pointing past the end.
+    let invalid = scratch.path("invalid.safetensors");
+    std::fs::write(&invalid, [0xff, 0xff, 0, 0, 0, 0, 0, 0, b'{', b'}']).unwrap();
+    for sub in ["inspect", "ls", "verify"] {
+        assert_one_error_line(&check([sub.as_ref(), invalid.as_os_str()], 1), &["invalid.safetensors"]);
+    }
+    // A failed check: a flipped tensor byte under a footer.
+    let flipped = scratch.path("flipped.dt");
+    write(
+        &flipped,
+        &[("w", Dtype::F32, &[4], crate::f32s(&[1.0, 2.0, 3.0, 4.0]))],
+        &WriteOptions { checksum: true, ..WriteOptions::default() },
+    );
+    let mut bytes = std::fs::read(&flipped).unwrap();
+    let at = bytes.len() - 32 - 3; // inside the tensor, before the 32-byte footer
+    bytes[at] ^= 1;
+    std::fs::write(&flipped, bytes).unwrap();
+    check(["verify".as_ref(), flipped.as_os_str()], 1);
+    // Files that differ.
+    let a = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let b = valid("safetensors-0.8.0/empty.safetensors");
+    check(["diff".as_ref(), a.as_os_str(), b.as_os_str()], 1);
+    // A pickle that would call something else than torch's constructors.
+    check(["scan".as_ref(), testdata().join("torch/os-system.pt").as_os_str()], 1);
+}
+
+#[test]
+fn exit_2_means_usage_or_any_other_error() {
+    assert_eq!(exit_code_help(2), "2  usage or any other error (a missing file, a missing tensor, ...)");
+    check(["frobnicate"], 2);
+    check(["inspect", "--nope", "x"], 2);
+    check(["inspect", "/no/such/model.dt"], 2);
+    let file = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    check(["cat".as_ref(), file.as_os_str(), "nope".as_ref()], 2);
 }
 
 #[test]

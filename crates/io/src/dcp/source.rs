@@ -93,7 +93,7 @@ impl CheckpointSource for CheckpointDir {
     }
 
     fn names(&self) -> Result<Vec<String>> {
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(e, &self.dir, DOING))?;
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| Error::io(e, &self.dir, "cannot open"))?;
         Ok(entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
     }
 
