@@ -75,7 +75,19 @@ impl RunContext {
         if let Some(failed) = self.take_if(path, |r| r.as_ref().is_err_and(|e| matches!(e.kind(), ErrorKind::Io(_)))) {
             return failed;
         }
-        deathtensors_remote::open_any(path, &self.remote, options)
+        let opened = deathtensors_remote::open_any(path, &self.remote, options.clone());
+        match opened {
+            // A torch.save pickle (local): read as the safetensors file it
+            // converts to, without running it (io's TorchSource).
+            Err(e)
+                if !matches!(e.kind(), ErrorKind::Io(_))
+                    && crate::remote::url(path).is_none()
+                    && deathtensors_io::is_torch_checkpoint(path) =>
+            {
+                deathtensors_io::open_torch_checkpoint(path, options)
+            }
+            other => other,
+        }
     }
 
     /// Opens a sharded checkpoint (an index, or a single file) with

@@ -241,6 +241,11 @@ impl Error {
     /// Whether this error means the file is invalid or failed a check (as
     /// opposed to an I/O or usage error).
     pub fn is_invalid_file(&self) -> bool {
+        // A source of bytes that reports damage through a read (a torch
+        // checkpoint's storage failing its CRC) carries this crate's error.
+        if let ErrorKind::Io(e) = &self.0.kind {
+            return e.get_ref().and_then(|inner| inner.downcast_ref::<Error>()).is_some_and(Error::is_invalid_file);
+        }
         matches!(
             self.0.kind,
             ErrorKind::Format(_)

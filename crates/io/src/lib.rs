@@ -59,6 +59,7 @@ mod stream_check;
 mod strided;
 mod tensor_set;
 mod torch_checkpoint;
+mod torch_source;
 mod trust;
 pub mod values;
 mod writeback;
@@ -110,6 +111,7 @@ pub use crate::{
         convert_torch_checkpoint, convert_torch_index, is_torch_checkpoint, is_torch_index, scan_pickle,
         TorchCheckpoint, TorchTensor, MAX_VIEW_EXPANSION,
     },
+    torch_source::{open_torch_checkpoint, TorchSource},
     writer::{save, save_from, save_views, save_with_progress, Writer},
 };
 pub use deathtensors_format as format;

@@ -106,6 +106,11 @@ fn compression_json(reader: &Reader) -> Value {
     Value::Null
 }
 
+/// Whether `reader` reads a torch.save checkpoint (io's `TorchSource`).
+fn is_pickle(reader: &Reader) -> bool {
+    crate::remote::url(reader.path()).is_none() && deathtensors_io::is_torch_checkpoint(reader.path())
+}
+
 fn to_json(reader: &Reader, trusted: &Trusted) -> Value {
     let header = reader.header();
     let (total_bytes, parameters) = totals(header.tensors());
@@ -130,7 +135,7 @@ fn to_json(reader: &Reader, trusted: &Trusted) -> Value {
         .collect();
     json!({
         "path": reader.path().to_string_lossy(),
-        "format": out::format_name(header.format()),
+        "format": if is_pickle(reader) { "torch" } else { out::format_name(header.format()) },
         "flags": {
             "checksum": reader.has_footer(),
             "compressed": reader.is_compressed(),
@@ -169,6 +174,9 @@ fn to_text(reader: &Reader, trusted: &Trusted) -> String {
     let (total_bytes, parameters) = totals(header.tensors());
     let mut about = vec![vec!["file".to_string(), reader.path().display().to_string()]];
     let mut format = out::format_name(header.format()).to_string();
+    if is_pickle(reader) {
+        format = "torch.save pickle, read without running it (shown as the safetensors file it converts to)".into();
+    }
     if let Some(by) = header.created_by() {
         format.push_str(&format!(" (created by {by})"));
     }

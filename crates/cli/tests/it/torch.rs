@@ -70,3 +70,50 @@ fn same_views(out: &std::path::Path) {
     let meta = reader.header().metadata().unwrap();
     assert_eq!((meta["step"].as_str(), meta["name"].as_str()), ("7", "run"));
 }
+
+#[test]
+fn inspect_ls_stats_cat_and_diff_read_a_torch_checkpoint_lazily() {
+    let dir = testdata().join("torch");
+    let scratch = Scratch::new("torch-readers");
+    let converted = scratch.path("views.safetensors");
+    check(["convert".as_ref(), dir.join("views.pt").as_os_str(), converted.as_os_str()], 0);
+    for input in ["views.pt", "legacy.pt"] {
+        let path = dir.join(input);
+        let inspect = check(["inspect".as_ref(), path.as_os_str()], 0).stdout;
+        assert!(inspect.contains("torch.save pickle, read without running it"), "{inspect}");
+        let json = crate::json(["inspect".as_ref(), path.as_os_str()], 0);
+        assert_eq!(json["format"], "torch", "{json}");
+        // The same names, values and statistics as the conversion's.
+        for sub in ["ls", "stats"] {
+            let ours = check([sub.as_ref(), path.as_os_str()], 0).stdout;
+            assert_eq!(ours, check([sub.as_ref(), converted.as_os_str()], 0).stdout, "{sub} {input}");
+        }
+        for name in check(["ls".as_ref(), path.as_os_str()], 0).stdout.lines() {
+            let ours = check(["cat".as_ref(), path.as_os_str(), name.as_ref()], 0).stdout;
+            assert_eq!(ours, check(["cat".as_ref(), converted.as_os_str(), name.as_ref()], 0).stdout, "{name}");
+        }
+        check(["diff".as_ref(), path.as_os_str(), converted.as_os_str()], 0);
+    }
+    // A hostile pickle: refused naming the global (an invalid file).
+    let r = check(["inspect".as_ref(), dir.join("os-system.pt").as_os_str()], 1);
+    assert_one_error_line(&r, &["os-system.pt", "os.system"]);
+    // A storage whose bytes fail their CRC-32: listing works (nothing is
+    // read), reading that tensor is an invalid file, exit 1.
+    let mut bytes = std::fs::read(dir.join("views.pt")).unwrap();
+    // The member's local header: its name and extra field lengths at 26
+    // and 28, its data after them.
+    let member = find(&bytes, b"/data/0").expect("a storage member");
+    let header = bytes[..member].windows(4).rposition(|w| w == b"PK\x03\x04").expect("its local header");
+    let field = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]) as usize;
+    let data_start = header + 30 + field(header + 26) + field(header + 28);
+    bytes[data_start] ^= 0x40;
+    let damaged = scratch.path("damaged.pt");
+    std::fs::write(&damaged, &bytes).unwrap();
+    check(["ls".as_ref(), damaged.as_os_str()], 0);
+    let r = check(["stats".as_ref(), damaged.as_os_str()], 1);
+    assert_one_error_line(&r, &["damaged.pt", "does not match its CRC-32"]);
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}

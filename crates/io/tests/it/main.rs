@@ -20,6 +20,7 @@ mod safety;
 mod scratch;
 mod sharded;
 mod strided;
+mod torch_source;
 mod vectors;
 
 use std::path::PathBuf;
