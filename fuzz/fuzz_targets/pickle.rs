@@ -1,5 +1,5 @@
-//! Reading a pickle as a torch checkpoint's, and a zip container (see
-//! `properties::pickle`).
+//! Reading a pickle as a torch checkpoint's, a zip container, and a numpy
+//! `.npy` header (see `properties::pickle`).
 //!
 //! `cargo fuzz run pickle` fuzzes it (nightly); `cargo run --release --bin
 //! pickle -- FILE_OR_DIR...` replays inputs without libFuzzer (stable).

@@ -437,12 +437,20 @@ pub fn pickle(data: &[u8]) {
             assert!(c.storages.iter().any(|(id, _)| *id == t.storage), "a tensor without its storage");
         }
     }
-    if let Ok(zip) = Zip::parse(data) {
+    for zip in [Zip::parse(data), Zip::parse_allowing_deflate(data)].into_iter().flatten() {
         for m in &zip.members {
             if let Ok(r) = Zip::data(data, m) {
                 assert!(r.start <= r.end && r.end <= data.len() as u64, "member {:?} outside the input", m.name);
                 assert!(r.end <= m.limit, "member {:?} runs into the next", m.name);
+                assert!(m.deflated || r.end - r.start == m.size, "a stored member {:?} of another size", m.name);
             }
         }
+    }
+    // numpy's .npy header, read as literals: whatever it accepts is an
+    // array whose data length is its shape's.
+    if let Ok(npy) = deathtensors_format::npy::Npy::parse(data) {
+        let numel = npy.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).expect("a shape that overflows");
+        assert_eq!(Some(npy.data_len), numel.checked_mul(npy.dtype.bits() / 8), "data length and shape disagree");
+        assert!(npy.data_start <= data.len() as u64, "data starts past the header read");
     }
 }

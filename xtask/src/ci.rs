@@ -105,9 +105,7 @@ fn check_steps(steps: &mut Steps, fuzz_seconds: u64) -> Result<(), String> {
     // The release artifacts CI has time for: the host's CLI and wheel, the
     // sdist (which builds a wheel of its own) and crates, signed sums; each
     // tested, but pytest ran in the test steps already.
-    steps.run("dist --host (CLI, wheel, sdist, crates)", || {
-        crate::dist::run(&["--host".to_string()])
-    })?;
+    steps.run("dist --host (CLI, wheel, sdist, crates)", || crate::dist::run(&["--host".to_string()]))?;
     // safetensors 0.8.0's own test suite against our drop-in, on that wheel.
     steps.run("compat (safetensors 0.8.0's suite)", crate::compat::run_on_dist_wheel)?;
     // The Python tests `test` leaves out, on that release wheel.

@@ -145,15 +145,28 @@ impl PyReader {
         let (read, remote) = PyReadOptions::of(options);
         // A URL is never mapped: it is read with ranged requests.
         let mappable = mmap && deathtensors_remote::url_of(&path).is_none();
+        let local = deathtensors_remote::url_of(&path).is_none();
         let reader = py
             .allow_threads(|| {
-                if mappable {
+                let opened = if mappable {
                     // SAFETY: documented in Python: the file must not be
                     // modified or truncated while open; owned reads never
                     // touch the mapping.
-                    unsafe { Reader::open_mmap_with(&path, read) }
+                    unsafe { Reader::open_mmap_with(&path, read.clone()) }
                 } else {
-                    deathtensors_remote::open_any(&path, &remote, read)
+                    deathtensors_remote::open_any(&path, &remote, read.clone())
+                };
+                match opened {
+                    // A numpy .npy/.npz: read as the safetensors file it
+                    // converts to (torch checkpoints open as TorchFile).
+                    Err(e)
+                        if local
+                            && !matches!(e.kind(), deathtensors_io::ErrorKind::Io(_))
+                            && deathtensors_io::is_numpy_file(&path) =>
+                    {
+                        deathtensors_io::open_numpy_file(&path, read)
+                    }
+                    other => other,
                 }
             })
             .py(py)?;

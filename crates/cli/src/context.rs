@@ -77,14 +77,11 @@ impl RunContext {
         }
         let opened = deathtensors_remote::open_any(path, &self.remote, options.clone());
         match opened {
-            // A torch.save pickle (local): read as the safetensors file it
-            // converts to, without running it (io's TorchSource).
-            Err(e)
-                if !matches!(e.kind(), ErrorKind::Io(_))
-                    && crate::remote::url(path).is_none()
-                    && deathtensors_io::is_torch_checkpoint(path) =>
-            {
-                deathtensors_io::open_torch_checkpoint(path, options)
+            // A torch.save pickle or a numpy file (local): read as the
+            // safetensors file it converts to, nothing of it run (io's
+            // ConvertedSource, docs/PICKLE.md).
+            Err(e) if !matches!(e.kind(), ErrorKind::Io(_)) && crate::remote::url(path).is_none() => {
+                deathtensors_io::open_converted_file(path, options).unwrap_or(Err(e))
             }
             other => other,
         }

@@ -230,6 +230,12 @@ pub enum ErrorKind {
         /// What is wrong, naming the member.
         message: Box<str>,
     },
+    /// A numpy `.npy` array (alone or in an `.npz`) that breaks a rule of
+    /// docs/PICKLE.md, "numpy files": an object array among them.
+    InvalidNumpy {
+        /// What is wrong.
+        message: Box<str>,
+    },
     /// A region (a start and a length in each dimension) that does not
     /// fit the tensor it selects from.
     InvalidRegion {
@@ -388,6 +394,7 @@ impl fmt::Display for ErrorKind {
             InvalidRegion { message } => write!(f, "invalid region: {message}"),
             InvalidPickle { message } => write!(f, "pickle refused: {message}"),
             InvalidZip { message } => write!(f, "invalid zip container: {message}"),
+            InvalidNumpy { message } => write!(f, "invalid numpy array: {message}"),
         }
     }
 }

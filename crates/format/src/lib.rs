@@ -46,7 +46,8 @@ extern crate std;
 // tables), raw, fast, de, bintensors (the decoders, and
 // bintensors' encoder); index (the name index); header (`Header`), enc, head (`Head`),
 // cryptotensors, collection; pickle (torch checkpoints' pickles, read
-// without running them) and zip (their container), on dtype alone.
+// without running them), zip (their container, and numpy's .npz) and npy
+// (numpy's arrays, their header read as literals), on dtype alone.
 mod bintensors;
 mod collection;
 mod compression;
@@ -66,6 +67,7 @@ mod json;
 mod layout;
 mod limits;
 mod name;
+pub mod npy;
 pub mod pickle;
 mod prefix;
 mod raw;

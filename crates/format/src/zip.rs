@@ -1,7 +1,10 @@
 //! The zip container of `torch.save` files, read from its central
 //! directory (docs/PICKLE.md, "The zip container"): sans-IO, the whole
 //! file's bytes in, its members (names, CRCs, where their bytes lie) out.
-//! Only stored (uncompressed) members are accepted: torch writes no other.
+//! Only stored (uncompressed) members are accepted for torch, which writes
+//! no other; numpy's `savez_compressed` writes deflated ones, which
+//! [`Zip::parse_allowing_deflate`] accepts (inflated by the caller, bounded
+//! by what the arrays need: docs/PICKLE.md, "numpy files").
 
 use alloc::format;
 use alloc::string::String;
@@ -25,8 +28,12 @@ pub struct ZipMember {
     pub name: String,
     /// The CRC-32 of its bytes, as the directory records it.
     pub crc32: u32,
-    /// Its length in bytes (stored: as it lies in the file).
+    /// Its length in bytes, uncompressed.
     pub size: u64,
+    /// Its length as it lies in the file (`size` when stored).
+    pub stored: u64,
+    /// Whether it is deflated (method 8), not stored.
+    pub deflated: bool,
     /// Where its local header starts.
     pub local_header: u64,
     /// Where the next member's local header (or the central directory)
@@ -71,6 +78,18 @@ impl Zip {
     /// # Errors
     /// `InvalidZip` naming the member and the rule.
     pub fn parse(file: &[u8]) -> Result<Zip> {
+        Zip::parse_with(file, false)
+    }
+
+    /// [`Zip::parse`], accepting deflated members too (numpy's `.npz`).
+    ///
+    /// # Errors
+    /// As [`Zip::parse`], but for a deflated member.
+    pub fn parse_allowing_deflate(file: &[u8]) -> Result<Zip> {
+        Zip::parse_with(file, true)
+    }
+
+    fn parse_with(file: &[u8], deflate: bool) -> Result<Zip> {
         let len = file.len();
         // The end of central directory record: 22 bytes and a comment of
         // at most 65535, at the very end.
@@ -147,10 +166,11 @@ impl Zip {
             if flags & 1 != 0 {
                 return Err(bad(format!("member {name:?} is encrypted")));
             }
-            if method != 0 {
+            let deflated = deflate && method == 8;
+            if method != 0 && !deflated {
                 return Err(bad(format!("member {name:?} is compressed (method {method}); torch.save writes stored members only, and compressed ones are refused")));
             }
-            if csize != size {
+            if !deflated && csize != size {
                 return Err(bad(format!("member {name:?} is stored but its sizes differ ({csize} and {size})")));
             }
             if members.iter().any(|m: &ZipMember| m.name == name) {
@@ -159,7 +179,15 @@ impl Zip {
             if offset >= cd_offset {
                 return Err(bad(format!("member {name:?}: its local header lies outside the file")));
             }
-            members.push(ZipMember { name: name.into(), crc32, size, local_header: offset, limit: cd_offset });
+            members.push(ZipMember {
+                name: name.into(),
+                crc32,
+                size,
+                stored: csize,
+                deflated,
+                local_header: offset,
+                limit: cd_offset,
+            });
         }
         // Each member ends before the next one's local header: members
         // cannot overlap (checked when a member's bytes are found).
@@ -198,8 +226,8 @@ impl Zip {
             return Err(bad(format!("member {name:?}: its local header names another member")));
         }
         let start = (lh + 30 + ln + le) as u64;
-        let end = start.checked_add(m.size).filter(|&e| e <= m.limit).ok_or_else(|| {
-            bad(format!("member {name:?}: its {} bytes run past the next member or outside the file", m.size))
+        let end = start.checked_add(m.stored).filter(|&e| e <= m.limit).ok_or_else(|| {
+            bad(format!("member {name:?}: its {} bytes run past the next member or outside the file", m.stored))
         })?;
         Ok(start..end)
     }

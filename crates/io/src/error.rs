@@ -200,6 +200,19 @@ impl Error {
     }
 
     pub(crate) fn io(e: std::io::Error, path: &Path, doing: &'static str) -> Error {
+        // A source of bytes that reports damage through a read (a torch
+        // checkpoint's storage failing its CRC, `converted.rs`) carries
+        // this crate's error: it is that error, not an I/O one.
+        let e = if e.get_ref().is_some_and(|inner| inner.is::<Error>()) {
+            let kind = e.kind();
+            match e.into_inner().map(|inner| inner.downcast::<Error>()) {
+                Some(Ok(inner)) => return *inner,
+                Some(Err(other)) => std::io::Error::new(kind, other),
+                None => std::io::Error::from(kind),
+            }
+        } else {
+            e
+        };
         Error::new(ErrorKind::Io(e), Some(path), doing)
     }
 
@@ -241,11 +254,6 @@ impl Error {
     /// Whether this error means the file is invalid or failed a check (as
     /// opposed to an I/O or usage error).
     pub fn is_invalid_file(&self) -> bool {
-        // A source of bytes that reports damage through a read (a torch
-        // checkpoint's storage failing its CRC) carries this crate's error.
-        if let ErrorKind::Io(e) = &self.0.kind {
-            return e.get_ref().and_then(|inner| inner.downcast_ref::<Error>()).is_some_and(Error::is_invalid_file);
-        }
         matches!(
             self.0.kind,
             ErrorKind::Format(_)

@@ -28,6 +28,7 @@ mod atomic;
 mod collection;
 mod commitment;
 mod compress;
+mod converted;
 mod copy;
 mod crypt;
 mod cryptotensors;
@@ -40,6 +41,7 @@ mod hash;
 mod huge_pages;
 mod mmap;
 mod model_sign;
+mod numpy_file;
 mod options;
 mod pack;
 mod par;
@@ -59,7 +61,6 @@ mod stream_check;
 mod strided;
 mod tensor_set;
 mod torch_checkpoint;
-mod torch_source;
 mod trust;
 pub mod values;
 mod writeback;
@@ -72,6 +73,7 @@ pub use crate::{
         CollectionOptions, RowsView, LOCK_NAME,
     },
     commitment::{FileCommitment, ModelCommitments},
+    converted::{open_converted, open_converted_file, Container, ConvertedSource},
     copy::{copy_tensors, COPY_CHUNK},
     crypt::{
         cryptotensors_jwk, describe_key_file, describe_keys, EncryptOptions, KeyRing, KeySummary, Passphrase,
@@ -92,6 +94,7 @@ pub use crate::{
         open_signed_model, sign_model, verify_bundle, verify_model, EcPublicKey, EcSigningKey, ModelSigner,
         ModelVerifier, SignModelOptions, SignedFile, SignedModel,
     },
+    numpy_file::{convert_numpy_file, is_numpy_file, open_numpy_file, NumpyFile},
     options::{Compress, ReadOptions, WriteOptions},
     pread::ReadAt,
     protection::{EncryptionInfo, SignatureCovers},
@@ -108,10 +111,9 @@ pub use crate::{
     strided::{Strided, TensorBytes},
     tensor_set::TensorSet,
     torch_checkpoint::{
-        convert_torch_checkpoint, convert_torch_index, is_torch_checkpoint, is_torch_index, scan_pickle,
-        TorchCheckpoint, TorchTensor, MAX_VIEW_EXPANSION,
+        convert_torch_checkpoint, convert_torch_index, is_torch_checkpoint, is_torch_index, open_torch_checkpoint,
+        scan_pickle, TorchCheckpoint, TorchTensor, MAX_VIEW_EXPANSION,
     },
-    torch_source::{open_torch_checkpoint, TorchSource},
     writer::{save, save_from, save_views, save_with_progress, Writer},
 };
 pub use deathtensors_format as format;

@@ -14,12 +14,13 @@ use std::path::{Path, PathBuf};
 
 use deathtensors_format::pickle::{scan, unpickle, Checkpoint, Scan, TensorRef, Unpickled, Value};
 use deathtensors_format::zip::{is_zip, Zip, ZipMember};
-use deathtensors_format::{Dtype, Header, TensorSpec};
+use deathtensors_format::{Dtype, Header, Metadata, TensorSpec};
 
+use crate::converted::Container;
 use crate::error::{Error, ErrorKind, Result};
 use crate::mmap::Mmap;
+use crate::options::ReadOptions;
 use crate::options::WriteOptions;
-use crate::writer::save;
 
 /// A stride-0 (expanded) view is materialised only up to this many times
 /// its storage's bytes, or 64 MiB, whichever is more: a few bytes must not
@@ -377,7 +378,7 @@ fn view<'a>(storage: &'a [u8], t: &TensorRef) -> std::result::Result<Cow<'a, [u8
 
 /// Big-endian elements swapped to little-endian (complex numbers part by
 /// part).
-fn swapped(mut bytes: Vec<u8>, dtype: Dtype) -> Vec<u8> {
+pub(crate) fn swapped(mut bytes: Vec<u8>, dtype: Dtype) -> Vec<u8> {
     let w = dtype.names().byte_width().unwrap_or(1) as usize;
     let part = if matches!(dtype, Dtype::C64 | Dtype::C128) { w / 2 } else { w };
     if part > 1 {
@@ -394,9 +395,11 @@ fn swapped(mut bytes: Vec<u8>, dtype: Dtype) -> Vec<u8> {
 /// take. A safetensors or bintensors file starts with its header's length:
 /// `80 02 00 ..` is a 640-byte header, so a pickle's PROTO must be followed
 /// by an opcode (never 0), and a safetensors header's `{` at byte 8 rules
-/// a pickle and a zip out. `false` for anything unreadable.
+/// a pickle and a zip out. A zip named `.npz` is numpy's
+/// ([`crate::is_numpy_file`]). `false` for anything unreadable.
 pub fn is_torch_checkpoint(path: impl AsRef<Path>) -> bool {
     use std::io::Read;
+    let path = path.as_ref();
     let mut head = [0u8; 16];
     let Ok(n) = File::open(path).and_then(|f| f.take(16).read(&mut head)) else {
         return false;
@@ -408,7 +411,7 @@ pub fn is_torch_checkpoint(path: impl AsRef<Path>) -> bool {
     // The opcodes a pickle's first instruction after PROTO can be that
     // torch writes or a plain pickle of a container starts with.
     const FIRST: &[u8] = b"}](c)XKMJNG\x95\x8a\x8c\x93\x88\x89\x80";
-    is_zip(head)
+    (is_zip(head) && !crate::is_numpy_file(path))
         || legacy_magic_end(head).is_some()
         || (head[0] == 0x80 && (2..=5).contains(&head[1]) && FIRST.contains(&head[2]))
 }
@@ -489,23 +492,50 @@ pub fn convert_torch_checkpoint(
             DOING,
         ));
     }
-    let tied = c.tied();
-    let mut data = Vec::new();
-    for t in c.tensors().filter(|t| !tied.iter().any(|(removed, _)| removed == t.name)) {
-        data.push((TensorSpec::new(t.name, t.dtype, t.shape.to_vec()), c.read(t.name)?));
+    crate::converted::convert(&c, input, output, options)
+}
+
+/// The checkpoint as the safetensors file it converts to
+/// ([`crate::converted`]): tied weights ([`TorchCheckpoint::tied`]) once,
+/// under the first name, each other name recorded in the metadata as
+/// `removed: kept`, beside the plain values.
+impl Container for TorchCheckpoint {
+    fn specs(&self) -> Vec<TensorSpec> {
+        let tied = self.tied();
+        self.tensors()
+            .filter(|t| !tied.iter().any(|(removed, _)| removed == t.name))
+            .map(|t| TensorSpec::new(t.name, t.dtype, t.shape.to_vec()))
+            .collect()
     }
-    let mut options = options.clone();
-    if !c.metadata().is_empty() || !tied.is_empty() {
-        let mut meta = options.metadata.take().unwrap_or_default();
-        for (k, v) in c.metadata().iter().chain(&tied) {
+
+    fn conversion_metadata(&self) -> Result<Metadata> {
+        let mut meta = Metadata::new();
+        for (k, v) in self.metadata().iter().chain(&self.tied()) {
             if meta.insert(k.clone(), v.clone()).is_some() {
-                return Err(Error::input(format!("{k:?} is both a value and a tied weight's name"), input, DOING));
+                return Err(Error::input(format!("{k:?} is both a value and a tied weight's name"), &self.path, DOING));
             }
         }
-        options.metadata = Some(meta);
+        Ok(meta)
     }
-    let tensors = data.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
-    save(output, tensors, &options)
+
+    fn tensor(&self, name: &str) -> Result<Cow<'_, [u8]>> {
+        self.read(name)
+    }
+
+    fn doing(&self) -> &'static str {
+        DOING
+    }
+}
+
+/// Opens the torch checkpoint at `path` as a [`Reader`](crate::Reader) of
+/// the safetensors file it converts to: its tensors listed from the
+/// pickle, each read from its storage only when asked for.
+///
+/// # Errors
+/// As [`TorchCheckpoint::open`] and [`crate::converted::open_converted`].
+pub fn open_torch_checkpoint(path: impl AsRef<Path>, options: ReadOptions) -> Result<crate::Reader> {
+    let path = path.as_ref();
+    crate::converted::open_converted(TorchCheckpoint::open(path)?, path, options)
 }
 
 /// `(tensor, shard)` pairs of an index's weight map.

@@ -106,9 +106,14 @@ fn compression_json(reader: &Reader) -> Value {
     Value::Null
 }
 
-/// Whether `reader` reads a torch.save checkpoint (io's `TorchSource`).
+/// Whether `reader` reads a torch.save checkpoint (io's `ConvertedSource`).
 fn is_pickle(reader: &Reader) -> bool {
     crate::remote::url(reader.path()).is_none() && deathtensors_io::is_torch_checkpoint(reader.path())
+}
+
+/// Whether `reader` reads a numpy `.npy` or `.npz` (io's `ConvertedSource`).
+fn is_numpy(reader: &Reader) -> bool {
+    crate::remote::url(reader.path()).is_none() && deathtensors_io::is_numpy_file(reader.path())
 }
 
 fn to_json(reader: &Reader, trusted: &Trusted) -> Value {
@@ -135,7 +140,13 @@ fn to_json(reader: &Reader, trusted: &Trusted) -> Value {
         .collect();
     json!({
         "path": reader.path().to_string_lossy(),
-        "format": if is_pickle(reader) { "torch" } else { out::format_name(header.format()) },
+        "format": if is_pickle(reader) {
+            "torch"
+        } else if is_numpy(reader) {
+            "numpy"
+        } else {
+            out::format_name(header.format())
+        },
         "flags": {
             "checksum": reader.has_footer(),
             "compressed": reader.is_compressed(),
@@ -176,6 +187,8 @@ fn to_text(reader: &Reader, trusted: &Trusted) -> String {
     let mut format = out::format_name(header.format()).to_string();
     if is_pickle(reader) {
         format = "torch.save pickle, read without running it (shown as the safetensors file it converts to)".into();
+    } else if is_numpy(reader) {
+        format = "numpy .npy/.npz, read without numpy (shown as the safetensors file it converts to)".into();
     }
     if let Some(by) = header.created_by() {
         format.push_str(&format!(" (created by {by})"));

@@ -6,6 +6,7 @@ mod collection_hostile;
 mod collection_model;
 mod collection_snapshot;
 mod compress;
+mod converted;
 mod crypt;
 mod cryptotensors;
 mod dcp;
@@ -20,7 +21,6 @@ mod safety;
 mod scratch;
 mod sharded;
 mod strided;
-mod torch_source;
 mod vectors;
 
 use std::path::PathBuf;

@@ -1,10 +1,11 @@
 //! A torch checkpoint read as the safetensors file it converts to
-//! (`TorchSource`): every byte of the virtual file is the byte
+//! (`ConvertedSource`): every byte of the virtual file is the byte
 //! `convert_torch_checkpoint` writes, whatever the reads' sizes.
 
 use deathtensors_io::format::Format;
 use deathtensors_io::{
-    convert_torch_checkpoint, open_torch_checkpoint, ReadAt, ReadOptions, TorchSource, WriteOptions,
+    convert_torch_checkpoint, open_torch_checkpoint, ConvertedSource, ReadAt, ReadOptions, TorchCheckpoint,
+    WriteOptions,
 };
 
 use crate::{scratch, testdata};
@@ -18,7 +19,7 @@ fn the_virtual_file_is_the_conversion_byte_for_byte() {
         let options = WriteOptions { format: Format::Safetensors, ..WriteOptions::default() };
         convert_torch_checkpoint(&path, &out, &options, false).unwrap();
         let want = std::fs::read(&out).unwrap();
-        let source = TorchSource::open(&path).unwrap();
+        let source = ConvertedSource::new(TorchCheckpoint::open(&path).unwrap(), &path).unwrap();
         assert_eq!(source.len(), want.len() as u64, "{input}");
         // Reads of every size from 1 to 13 bytes, each crossing the head's
         // end and tensor boundaries somewhere.
