@@ -9,7 +9,8 @@ checked against the manifest's digests (safetensors, bintensors and
 deathtensors 0.3.0 files, whole-blob zstd among them); a file that must be
 refused is refused; a file is converted to deathtensors and back, every
 tensor exact; the command line verifies a good file and refuses a
-flipped byte.
+flipped byte; a torch pickle checkpoint is scanned, opened (bytes) and
+converted without torch or numpy.
 """
 
 import hashlib
@@ -71,7 +72,25 @@ def main() -> None:
     data[-40] ^= 0x55
     open(flipped, "wb").write(bytes(data))
     assert dt.main(["verify", flipped]) != 0, "verify accepted a flipped byte"
-    print(f"wheel smoke: {checked} tensors of the fixtures match, {refused} bad files refused, round trip exact, CLI ok")
+
+    # A torch pickle checkpoint with neither torch nor numpy installed:
+    # opened (bytes), scanned and converted, nothing of it run.
+    torch_dir = os.path.join(os.path.dirname(os.path.abspath(valid)), "torch")
+    views = os.path.join(torch_dir, "views.pt")
+    assert dt.main(["scan", views]) == 0, "scan refused a plain checkpoint"
+    assert dt.main(["scan", os.path.join(torch_dir, "os-system.pt")]) == 1, "scan passed os.system"
+    converted = os.path.join(work, "views.safetensors")
+    assert dt.main(["convert", views, converted]) == 0
+    with dt.open(views) as p, dt.open(converted) as s:
+        assert sorted(p.keys()) == sorted(s.keys()) and len(s.keys()) == 3, (p.keys(), s.keys())
+        for name in s.keys():
+            assert p.get_bytes(name) == s.get_bytes(name), f"views.pt: {name} differs from its conversion"
+    for heavy in ("numpy", "torch"):
+        assert heavy not in sys.modules, f"reading a torch checkpoint imported {heavy}"
+    print(
+        f"wheel smoke: {checked} tensors of the fixtures match, {refused} bad files refused, round trip exact, "
+        "CLI ok, a torch checkpoint read without torch"
+    )
 
 
 if __name__ == "__main__":

@@ -68,6 +68,12 @@ class TorchFile:
         dtype, shape = self.info(name)
         return _convert.from_buffer(framework, name, dtype, shape, self._ckpt.read(name))
 
+    def get_bytes(self, name: str) -> bytes:
+        """Tensor ``name``'s bytes, row-major and little-endian: no framework
+        needed (neither torch nor numpy)."""
+        self.info(name)
+        return bytes(self._ckpt.read(name))
+
     def get_tensors(self, framework: str = "torch") -> Dict[str, Any]:
         """Every tensor, by name."""
         return {name: self.get_tensor(name, framework) for name in self.keys()}
