@@ -9,12 +9,18 @@ operation adds, then the goals as ratios.
                     [--ct-python PATH] [--ops save,open,load-all,load-one,enc-save,enc-load-all,enc-load-one]
     python bench.py --ops blob [--runs N] [--mib 1024]
     python bench.py --ops save,open,load-all,load-one --before-python PATH [--impls ...]
+    python bench.py --ops save,open,load-one --before REV [--datasets tiny] [--impls ...]
 
 The 20,000-tensor dataset (`tiny`) also runs bintensors 0.2 (its numpy and
 torch modules, each on its own file: its binary header). With
 `--before-python`, both datasets also run an older build of ours installed
 in another venv, so that a change is measured before and after in one run
 (`--impls ours-numpy,ours-torch,before-numpy,before-torch` runs only those).
+`--before REV` (a commit, a tag, `HEAD~3`) makes that venv itself: REV is
+checked out in a git worktree under `target/bench-before/`, its wheel built
+as a release is (the `dist` profile of pyproject.toml, or release before
+it had one) and installed into a venv of its own with numpy and torch; both
+are kept, by commit, for the next run.
 
 The `enc-*` operations (1 GiB model only) save with AES-256-GCM and an
 Ed25519 signature and load with the key: ours (`dt.save(encrypt=, sign=)`,
@@ -458,6 +464,35 @@ def worker(impl, op, dataset, path, mib):
     print(json.dumps({"seconds": elapsed, "rss_added": max(0, rss_peak() - before), **parts}))
 
 
+def build_before(rev: str) -> pathlib.Path:
+    """The Python of a venv holding our wheel at commit `rev` (see the
+    module's doc), built once per commit."""
+    root = HERE.parents[3]
+    git = lambda *a: subprocess.run(["git", "-C", str(root), *a], check=True, capture_output=True,  # noqa: E731
+                                    text=True).stdout.strip()
+    commit = git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    base = root / "target" / "bench-before"
+    venv = base / f"venv-{commit[:12]}"
+    python = venv / "bin" / "python"
+    if python.exists():
+        print(f"before: {rev} = {commit[:12]}, built already ({venv})", flush=True)
+        return python
+    tree = base / f"tree-{commit[:12]}"
+    if not tree.exists():
+        git("worktree", "add", "--detach", str(tree), commit)
+    print(f"before: building {rev} = {commit[:12]} (its wheel, as released) ...", flush=True)
+    wheels = base / f"wheels-{commit[:12]}"
+    maturin = pathlib.Path(sys.executable).parent / "maturin"
+    env = dict(os.environ, CARGO_TARGET_DIR=str(base / "target"))
+    subprocess.run([str(maturin), "build", "--release", "-q", "-m", str(tree / "bindings/python/Cargo.toml"),
+                    "-o", str(wheels)], check=True, env=env)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *map(str, wheels.glob("*.whl")), "numpy", "torch"],
+                   check=True)
+    git("worktree", "remove", "--force", str(tree))
+    return python
+
+
 def bench_keys():
     """A symmetric key and an Ed25519 key in cryptotensors' JWK dialect
     (standard base64 with padding, "oct"/"okp", "alg"), which ours reads too."""
@@ -485,6 +520,8 @@ def main():
     ap.add_argument("--before-python", default=None,
                     help="a Python whose deathtensors is an older build of ours: measured beside this one "
                          "(`before-numpy`, `before-torch`) on every dataset, with a before/after table")
+    ap.add_argument("--before", default=None, metavar="REV",
+                    help="a commit (or tag) of ours to build and measure beside this one, as --before-python")
     ap.add_argument("--datasets", default="model,tiny", help="model, tiny (20,000 tensors of [16] F32), or both")
     ap.add_argument("--impls", default=None, help="only these implementations (comma-separated names, as printed)")
     ap.add_argument("--worker", nargs=4)
@@ -498,6 +535,8 @@ def main():
 
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.before:
+        args.before_python = str(build_before(args.before))
     ops = [o for op in args.ops.split(",") for o in (BLOB_OPS if op == "blob" else [op])]
     # The model and tiny datasets' ops (all but the collection ops).
     file_ops = [op for op in ops if op not in BLOB_OPS]
