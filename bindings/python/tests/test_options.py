@@ -46,8 +46,25 @@ def test_max_header_len_caps_a_header_and_has_a_ceiling(tmp_path):
 
 
 def test_policy_input_crosses_as_json_does(tmp_path):
-    # Tuples are arrays and non-str keys strings, as json.dumps makes them.
-    _native.ReadOptions(policy_input={"user": "alice", 1: (True, None, 2.5), None: [1 << 40]})
+    """Tuples are arrays and non-str keys strings, as json.dumps makes them:
+    a file's policy sees exactly json.loads(json.dumps(value))."""
+    import json
+
+    value = {"user": "alice", 1: (True, None, 2.5), None: [1 << 40]}
+    crossed = json.loads(json.dumps(value))
+    assert crossed == {"user": "alice", "1": [True, None, 2.5], "null": [1 << 40]}
+    key = dt.generate_key("symmetric")
+    rego = ("package model\nimport rego.v1\n"
+            f"allow if input == {json.dumps(crossed)}\n")
+    path = tmp_path / "policy.dt"
+    dt.save(path, {"w": np.arange(4, dtype=np.float32)}, encrypt=key, global_metadata={"__policy__": rego})
+    with dt.open(path, keys=key, policy_input=value) as f:
+        assert f.get_tensor("w", framework="numpy").tolist() == [0, 1, 2, 3]
+    # Anything else is another input: the policy refuses it.
+    for other in ({"user": "alice", "1": [True, None, 2.5]}, {"user": "alice", 1: [True, None, 2.5], None: [1]}):
+        with pytest.raises(dt.PolicyDeniedError):
+            with dt.open(path, keys=key, policy_input=other) as f:
+                f.get_tensor("w", framework="numpy")
 
 
 def test_storage_options_must_be_a_dict():
