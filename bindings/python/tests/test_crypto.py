@@ -488,8 +488,35 @@ def test_verify_never_claims_checks_it_could_not_make(tmp_path, sym):
     path = tmp_path / "m.dt"
     dt.save(path, sample(), encrypt=sym, checksum=True)
     with dt.open(path) as f:
-        with pytest.raises(dt.NoKeyError, match="cannot verify .* no key given opens it, so its tensors' tags and digests cannot be checked"):
+        with pytest.raises(dt.NoKeyError, match="cannot verify .*encrypted and no key given matches its recipients"):
             f.verify()
+    with dt.open(path, keys=[sym]) as f:
+        assert f.verify() is True
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["encrypted", "sealed"])
+def test_the_command_line_and_python_come_to_one_verdict_without_a_key(tmp_path, sym, sealed):
+    """Issue 59: on a sealed file with a footer and no key the CLI said
+    `ok: SHA-256 footer` and exited 0 while Python refused. Both now refuse
+    (io's VerifyReport decides): neither says "ok" for tags it could not
+    check; with the key both pass."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "m.dt"
+    dt.save(path, sample(), encrypt=sym, checksum=True, seal_header=sealed)
+    with pytest.raises(dt.NoKeyError):
+        with dt.open(path) as f:
+            f.verify()
+    cli = lambda *a: subprocess.run([sys.executable, "-m", "deathtensors", "verify", str(path), *a],  # noqa: E731
+                                    capture_output=True, text=True)
+    r = cli()
+    assert r.returncode != 0 and "ok:" not in r.stdout, r.stdout + r.stderr
+    assert "no key given" in r.stderr, r.stderr
+    key = tmp_path / "team.jwk"
+    key.write_text(__import__("json").dumps(sym))
+    r = cli("--key", str(key))
+    assert r.returncode == 0 and "every encrypted chunk's tag" in r.stdout, r.stdout + r.stderr
     with dt.open(path, keys=[sym]) as f:
         assert f.verify() is True
 

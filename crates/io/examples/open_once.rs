@@ -13,5 +13,9 @@ fn main() {
     let opened = t.elapsed();
     let n = r.header().len();
     drop(r);
-    println!("open {:.3} ms ({n} tensors), with drop {:.3} ms", opened.as_secs_f64() * 1e3, t.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "open {:.3} ms ({n} tensors), with drop {:.3} ms",
+        opened.as_secs_f64() * 1e3,
+        t.elapsed().as_secs_f64() * 1e3
+    );
 }

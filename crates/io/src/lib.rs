@@ -98,7 +98,10 @@ pub use crate::{
     options::{Compress, ReadOptions, WriteOptions},
     pread::ReadAt,
     protection::{EncryptionInfo, SignatureCovers},
-    reader::{PlacedRead, Placement, Reader, RegionCheck, RegionRead, TensorRef},
+    reader::{
+        FooterCheck, Mismatch, PlacedRead, Placement, Reader, RegionCheck, RegionRead, TagCheck, TensorRef, Verdict,
+        VerifyReport,
+    },
     sha_lanes::{sha256_many, sha256_views},
     sharded::{
         is_json_index, is_legacy_index, save_sharded, save_sharded_legacy, write_index, LocalOpener, Opener,

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use deathtensors_io::format::hex_digest;
-use deathtensors_io::ErrorKind;
+use deathtensors_io::{FooterCheck, Mismatch, TagCheck, Verdict};
 use serde_json::{json, Value};
 
 use crate::args::VerifyArgs;
@@ -16,37 +16,26 @@ use crate::progress;
 use crate::signers::Trusted;
 use crate::verdict::{report_json, unsigned_tensors};
 
-/// A digest that does not match: the tensor (or `None` for the footer), the
-/// file's byte range it covers, and the two digests.
-struct Mismatch {
-    tensor: Option<String>,
-    range: (u64, u64),
-    expected: [u8; 32],
-    actual: [u8; 32],
+fn describe(m: &Mismatch) -> String {
+    let (start, end) = m.range;
+    let (expected, actual) = (hex_digest(&m.expected), hex_digest(&m.actual));
+    match &m.tensor {
+        Some(name) => format!(
+            "tensor {name:?} (file bytes {start}..{end}) is corrupt: header says sha256 {expected}, bytes hash to {actual}"
+        ),
+        None => format!(
+            "SHA-256 footer mismatch over file bytes {start}..{end} (header and data): footer says {expected}, contents hash to {actual}"
+        ),
+    }
 }
 
-impl Mismatch {
-    fn describe(&self) -> String {
-        let (start, end) = self.range;
-        let (expected, actual) = (hex_digest(&self.expected), hex_digest(&self.actual));
-        match &self.tensor {
-            Some(name) => format!(
-                "tensor {name:?} (file bytes {start}..{end}) is corrupt: header says sha256 {expected}, bytes hash to {actual}"
-            ),
-            None => format!(
-                "SHA-256 footer mismatch over file bytes {start}..{end} (header and data): footer says {expected}, contents hash to {actual}"
-            ),
-        }
-    }
-
-    fn to_json(&self) -> Value {
-        json!({
-            "tensor": self.tensor,
-            "range": [self.range.0, self.range.1],
-            "expected": hex_digest(&self.expected),
-            "actual": hex_digest(&self.actual),
-        })
-    }
+fn mismatch_json(m: &Mismatch) -> Value {
+    json!({
+        "tensor": m.tensor,
+        "range": [m.range.0, m.range.1],
+        "expected": hex_digest(&m.expected),
+        "actual": hex_digest(&m.actual),
+    })
 }
 
 /// With `--json`, a failure before the report (a signature or requirement
@@ -70,139 +59,105 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     let path = args.file.display();
     let trusted = Trusted::load(&args.signer)?;
     let signers: Vec<String> = reader.signers().iter().map(|k| k.fingerprint()).collect();
-    // A key holder checks every tag of an encrypted file: every chunk decrypts.
-    let tags = if reader.can_decrypt() {
-        let total = reader.header().tensors().iter().map(|t| t.byte_len()).sum();
-        let bar = progress::bar(total, "decrypting");
-        reader.verify_tags(|n| bar.inc(n)).map_err(|e| report(&args, e.into()))?;
-        bar.finish_and_clear();
-        "ok"
-    } else if reader.is_encrypted() {
-        "not checked (no key)"
-    } else {
-        "absent"
-    };
-    let header = reader.header();
-    let digested: Vec<_> = header.tensors().iter().filter(|t| t.sha256.is_some()).collect();
-    let footer = reader.head().checksummed();
-    // Tensors nothing checked: no footer, no digest, and no tag checked
-    // (a tensor in the clear in a partly encrypted cryptotensors file has
-    // none, and its signature covers only the header).
-    let unverified: Vec<&str> = header
-        .tensors()
-        .iter()
-        .filter(|t| footer.is_none() && t.sha256.is_none() && !(tags == "ok" && reader.is_tensor_encrypted(&t.name)))
-        .map(|t| t.name.as_str())
-        .collect();
     let signature_required = args.require_signature || !args.signer.is_empty();
     if signature_required {
         unsigned_tensors(&reader).map_err(|e| report_json(&args.file, args.json, e))?;
     }
-    let mut out = Out::new();
-
-    if footer.is_none() && digested.is_empty() && tags != "ok" {
-        if !args.allow_missing {
-            let why = if reader.is_encrypted() && !signers.is_empty() {
-                let all_trusted = reader.signers().iter().all(|k| trusted.trusts(k));
-                format!(
-                    "the signature of {} {}, but nothing checks the tensors' \
-                     bytes without a key (no SHA-256 footer, no tensor digests; the chunks' tags need --key)",
-                    reader.signers().iter().map(|k| trusted.name(k)).collect::<Vec<_>>().join(", "),
-                    if all_trusted { "verifies (a key you trust)" } else { "is valid (its key is not trusted)" }
-                )
-            } else if reader.is_encrypted() {
-                "the file has no SHA-256 footer and no tensor digests, and its chunks' tags need a key (--key)".into()
-            } else {
-                "the file has no SHA-256 footer and no tensor digests".into()
-            };
-            let err =
-                CheckFailed(format!("{path}: no checksum to verify: {why} (pass --allow-missing to accept that)"));
-            return Err(report(&args, err.into()));
-        }
-        if args.json {
-            out.json(&json!({
-                "path": args.file.to_string_lossy(),
-                "ok": true,
-                "footer": "absent",
-                "tensors_verified": 0,
-                "unverified": unverified,
-                "failures": [],
-            }))?;
-        } else {
-            writeln!(out, "{path}: no checksum to verify (allowed by --allow-missing)")?;
-        }
-        out.finish()?;
-        return Ok(ExitCode::Success);
-    }
-
-    let footer_bytes = footer.map_or(0, |(start, end)| end - start);
-    let tensor_bytes: u64 = digested.iter().map(|t| t.byte_len()).sum();
+    // The verdict is io's (`VerifyReport`): this renders it.
+    let header = reader.header();
+    let footer_bytes = reader.head().checksummed().map_or(0, |(start, end)| end - start);
+    let tensor_bytes: u64 = header.tensors().iter().filter(|t| t.sha256.is_some()).map(|t| t.byte_len()).sum();
+    let tag_bar =
+        reader.can_decrypt().then(|| progress::bar(header.tensors().iter().map(|t| t.byte_len()).sum(), "decrypting"));
     // The footer's pass and the digests' pass read the same bytes twice:
     // the bar counts the file's bytes, as far as both passes have come.
     let passes = Passes::new(footer_bytes, tensor_bytes);
-    let (footer_result, tensor_results) = std::thread::scope(|s| {
-        // The footer is one sequential pass, on its own thread while the
-        // tensors are hashed on the other cores.
-        let footer_job = footer.map(|_| s.spawn(|| reader.verify_footer_with(|n| passes.footer(n))));
-        // The digests: two streams per core where the CPU allows.
-        let names: Vec<&str> = digested.iter().map(|t| t.name.as_str()).collect();
-        let tensors = reader.compute_digests(&names, |n| passes.tensors(n)).map(|actual| {
-            digested
-                .iter()
-                .zip(actual)
-                .filter_map(|(t, actual)| {
-                    let expected = *t.sha256.as_deref()?;
-                    (actual != expected).then(|| {
-                        let start = reader.head().data_start + t.data_offsets.0;
-                        Mismatch {
-                            tensor: Some(t.name.to_string()),
-                            range: (start, start + t.stored_len()),
-                            expected,
-                            actual,
-                        }
-                    })
-                })
-                .collect::<Vec<_>>()
-        });
-        let footer = footer_job.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
-        (footer, tensors)
-    });
+    let found = reader
+        .verify_report(
+            |n| {
+                if let Some(bar) = &tag_bar {
+                    bar.inc(n);
+                }
+            },
+            |n| passes.footer(n),
+            |n| passes.tensors(n),
+        )
+        .map_err(|e| report(&args, e.into()))?;
+    if let Some(bar) = tag_bar {
+        bar.finish_and_clear();
+    }
     passes.bar.finish_and_clear();
-
-    let mut failures: Vec<Mismatch> = tensor_results?;
-    let footer_status = match (footer_result, footer) {
-        (None, _) | (_, None) => "absent",
-        (Some(Ok(())), _) => "ok",
-        (Some(Err(e)), Some(range)) => match e.kind() {
-            ErrorKind::ChecksumMismatch { expected, actual } => {
-                failures.push(Mismatch { tensor: None, range, expected: *expected, actual: *actual });
-                "mismatch"
-            }
-            _ => return Err(e.into()),
-        },
+    let tags = match found.tags {
+        TagCheck::Ok => "ok",
+        TagCheck::NotChecked => "not checked (no key)",
+        TagCheck::Absent => "absent",
     };
+    let footer_status = match found.footer.0 {
+        FooterCheck::Ok => "ok",
+        FooterCheck::Mismatch => "mismatch",
+        FooterCheck::Absent => "absent",
+    };
+    let verdict = found.verdict();
+    let excused = matches!(verdict, Verdict::NothingToCheck | Verdict::KeyNeeded) && args.allow_missing;
+    let mut out = Out::new();
+    if matches!(verdict, Verdict::NothingToCheck | Verdict::KeyNeeded) && !args.allow_missing {
+        let why = if verdict == Verdict::KeyNeeded {
+            let passed = match (found.footer.0, found.tensors_verified) {
+                (FooterCheck::Ok, 0) => "its SHA-256 footer matches (the stored bytes are unchanged), ".to_string(),
+                (FooterCheck::Ok, n) => format!("its SHA-256 footer and {n} tensor digests match, "),
+                (_, 0) => String::new(),
+                (_, n) => format!("{n} tensor digests match, "),
+            };
+            let signed = if signers.is_empty() {
+                String::new()
+            } else {
+                let all_trusted = reader.signers().iter().all(|k| trusted.trusts(k));
+                format!(
+                    "the signature of {} {}, ",
+                    reader.signers().iter().map(|k| trusted.name(k)).collect::<Vec<_>>().join(", "),
+                    if all_trusted { "verifies (a key you trust)" } else { "is valid (its key is not trusted)" }
+                )
+            };
+            format!(
+                "cannot verify {path}: it is encrypted and no key given opens it: {signed}{passed}but its chunks' tags were not checked (give --key, or pass --allow-missing to accept that)"
+            )
+        } else {
+            format!(
+                "{path}: no checksum to verify: the file has no SHA-256 footer and no tensor digests (pass --allow-missing to accept that)"
+            )
+        };
+        return Err(report(&args, CheckFailed(why).into()));
+    }
 
     if args.json {
         out.json(&json!({
             "path": args.file.to_string_lossy(),
-            "ok": failures.is_empty(),
+            "ok": found.failures.is_empty(),
+            "verdict": match verdict {
+                Verdict::Ok => "ok",
+                Verdict::Failed => "failed",
+                Verdict::NothingToCheck => "nothing to check (allowed)",
+                Verdict::KeyNeeded => "encrypted, no key: tags not checked (allowed)",
+            },
             "footer": footer_status,
-            "tensors_verified": digested.len(),
-            "unverified": unverified,
+            "tensors_verified": found.tensors_verified,
+            "unverified": found.unverified,
             "tags": tags,
             "signers": signers,
             "signer_keys": reader.signers().iter().map(|k| trusted.to_json(k)).collect::<Vec<_>>(),
-            "failures": failures.iter().map(Mismatch::to_json).collect::<Vec<_>>(),
+            "failures": found.failures.iter().map(mismatch_json).collect::<Vec<_>>(),
         }))?;
-    } else if failures.is_empty() {
+    } else if verdict == Verdict::NothingToCheck {
+        writeln!(out, "{path}: no checksum to verify (allowed by --allow-missing)")?;
+    } else if found.failures.is_empty() {
         let mut checked = Vec::new();
-        if let Some((start, end)) = footer {
+        if let Some((start, end)) = found.footer.1 {
             checked.push(format!("SHA-256 footer over bytes {start}..{end}"));
         }
-        if !digested.is_empty() {
-            checked.push(format!("{} of {} tensor digests", digested.len(), header.len()));
+        if found.tensors_verified > 0 {
+            checked.push(format!("{} of {} tensor digests", found.tensors_verified, found.tensors));
         }
-        if tags == "ok" {
+        if found.tags == TagCheck::Ok {
             checked.push("every encrypted chunk's tag".to_string());
         }
         writeln!(out, "{path}: ok: {}", checked.join(" and "))?;
@@ -210,10 +165,10 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
             writeln!(out, "{path}: signed by {}", trusted.proves(k))?;
         }
     } else {
-        for f in &failures {
-            writeln!(out, "{path}: FAILED: {}", f.describe())?;
+        for f in &found.failures {
+            writeln!(out, "{path}: FAILED: {}", describe(f))?;
         }
-        if footer_status == "mismatch" && !digested.is_empty() && failures.len() == 1 {
+        if footer_status == "mismatch" && found.tensors_verified > 0 && found.failures.len() == 1 {
             writeln!(
                 out,
                 "{path}: every tensor digest matches: the damage is outside the tensors' bytes \
@@ -222,19 +177,19 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
         }
     }
     out.finish()?;
-    if reader.is_encrypted() && tags != "ok" && failures.is_empty() {
+    if excused && verdict == Verdict::KeyNeeded {
         out::note("the file is encrypted and no key was given (--key): its chunks' tags were not checked");
     }
-    if !unverified.is_empty() && failures.is_empty() {
+    if !found.unverified.is_empty() && found.failures.is_empty() && verdict != Verdict::NothingToCheck {
         out::note(&format!(
             "{} without a digest or a checked tag, and no footer: not checked",
-            out::count(unverified.len(), "tensor")
+            out::count(found.unverified.len(), "tensor")
         ));
     }
-    if failures.is_empty() {
+    if found.failures.is_empty() {
         return Ok(ExitCode::Success);
     }
-    Err(CheckFailed(format!("verification failed for {path}: {}", mismatched(&failures))).into())
+    Err(CheckFailed(format!("verification failed for {path}: {}", mismatched(&found.failures))).into())
 }
 
 /// One bar for verify's two passes (the footer's, over the whole file, and

@@ -49,9 +49,24 @@ fn encrypt_inspect_verify_decrypt_round_trip() {
     assert_eq!(kinds, ["symmetric", "x25519"]);
     assert_eq!(v["signers"].as_array().unwrap().len(), 1);
 
-    // verify: without a key the digests and signature; with one every tag too.
-    let v = json(["verify", p(&enc), "--signer", p(&publisher_pub)], 0);
+    // verify: without a key its tags cannot be checked, so it is not "ok"
+    // (the stricter rule, as Python's verify()): exit 1 saying what did
+    // pass, unless --allow-missing accepts that; with a key every tag too.
+    let r = check(["verify", p(&enc), "--signer", p(&publisher_pub)], 1);
+    assert_one_error_line(
+        &r,
+        &[
+            "no key given opens it",
+            "verifies (a key you trust)",
+            "footer and 18 tensor digests match",
+            "tags were not checked",
+        ],
+    );
+    let v = json(["verify", p(&enc), "--signer", p(&publisher_pub)], 1);
+    assert_eq!(v["ok"], false);
+    let v = json(["verify", p(&enc), "--signer", p(&publisher_pub), "--allow-missing"], 0);
     assert_eq!(v["tags"], "not checked (no key)");
+    assert_eq!(v["verdict"], "encrypted, no key: tags not checked (allowed)");
     let v = json(["verify", p(&enc), "--key", p(&alice), "--signer", p(&publisher_pub)], 0);
     assert_eq!(v["tags"], "ok");
     assert_eq!(v["ok"], true);

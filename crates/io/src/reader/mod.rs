@@ -10,9 +10,11 @@ mod decrypt;
 mod open;
 mod read;
 mod region;
+mod report;
 mod verify;
 
 pub use region::{PlacedRead, Placement, RegionCheck, RegionRead};
+pub use report::{FooterCheck, Mismatch, TagCheck, Verdict, VerifyReport};
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

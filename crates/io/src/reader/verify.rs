@@ -445,8 +445,9 @@ impl Reader {
     /// footer and the digests (the object is fetched once).
     ///
     /// # Errors
-    /// `NoKey` for a sealed file without its key; `NoChecksum` if the file
-    /// has none of them; `Decrypt` naming the
+    /// `NoKey` for an encrypted file opened without its key (after its
+    /// footer and digests passed: its tags cannot be checked); `NoChecksum`
+    /// if the file has none of them; `Decrypt` naming the
     /// first chunk whose tag fails; otherwise as [`Reader::verify_footer`]
     /// and [`Reader::verify_tensors`].
     pub fn verify(&self) -> Result<()> {
@@ -499,6 +500,12 @@ impl Reader {
         }
         if tags {
             self.verify_tags(&progress)?;
+        } else if self.is_encrypted() {
+            // What could be checked without a key passed, but the tensors'
+            // tags could not be: not "ok" (`VerifyReport::verdict`, the
+            // same rule as the command line's).
+            let recipients = crate::trust::recipients(&self.head);
+            return Err(Error::new(ErrorKind::NoKey { recipients }, Some(&self.path), "cannot verify"));
         }
         Ok(())
     }
