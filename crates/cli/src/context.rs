@@ -53,8 +53,13 @@ impl RunContext {
     /// # Errors
     /// As [`crate::signers::Trusted::load`].
     pub fn read_options_requiring(&self, signer: &[PathBuf], require_signature: bool) -> anyhow::Result<ReadOptions> {
-        let trusted = crate::signers::Trusted::load(signer)?.keys();
-        Ok(ReadOptions { trusted_signers: trusted, require_signature, ..self.read_options() })
+        Ok(self.read_options_trusting(&crate::signers::Trusted::load(signer)?, require_signature))
+    }
+
+    /// [`RunContext::read_options_requiring`] with keys already loaded: a
+    /// command that also names its signers loads their files once.
+    pub fn read_options_trusting(&self, trusted: &crate::signers::Trusted, require_signature: bool) -> ReadOptions {
+        ReadOptions { trusted_signers: trusted.keys(), require_signature, ..self.read_options() }
     }
 
     /// Opens a file or URL with the keys (and policy input) of this run; a

@@ -49,7 +49,10 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     if crate::collection::is_collection(&args.file) {
         return crate::collection::verify(&args.file, args.allow_missing, args.json);
     }
-    let options = ctx.read_options_requiring(&args.signer, args.require_signature)?;
+    // Each --signer file is read once: for the open's requirements and
+    // for naming the signers in the report.
+    let trusted = Trusted::load(&args.signer)?;
+    let options = ctx.read_options_trusting(&trusted, args.require_signature);
     if crate::sharded::is_index_requiring(ctx, &args.file, &options) {
         return crate::sharded::verify(ctx, &args, options);
     }
@@ -57,7 +60,6 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     // `is_index_requiring` made, for a URL).
     let reader = ctx.open_kept_or(&args.file, || options).map_err(|e| report(&args, e.into()))?;
     let path = args.file.display();
-    let trusted = Trusted::load(&args.signer)?;
     let signers: Vec<String> = reader.signers().iter().map(|k| k.fingerprint()).collect();
     let signature_required = args.require_signature || !args.signer.is_empty();
     if signature_required {

@@ -75,3 +75,65 @@ fn a_file_without_checksum_fails_unless_allowed() {
     assert_eq!(doc["footer"], "absent");
     assert_eq!(doc["unverified"].as_array().unwrap().len(), 18);
 }
+
+/// Each `--signer` key file is read once (issue 59: verify opened it twice,
+/// once for the open's requirement and once to name the signers). The key
+/// is served through a FIFO that one writer opens once: a second open by
+/// the command would wait for a writer forever, and the test fails on its
+/// deadline instead.
+#[cfg(unix)]
+#[test]
+fn verify_reads_each_signer_key_file_once() {
+    use std::io::Write;
+    let dir = Scratch::new("signer-once");
+    let (key, public) = (dir.path("k.jwk"), dir.path("k.pub.jwk"));
+    check(
+        [
+            "keygen".as_ref(),
+            "--type".as_ref(),
+            "ed25519".as_ref(),
+            "--out".as_ref(),
+            key.as_os_str(),
+            "--public-out".as_ref(),
+            public.as_os_str(),
+        ],
+        0,
+    );
+    let file = dir.path("m.dt");
+    write(
+        &file,
+        &[("w", Dtype::F32, &[2], f32s(&[1.0, 2.0]))],
+        &WriteOptions { checksum: true, ..WriteOptions::default() },
+    );
+    check(["sign".as_ref(), file.as_os_str(), "--with".as_ref(), key.as_os_str()], 0);
+    let fifo = dir.path("signer.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let jwk = std::fs::read(&public).unwrap();
+    let writer_path = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        let mut f = std::fs::OpenOptions::new().write(true).open(&writer_path).unwrap();
+        f.write_all(&jwk).unwrap();
+    });
+    let mut child = crate::command()
+        .args(["verify".as_ref(), file.as_os_str(), "--signer".as_ref(), fifo.as_os_str()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("verify waited on the signer's key file a second time (it opened it more than once)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    writer.join().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("signed by"), "{}", String::from_utf8_lossy(&out.stdout));
+}
