@@ -4,7 +4,7 @@ use std::os::raw::c_int;
 use std::sync::{Arc, RwLock};
 
 use deathtensors_io::format::{hex_digest, parse_hex_digest, Dtype, Format, Metadata, TensorInfo};
-use deathtensors_io::{ErrorKind, PlacedRead, Placement, Reader, RegionCheck, RegionRead, TensorRef};
+use deathtensors_io::{PlacedRead, Placement, Reader, RegionCheck, RegionRead, TensorRef};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyValueError};
 use pyo3::prelude::*;
@@ -715,13 +715,16 @@ impl PyReader {
     }
 
     /// Checks the footer and every tensor digest; False if there is none.
+    /// io's verdict (`VerifyReport`, the command line's too): True, False
+    /// for nothing to check, else the error (`IntegrityError` naming the
+    /// first failure, `NoKeyError` for an encrypted file without its key).
     fn verify(&self, py: Python<'_>) -> PyResult<bool> {
         let r = self.get()?;
-        match py.allow_threads(|| r.verify()) {
-            Ok(()) => Ok(true),
-            Err(e) if matches!(e.kind(), ErrorKind::NoChecksum { .. }) => Ok(false),
-            Err(e) => Err(crate::errors::to_py(py, e)),
-        }
+        py.allow_threads(|| {
+            r.check_not_hidden()?;
+            r.verify_report(|_| {}, |_| {}, |_| {})?.into_result(&r)
+        })
+        .py(py)
     }
 
     fn verify_tensor(&self, py: Python<'_>, name: &str) -> PyResult<()> {

@@ -16,7 +16,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Mutex;
 
-use deathtensors_format::{Flags, Head, Header, Limits, Metadata, TensorSpec};
+use deathtensors_format::{Dtype, Flags, Head, Header, Limits, Metadata, TensorSpec};
 
 use crate::error::{Error, Result};
 use crate::options::{ReadOptions, WriteOptions};
@@ -160,19 +160,6 @@ pub fn open_converted<C: Container + 'static>(container: C, path: &Path, options
     Reader::open_source(Box::new(source), len, path, options)
 }
 
-/// Opens the local file at `path`, which our formats refused, as the
-/// safetensors file it converts to if it is a torch checkpoint or a numpy
-/// `.npy`/`.npz`: `None` if it is neither.
-pub fn open_converted_file(path: &Path, options: ReadOptions) -> Option<Result<Reader>> {
-    if crate::is_torch_checkpoint(path) {
-        Some(crate::open_torch_checkpoint(path, options))
-    } else if crate::is_numpy_file(path) {
-        Some(crate::open_numpy_file(path, options))
-    } else {
-        None
-    }
-}
-
 /// Writes `container`'s conversion to `output` as `options` say
 /// (safetensors or deathtensors): its tensors, and its metadata merged
 /// into the options' own (a key in both is refused).
@@ -200,4 +187,17 @@ pub fn convert(container: &dyn Container, input: &Path, output: &Path, options: 
     }
     let tensors = data.iter().map(|(s, b)| (s.clone(), &b[..])).collect();
     save(output, tensors, &options)
+}
+
+/// Big-endian elements swapped to little-endian (complex numbers part by
+/// part).
+pub(crate) fn swapped(mut bytes: Vec<u8>, dtype: Dtype) -> Vec<u8> {
+    let w = dtype.names().byte_width().unwrap_or(1) as usize;
+    let part = if matches!(dtype, Dtype::C64 | Dtype::C128) { w / 2 } else { w };
+    if part > 1 {
+        for chunk in bytes.chunks_exact_mut(part) {
+            chunk.reverse();
+        }
+    }
+    bytes
 }

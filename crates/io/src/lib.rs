@@ -36,6 +36,7 @@ mod dcp;
 mod diff;
 mod direct;
 mod error;
+mod foreign;
 mod fork;
 mod hash;
 mod huge_pages;
@@ -73,7 +74,7 @@ pub use crate::{
         CollectionOptions, RowsView, LOCK_NAME,
     },
     commitment::{FileCommitment, ModelCommitments},
-    converted::{open_converted, open_converted_file, Container, ConvertedSource},
+    converted::{open_converted, Container, ConvertedSource},
     copy::{copy_tensors, COPY_CHUNK},
     crypt::{
         cryptotensors_jwk, describe_key_file, describe_keys, EncryptOptions, KeyRing, KeySummary, Passphrase,
@@ -88,6 +89,7 @@ pub use crate::{
     },
     diff::{diff, Compare, Diff, MetadataChange, ValueDiff},
     error::{Error, ErrorKind, Result},
+    foreign::open_converted_file,
     huge_pages::{huge_pages_pay, HUGE_PAGE},
     mmap::PrivateMap,
     model_sign::{

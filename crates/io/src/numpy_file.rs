@@ -155,7 +155,7 @@ impl NumpyFile {
             data
         };
         if a.npy.big_endian {
-            data = Cow::Owned(crate::torch_checkpoint::swapped(data.into_owned(), a.npy.dtype));
+            data = Cow::Owned(crate::converted::swapped(data.into_owned(), a.npy.dtype));
         }
         Ok(data)
     }

@@ -204,7 +204,7 @@ impl TorchCheckpoint {
             ));
         }
         let out = view(storage, t).map_err(|why| damaged(format!("tensor {name:?}: {why}"), &self.path))?;
-        Ok(if self.big_endian { Cow::Owned(swapped(out.into_owned(), t.dtype)) } else { out })
+        Ok(if self.big_endian { Cow::Owned(crate::converted::swapped(out.into_owned(), t.dtype)) } else { out })
     }
 }
 
@@ -374,19 +374,6 @@ fn view<'a>(storage: &'a [u8], t: &TensorRef) -> std::result::Result<Cow<'a, [u8
             index[d] = 0;
         }
     }
-}
-
-/// Big-endian elements swapped to little-endian (complex numbers part by
-/// part).
-pub(crate) fn swapped(mut bytes: Vec<u8>, dtype: Dtype) -> Vec<u8> {
-    let w = dtype.names().byte_width().unwrap_or(1) as usize;
-    let part = if matches!(dtype, Dtype::C64 | Dtype::C128) { w / 2 } else { w };
-    if part > 1 {
-        for chunk in bytes.chunks_exact_mut(part) {
-            chunk.reverse();
-        }
-    }
-    bytes
 }
 
 /// Whether the local file at `path` looks like a torch pickle checkpoint

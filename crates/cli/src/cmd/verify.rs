@@ -92,6 +92,7 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     let tags = match found.tags {
         TagCheck::Ok => "ok",
         TagCheck::NotChecked => "not checked (no key)",
+        TagCheck::Skipped => "not checked (a digest failed first)",
         TagCheck::Absent => "absent",
     };
     let footer_status = match found.footer.0 {

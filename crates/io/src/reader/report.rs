@@ -6,7 +6,7 @@
 use deathtensors_format::TensorInfo;
 
 use super::Reader;
-use crate::error::{ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// A digest that does not match.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +41,8 @@ pub enum TagCheck {
     Ok,
     /// The file is encrypted and no key given opens it: not checked.
     NotChecked,
+    /// A key opens them, but a digest failed first: not checked.
+    Skipped,
 }
 
 /// What verifying a file established, and what it could not.
@@ -91,12 +93,48 @@ impl VerifyReport {
     }
 }
 
+impl VerifyReport {
+    /// The verdict as a result, for a front end that raises: `Ok(true)`,
+    /// `Ok(false)` for nothing to check, an error for the rest.
+    ///
+    /// # Errors
+    /// `TensorDigestMismatch` naming the first tensor that failed (else
+    /// `ChecksumMismatch` for the footer); `NoKey` naming the recipients
+    /// when the file is encrypted and no key opened it.
+    pub fn into_result(self, reader: &Reader) -> Result<bool> {
+        let path = Some(reader.path());
+        match self.verdict() {
+            Verdict::Ok => Ok(true),
+            Verdict::NothingToCheck => Ok(false),
+            Verdict::KeyNeeded => {
+                let recipients = crate::trust::recipients(reader.head());
+                Err(Error::new(ErrorKind::NoKey { recipients }, path, "cannot verify"))
+            }
+            Verdict::Failed => {
+                let first = self.failures.into_iter().next();
+                let kind = match first {
+                    Some(Mismatch { tensor: Some(tensor), expected, actual, .. }) => {
+                        ErrorKind::TensorDigestMismatch { tensor, expected, actual }
+                    }
+                    Some(Mismatch { tensor: None, expected, actual, .. }) => {
+                        ErrorKind::ChecksumMismatch { expected, actual }
+                    }
+                    None => ErrorKind::InvalidInput("a failed verification with no failure".into()),
+                };
+                Err(Error::new(kind, path, "verification failed for"))
+            }
+        }
+    }
+}
+
 impl Reader {
-    /// Verifies everything the file carries and reports it: the encrypted
-    /// chunks' tags (with a key that opens them; `tags` is called with the
-    /// bytes decrypted), then the footer and every tensor digest at once
-    /// (the footer's pass on a thread of its own, the digests on the other
-    /// cores; `footer` and `digests` are called with the bytes hashed).
+    /// Verifies everything the file carries and reports it: the footer and
+    /// every tensor digest at once (the footer's pass on a thread of its
+    /// own, the digests on the other cores; `footer` and `digests` are
+    /// called with the bytes hashed), then, when those match, the
+    /// encrypted chunks' tags (with a key that opens them; `tags` is called
+    /// with the bytes decrypted). A damaged tensor is so named by its
+    /// digest, the more precise report, before a tag fails on it.
     ///
     /// # Errors
     /// `Decrypt` for a tag that does not match (no report: the bytes are
@@ -108,8 +146,8 @@ impl Reader {
         footer: impl FnMut(u64) + Send,
         digests: impl Fn(u64) + Sync,
     ) -> Result<VerifyReport> {
+        let tag_progress = tags;
         let tags = if self.can_decrypt() {
-            self.verify_tags(tags)?;
             TagCheck::Ok
         } else if self.is_encrypted() {
             TagCheck::NotChecked
@@ -131,6 +169,9 @@ impl Reader {
         // both checks; only a failure takes the two passes that name it.
         if covered.is_some() && !digested.is_empty() {
             if let Some(Ok(())) = self.verify_one_pass() {
+                if tags == TagCheck::Ok {
+                    self.verify_tags(tag_progress)?;
+                }
                 let footer = (FooterCheck::Ok, covered);
                 let (tensors_verified, tensors) = (digested.len(), header.len());
                 return Ok(VerifyReport { footer, tensors_verified, tensors, tags, unverified, failures: Vec::new() });
@@ -168,6 +209,14 @@ impl Reader {
                 _ => return Err(e),
             },
             _ => (FooterCheck::Absent, None),
+        };
+        let tags = match tags {
+            TagCheck::Ok if failures.is_empty() => {
+                self.verify_tags(tag_progress)?;
+                TagCheck::Ok
+            }
+            TagCheck::Ok => TagCheck::Skipped,
+            other => other,
         };
         Ok(VerifyReport { footer, tensors_verified: digested.len(), tensors: header.len(), tags, unverified, failures })
     }
