@@ -17,6 +17,8 @@
 
 mod bench;
 mod ci;
+#[cfg(test)]
+mod codemap;
 mod compat;
 mod demo;
 mod dist;
@@ -24,7 +26,6 @@ mod dist_test;
 mod fuzz;
 mod headers;
 mod macos;
-#[cfg(test)]
 mod modgraph;
 mod msrv;
 mod python;
