@@ -87,6 +87,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(dcp::parse_rank_metadata_name, m)?,
         wrap_pyfunction!(dcp::chunk_tiles, m)?,
         wrap_pyfunction!(torch_checkpoint::is_torch_checkpoint, m)?,
+        wrap_pyfunction!(torch_checkpoint::describe_file, m)?,
         wrap_pyfunction!(torch_checkpoint::scan_pickle, m)?,
     ] {
         m.add_function(f)?;

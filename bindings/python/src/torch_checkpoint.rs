@@ -72,6 +72,14 @@ pub fn is_torch_checkpoint(path: PathBuf) -> bool {
     deathtensors_io::is_torch_checkpoint(path)
 }
 
+/// What the file at `path` is, for people ("a deathtensors file", "a
+/// Python pickle ...", "a directory"): io's `describe_file`, the format
+/// crate's one decision of which kind a file is.
+#[pyfunction]
+pub fn describe_file(path: PathBuf) -> &'static str {
+    deathtensors_io::describe_file(&path)
+}
+
 /// What the pickle at `path` refers to and would call, without running
 /// it: `{"plain": bool, "verdict": str, "protocol": int, "names": [(name,
 /// offset, allowed)], "calls": [(name, offset)]}`.

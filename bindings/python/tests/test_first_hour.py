@@ -72,10 +72,30 @@ def test_an_empty_tensor_name_is_a_clear_error(tmp_path):
     assert not (tmp_path / "k.dt").exists()
 
 
-def test_a_plain_file_is_not_a_collection(tmp_path):
+def test_a_plain_file_is_not_a_collection(tmp_path, manifest):
+    """Each kind of file is named as the format crate names it (issue 59:
+    a second sniffer in Python called every bintensors file "a file")."""
     path = _plain(tmp_path, "a.dt")
-    with pytest.raises(FileNotFoundError, match="plain deathtensors tensor file, not a collection"):
+    with pytest.raises(FileNotFoundError, match="is a deathtensors file, not a collection"):
         dt.TensorBlob.open(path, "r")
+    import pathlib
+
+    valid = pathlib.Path(__file__).resolve().parents[3] / "testdata" / "valid"
+    kinds = {"bintensors-0.2.0": "a bintensors file", "safetensors-0.8.0": "a safetensors file",
+             "deathtensors-0.3.0": "a deathtensors file"}
+    seen = set()
+    for rel, entry in manifest["files"].items():
+        folder = rel.split("/")[0]
+        if entry["outcome"] != "ok" or folder not in kinds or rel.endswith(".json"):
+            continue
+        with pytest.raises(FileNotFoundError, match=f"is {kinds[folder]}, not a collection"):
+            dt.TensorBlob.open(valid / rel, "r")
+        seen.add(folder)
+    assert seen == set(kinds)
+    pickle = tmp_path / "m.bin"
+    pickle.write_bytes(b"\x80\x02}q\x00.")
+    with pytest.raises(FileNotFoundError, match="is a Python pickle"):
+        dt.TensorBlob.open(pickle, "r")
 
 
 def test_keyring_repr_names_keys_never_secrets():

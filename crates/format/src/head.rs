@@ -50,6 +50,26 @@ pub struct Head {
 }
 
 impl Head {
+    /// What a file starting with `start` is, for people: "a deathtensors
+    /// file", "a safetensors file", "a bintensors file", or what it looks
+    /// like instead ("a Python pickle ...", "an HTML page ..."), decided
+    /// as [`Head::needed`] decides which parser a file gets. Give at least
+    /// the first 16 bytes.
+    pub fn describe(start: &[u8]) -> &'static str {
+        if start.starts_with(&MAGIC) {
+            return "a deathtensors file";
+        }
+        match Head::needed(start, &Limits::DEFAULT) {
+            Ok(_) if start.get(8) == Some(&b'{') => "a safetensors file",
+            Ok(_) if start.len() > 8 => "a bintensors file",
+            Err(e) => match e.kind() {
+                ErrorKind::UnrecognizedFormat { looks_like: Some(what) } => what,
+                _ => "a file of no format deathtensors reads",
+            },
+            Ok(_) => "a file too short to tell",
+        }
+    }
+
     /// How many bytes from the start of the file [`Head::parse`] needs,
     /// given at least its first [`PROBE_LEN`] bytes (or the whole file if
     /// shorter).

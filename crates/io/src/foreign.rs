@@ -21,3 +21,19 @@ pub fn open_converted_file(path: &Path, options: ReadOptions) -> Option<Result<R
         None
     }
 }
+
+/// What the file at `path` is, for people (format's `Head::describe` of its
+/// first bytes): "a deathtensors file", "a safetensors file", "a Python
+/// pickle ...", or "a directory"; "a file that cannot be read" when it
+/// cannot be.
+pub fn describe_file(path: &Path) -> &'static str {
+    use std::io::Read;
+    if path.is_dir() {
+        return "a directory";
+    }
+    let mut head = Vec::with_capacity(64);
+    match std::fs::File::open(path).and_then(|f| f.take(64).read_to_end(&mut head)) {
+        Ok(_) => deathtensors_format::Head::describe(&head),
+        Err(_) => "a file that cannot be read",
+    }
+}

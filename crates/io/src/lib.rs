@@ -89,7 +89,7 @@ pub use crate::{
     },
     diff::{diff, Compare, Diff, MetadataChange, ValueDiff},
     error::{Error, ErrorKind, Result},
-    foreign::open_converted_file,
+    foreign::{describe_file, open_converted_file},
     huge_pages::{huge_pages_pay, HUGE_PAGE},
     mmap::PrivateMap,
     model_sign::{

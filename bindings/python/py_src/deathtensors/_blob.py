@@ -101,20 +101,6 @@ def _default_framework() -> str:
         return "numpy"
 
 
-def _what_file(path: Path) -> str:
-    """What a file that is not a collection looks like, from its first bytes."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(9)
-    except OSError:
-        return "a file"
-    if head.startswith(_native.MAGIC):
-        return "a plain deathtensors tensor file"
-    if len(head) == 9 and head[8:9] == b"{":
-        return "a plain tensor file (safetensors or bintensors)"
-    return "a file"
-
-
 class TensorBlob:
     """A growing collection of same-shaped tensors, stored in a directory,
     read and written like a file and indexed like an array.
@@ -207,7 +193,7 @@ class TensorBlob:
                 raise FileNotFoundError(f"not a collection: no collection.json in {str(path)!r}")
             if path.is_file():
                 raise FileNotFoundError(
-                    f"{str(path)!r} is {_what_file(path)}, not a collection (a directory of blocks): open it with "
+                    f"{str(path)!r} is {_native.describe_file(str(path))}, not a collection (a directory of blocks): open it with "
                     "deathtensors.open(); TensorBlob.open(dir, 'w') makes a collection"
                 )
             raise FileNotFoundError(f"Blob not found: {str(path)!r}")
