@@ -15,7 +15,7 @@ use crate::errors::{error, IntoPy};
 
 /// Reads of at least this many bytes map committed rows instead of copying
 /// them (as loads map tensors of 1 MiB and more).
-const MAP_MIN: u64 = 1 << 20;
+pub(crate) const MAP_MIN: u64 = 1 << 20;
 
 /// One block as Python sees it: path, rows, sha256 hex, committed.
 type BlockRow = (PathBuf, u64, Option<String>, bool);

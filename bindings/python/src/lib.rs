@@ -88,6 +88,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(dcp::chunk_tiles, m)?,
         wrap_pyfunction!(torch_checkpoint::is_torch_checkpoint, m)?,
         wrap_pyfunction!(torch_checkpoint::describe_file, m)?,
+        wrap_pyfunction!(tensors::struct_dtype_name, m)?,
         wrap_pyfunction!(torch_checkpoint::scan_pickle, m)?,
     ] {
         m.add_function(f)?;
@@ -100,5 +101,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DCP_METADATA_LIMIT", deathtensors_io::MAX_METADATA_BYTES)?;
     m.add("DCP_METADATA", deathtensors_io::DCP_METADATA)?;
     m.add("URL_SCHEMES", deathtensors_remote::SCHEMES.to_vec())?;
+    // Loads of at least this many bytes map the file (one constant, for
+    // Python's loads and the collections' reads alike).
+    m.add("MAP_MIN", collection::MAP_MIN)?;
     Ok(())
 }

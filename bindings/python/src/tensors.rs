@@ -94,9 +94,22 @@ impl Source {
     }
 }
 
+/// The dtype of a buffer's struct-module format (`"f"`, `"<q"`, `"Zd"`):
+/// the one table, for Python too (`_native.struct_dtype`).
+#[pyfunction]
+#[pyo3(name = "struct_dtype")]
+pub fn struct_dtype_name(format: &str) -> Option<&'static str> {
+    let format = format.trim_start_matches(['@', '=', '<']);
+    struct_dtype_of(format.as_bytes()).map(Dtype::name)
+}
+
 /// The dtype of a buffer's struct-module format.
 fn struct_dtype(format: &CStr) -> Option<Dtype> {
-    Some(match format.to_bytes() {
+    struct_dtype_of(format.to_bytes())
+}
+
+fn struct_dtype_of(format: &[u8]) -> Option<Dtype> {
+    Some(match format {
         b"?" => Dtype::BOOL,
         b"B" | b"c" => Dtype::U8,
         b"b" => Dtype::I8,

@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any, Dict, Iterator, Optional
 
-from . import _dtypes, _frameworks
+from . import _dtypes, _frameworks, _native
 from ._numpy import numpy_buffer as _numpy_buffer
 from ._numpy import numpy_resolved as numpy_resolved
 from .errors import DeathTensorsError
@@ -62,8 +62,7 @@ def to_buffer(name: str, value: Any) -> tuple[str, list[int], Any]:
             "a JAX, TensorFlow, Paddle or MLX array, a (dtype, shape, bytes) tuple or an object with the "
             "buffer protocol"
         ) from None
-    fmt = mv.format.lstrip("@=<")
-    dtype = _dtypes.STRUCT.get(fmt)
+    dtype = _native.struct_dtype(mv.format)
     if dtype is None:
         raise DeathTensorsError(f"tensor {name!r}: buffer format {mv.format!r} has no dtype")
     shape = list(mv.shape or ())
@@ -183,7 +182,7 @@ def _view(framework: str, dtype: str, shape: list[int], region: Any, name: str) 
 # of their own (one mmap call, no copy); smaller ones are read into fresh
 # memory, which costs less than a mapping and keeps the process's count of
 # mappings (vm.max_map_count, 65530 by default on Linux) low.
-MAP_MIN = 1 << 20
+MAP_MIN = _native.MAP_MIN
 
 # Whether loads map files copy-on-write by default. Not on Windows, where a
 # mapped file cannot be replaced (our saves rename over their target) nor

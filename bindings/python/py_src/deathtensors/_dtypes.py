@@ -93,9 +93,3 @@ def from_torch(dtype: Any) -> str:
     raise DeathTensorsError(f"torch dtype {dtype} cannot be stored")
 
 
-# struct/memoryview format characters -> file dtype.
-STRUCT = {
-    "?": "BOOL", "B": "U8", "b": "I8", "c": "U8", "h": "I16", "H": "U16",
-    "e": "F16", "i": "I32", "I": "U32", "f": "F32", "d": "F64",
-    "q": "I64", "Q": "U64", "l": "I64", "L": "U64", "Zf": "C64", "Zd": "C128",
-}

@@ -10,6 +10,7 @@ FORMAT_VERSION: int
 DCP_METADATA_LIMIT: int
 DCP_METADATA: str
 URL_SCHEMES: list[str]
+MAP_MIN: int
 
 class TensorInfo:
     """One tensor's header entry (``Reader.info``), fields named."""
@@ -439,4 +440,5 @@ class TorchCheckpoint:
 
 def is_torch_checkpoint(path: os.PathLike[str] | str) -> bool: ...
 def describe_file(path: os.PathLike[str] | str) -> str: ...
+def struct_dtype(format: str) -> Optional[str]: ...
 def scan_pickle(path: os.PathLike[str] | str) -> Dict[str, Any]: ...
