@@ -104,5 +104,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Loads of at least this many bytes map the file (one constant, for
     // Python's loads and the collections' reads alike).
     m.add("MAP_MIN", collection::MAP_MIN)?;
+    // The zstd level of `compress=True` when none is given (io's).
+    m.add("COMPRESS_LEVEL", deathtensors_io::Compress::DEFAULT_LEVEL)?;
     Ok(())
 }

@@ -268,7 +268,7 @@ impl PyWriteOptions {
     /// `drop_cache` (with `durable`) keeps the file out of the page cache.
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, global_metadata = None, checksum = ChecksumMode { checksum: false, footer: true }, durable = true, drop_cache = false, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false, compress_level = Level(3), compress = CompressMode::Off))]
+    #[pyo3(signature = (*, global_metadata = None, checksum = ChecksumMode { checksum: false, footer: true }, durable = true, drop_cache = false, format = "deathtensors", alignment = 64, encrypt = None, sign = None, cipher = "AES-256-GCM", chunk_size = 1 << 20, seal_header = false, compress_level = Level(Compress::DEFAULT_LEVEL), compress = CompressMode::Off))]
     fn new(
         py: Python<'_>,
         global_metadata: Option<Metadata>,
@@ -288,12 +288,6 @@ impl PyWriteOptions {
         // The level is checked (first) whatever the mode, as deathtensors
         // 0.3.0 did.
         let Level(level) = compress_level;
-        if drop_cache && !durable {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "drop_cache=True needs durable=True: a file's pages leave the page cache once they are on the disk, \
-                 and a save that is not durable does not wait for that",
-            ));
-        }
         let compress = match compress {
             CompressMode::Off => Compress::Off,
             CompressMode::Chunks => Compress::Chunked { level },
@@ -311,6 +305,12 @@ impl PyWriteOptions {
             ..deathtensors_io::WriteOptions::default()
         };
         apply_keys(py, &mut inner, encrypt, sign, cipher, chunk_size, seal_header)?;
+        // io's rules (drop_cache needs durable, ...), before anything is
+        // written: a bad argument, so ValueError.
+        if let Some(why) = inner.broken_rule() {
+            let why = why.replacen("drop_cache needs durable", "drop_cache=True needs durable=True", 1);
+            return Err(pyo3::exceptions::PyValueError::new_err(why));
+        }
         Ok(PyWriteOptions { inner })
     }
 

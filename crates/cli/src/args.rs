@@ -20,6 +20,10 @@ Output: human-readable text goes to stdout; with --json, stdout is exactly
 one JSON document. Progress bars and warnings go to stderr (progress bars
 only when stderr is a terminal and the work is long).";
 
+/// `--compress`'s level when none is given: io's `Compress::DEFAULT_LEVEL`
+/// (a test holds them equal; clap wants the text).
+pub const DEFAULT_LEVEL: &str = "3";
+
 const EXIT_CODES: &str = "\
 Exit codes:
   0  success (for diff: the files are the same)
@@ -631,7 +635,7 @@ pub struct ConvertArgs {
     pub alignment: Option<u64>,
     /// Compress each tensor in zstd chunks at LEVEL (1 to 22) [default level: 3]; tensors still
     /// load one by one (deathtensors only; deathtensors 0.3.0 cannot read the file).
-    #[arg(long, value_name = "LEVEL", num_args = 0..=1, require_equals = true, default_missing_value = "3")]
+    #[arg(long, value_name = "LEVEL", num_args = 0..=1, require_equals = true, default_missing_value = DEFAULT_LEVEL)]
     pub compress: Option<i32>,
     /// With --compress: write deathtensors 0.3.0's whole-file zstd frame instead, which 0.3.0 reads
     /// (loading one tensor then decompresses the whole file).
@@ -776,4 +780,12 @@ pub struct ConsolidateArgs {
     /// (--to, its old spelling, still works).
     #[arg(long = "format", alias = "to", value_enum)]
     pub format: Option<FormatArg>,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn compress_defaults_to_io_s_level() {
+        assert_eq!(super::DEFAULT_LEVEL.parse::<i32>(), Ok(deathtensors_io::Compress::DEFAULT_LEVEL));
+    }
 }

@@ -76,7 +76,7 @@ pub fn append(
     }
     let deathtensors = header.format() == Format::Deathtensors;
     // The level is the file's, or zstd's default where the file does not say.
-    let level = header.compression().map_or(3, |c| c.level as i32);
+    let level = header.compression().map_or(Compress::DEFAULT_LEVEL, |c| c.level as i32);
     let compress = match (reader.head().is_compressed(), reader.head().is_chunk_compressed()) {
         (true, _) => Compress::Blob { level },
         (_, true) => Compress::Chunked { level },

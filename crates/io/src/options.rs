@@ -125,6 +125,10 @@ pub enum Compress {
 }
 
 impl Compress {
+    /// The zstd level when none is given: the CLI's `--compress`, Python's
+    /// `compress_level=` and an append to a file with no level recorded.
+    pub const DEFAULT_LEVEL: i32 = 3;
+
     /// Whether files take the zstd level `level` (1 to 22): the one rule,
     /// for io's own check and for the front ends that read a level from
     /// their users before a save starts.
@@ -260,6 +264,26 @@ impl WriteOptions {
             return Err(Error::input(message, path, DOING));
         }
         Ok(())
+    }
+
+    /// The rules of these options, checked once here for every front end
+    /// (the binding calls it when its options are built, every save when
+    /// it starts): `drop_cache` needs `durable`, and a compression level is
+    /// from 1 to 22. `None` when they hold.
+    pub fn broken_rule(&self) -> Option<String> {
+        if self.drop_cache && !self.durable {
+            return Some(
+                "drop_cache needs durable: a file's pages leave the page cache once they are on the disk, \
+                 and a save that is not durable does not wait for that"
+                    .into(),
+            );
+        }
+        match self.compress {
+            Compress::Chunked { level } | Compress::Blob { level } if !Compress::is_valid_level(level) => {
+                Some(format!("compression level {level} is not between 1 and 22"))
+            }
+            _ => None,
+        }
     }
 
     /// Whether the file leaves the page cache: `drop_cache`, which only a

@@ -19,6 +19,9 @@ const DOING: &str = "cannot write";
 
 /// Lays out the header for `specs`.
 fn plan(path: &Path, specs: Vec<TensorSpec>, options: &WriteOptions) -> Result<(Header, Flags)> {
+    if let Some(why) = options.broken_rule() {
+        return Err(Error::input(why, path, DOING));
+    }
     let fmt = |e| Error::format(e, path, DOING);
     match options.format {
         Format::Deathtensors => {

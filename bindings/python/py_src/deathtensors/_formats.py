@@ -23,7 +23,7 @@ def from_safetensors(
     checksum: Union[bool, str] = True,
     compress: Union[bool, str] = False,
     *,
-    compress_level: int = 3,
+    compress_level: int = _native.COMPRESS_LEVEL,
     durable: bool = True,
     alignment: int = 64,
     drop_cache: bool = False,

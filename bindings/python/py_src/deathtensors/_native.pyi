@@ -11,6 +11,7 @@ DCP_METADATA_LIMIT: int
 DCP_METADATA: str
 URL_SCHEMES: list[str]
 MAP_MIN: int
+COMPRESS_LEVEL: int
 
 class TensorInfo:
     """One tensor's header entry (``Reader.info``), fields named."""

@@ -48,7 +48,7 @@ def save_sharded(
     global_metadata: Optional[Mapping[str, str]] = None,
     checksum: Union[bool, str] = True,
     compress: Union[bool, str] = False,
-    compress_level: int = 3,
+    compress_level: int = _native.COMPRESS_LEVEL,
     durable: bool = True,
     *,
     format: str = "deathtensors",

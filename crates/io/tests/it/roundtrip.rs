@@ -473,3 +473,30 @@ fn an_append_to_a_file_held_open_is_what_the_platform_doc_says() {
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(names, ["m.dt"], "a temp file was left");
 }
+
+/// The options' rules are io's, checked by every save before it writes
+/// (the binding asks the same `broken_rule` when its options are built).
+#[test]
+fn options_that_break_a_rule_are_refused_before_anything_is_written() {
+    let dir = crate::scratch("broken-rule");
+    let path = dir.join("x.dt");
+    let data = corpus();
+    let cases = [
+        (WriteOptions { durable: false, drop_cache: true, ..WriteOptions::default() }, "drop_cache needs durable"),
+        (
+            WriteOptions { compress: deathtensors_io::Compress::Chunked { level: 23 }, ..WriteOptions::default() },
+            "compression level 23 is not between 1 and 22",
+        ),
+        (
+            WriteOptions { compress: deathtensors_io::Compress::Blob { level: 0 }, ..WriteOptions::default() },
+            "compression level 0 is not between 1 and 22",
+        ),
+    ];
+    for (options, says) in cases {
+        assert_eq!(options.broken_rule().as_deref().map(|w| w.contains(says)), Some(true), "{says}");
+        let e = save(&path, borrowed(&data), &options).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::InvalidInput(_)) && e.to_string().contains(says), "{e}");
+        assert!(crate::entries(&dir).is_empty(), "{says}: {:?}", crate::entries(&dir));
+    }
+    assert_eq!(WriteOptions::default().broken_rule(), None);
+}
