@@ -26,6 +26,7 @@ mod dist_test;
 mod fuzz;
 mod headers;
 mod macos;
+#[cfg(test)]
 mod modgraph;
 mod msrv;
 mod python;
