@@ -652,3 +652,43 @@ def test_masked_arrays_keyword_deserialize_and_the_rust_module():
     assert data == real_np.save(masked)  # the values, as safetensors saves them
     assert dts.deserialize(bytes=data)[0][0] == "a"
     assert dts._safetensors_rust.safe_open is dts.safe_open
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read through read/pread (Linux's rchar)."""
+    for line in open("/proc/self/io"):
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="counts reads through /proc/self/io (Linux)")
+def test_get_slice_without_a_mapping_reads_only_the_selection(tmp_path):
+    """Issue 59: with backend="pread" (and for URLs) get_slice read the whole
+    tensor and sliced it in numpy; it now reads the selection's bounding
+    box only, with the same values and errors as the mapped path."""
+    import numpy as np
+    from deathtensors.safetensors import safe_open
+    from deathtensors.safetensors.numpy import save_file
+
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal((1024, 4096)).astype(np.float32)  # 16 MiB
+    small = rng.integers(0, 100, (7, 5, 3)).astype(np.int16)
+    path = tmp_path / "m.safetensors"
+    save_file({"big": big, "small": small}, str(path))
+    with safe_open(str(path), framework="np", backend="pread") as f, safe_open(str(path), framework="np") as m:
+        before = _bytes_read()
+        rows = f.get_slice("big")[10:12]
+        band = f.get_slice("big")[100:116, 8:40:3]
+        read = _bytes_read() - before
+        assert np.array_equal(rows, big[10:12]) and np.array_equal(band, big[100:116, 8:40:3])
+        # Two rows (32 KiB) and a 16 x 32 box (the band's rows, 16 KiB
+        # each): not the 16 MiB tensor, twice.
+        assert read < 1 << 20, read
+        for index in [(slice(None), 2), (3,), (slice(1, 6, 2), slice(None), slice(0, 3, 2)), (slice(0, 0),), ()]:
+            assert np.array_equal(f.get_slice("small")[index], m.get_slice("small")[index]), index
+            assert np.array_equal(f.get_slice("small")[index], small[index]), index
+        with pytest.raises(Exception) as mapped_error:
+            m.get_slice("small")[9]
+        with pytest.raises(type(mapped_error.value), match="out of bounds"):
+            f.get_slice("small")[9]

@@ -242,6 +242,25 @@ def _read(reader: Any, name: str, nbytes: int, framework: str) -> Any:
     return raw
 
 
+def _bounding_box(np_index: tuple, shape: list[int]) -> tuple[list[tuple[int, int]], tuple]:
+    """The region, ``(start, length)`` in each dimension, that holds every
+    element `np_index` (ints and slices with a positive step, from
+    `_slicing.plan`) selects of a tensor of `shape`, and the index that
+    selects them from that region."""
+    region, local = [], []
+    for i, dim in enumerate(shape):
+        ix = np_index[i] if i < len(np_index) else slice(None)
+        if isinstance(ix, int):
+            region.append((ix, 1))
+            local.append(0)
+        else:
+            start, stop, step = ix.indices(dim)
+            length = max(0, stop - start)
+            region.append((start, length))
+            local.append(slice(0, length, step))
+    return region, tuple(local)
+
+
 def maps_bytes(reader: Any) -> bool:
     """Whether the tensors' bytes can be viewed in a mapping of the file
     (the native ``Reader.maps_tensors`` decides: not when they must be
@@ -293,12 +312,34 @@ class PySafeSlice:
         if self._mapped and nbytes:
             # A read-only view of the mapping; only the selection is copied.
             source = np.frombuffer(self._reader.region(self._name), dtype=np.uint8)
+            selected = source.reshape([*byte_shape, itemsize])[np_index]
+        elif nbytes and not packed and self._reads_regions():
+            # Not mapped (pread, a URL): only the selection's bounding box
+            # is read (io's read_region_into), then stepped through.
+            region, local = _bounding_box(np_index, byte_shape)
+            box = np.empty([length for _, length in region] + [itemsize], dtype=np.uint8)
+            if box.size:
+                try:
+                    self._reader.read_region_into(self._name, region, box)
+                except DeathTensorsError as e:
+                    raise SafetensorError(f"Error while reading tensor {self._name}: {e}") from e
+            selected = box[local]
         else:
             source = _read(self._reader, self._name, nbytes, "numpy")
-        selected = source.reshape([*byte_shape, itemsize])[np_index]
+            selected = source.reshape([*byte_shape, itemsize])[np_index]
         raw = copied(self._framework, selected)
         return from_bytes(self._framework, self._device, self._code, newshape, raw)
 
+
+    def _reads_regions(self) -> bool:
+        """Whether a region read gives the same guarantees as a whole read:
+        the tensor has no digest to check (a region is not hashed whole),
+        and is stored plainly (not encrypted, not compressed)."""
+        return (
+            self._reader.info(self._name).sha256 is None
+            and not self._reader.is_encrypted()
+            and self._reader.compression() is None
+        )
 
     def _torch_item(self, index: Any) -> Any:
         """``framework="pt"``: safetensors 0.8.0 indexes a torch view of the
