@@ -101,6 +101,14 @@ impl PyCollection {
         Ok(PyCollection { inner: Some(c) })
     }
 
+    /// Deletes our collection at `path` as its writer, under its lock
+    /// (io's `remove_collection`): True when the directory is gone, False
+    /// when files of others keep it.
+    #[staticmethod]
+    fn remove(py: Python<'_>, path: PathBuf) -> PyResult<bool> {
+        py.allow_threads(|| deathtensors_io::remove_collection(&path)).py(py)
+    }
+
     /// "deathtensors", "tensorblob", or None: what the directory holds.
     #[staticmethod]
     fn detect(path: PathBuf) -> Option<&'static str> {

@@ -773,6 +773,50 @@ pub fn dtype_from_name(name: &str) -> Option<deathtensors_format::Dtype> {
     deathtensors_format::Dtype::from_name(name).or_else(|| tensorblob::dtype_of_torch_name(name))
 }
 
+/// Deletes our collection at `dir`, as its writer: under the writer's lock
+/// (only the writer holding it removes files), the manifest first (synced:
+/// a crash from then on leaves no collection, only files to clean), then
+/// every block, any block file a crashed writer left, and the lock file,
+/// before the lock is released; then the directory. `Ok(true)` when the
+/// directory is gone, `Ok(false)` when files of others keep it.
+///
+/// # Errors
+/// `Locked` while another writer holds the collection; `Io`; the open's
+/// errors for a damaged manifest (nothing is removed then).
+pub fn remove_collection(dir: &Path) -> Result<bool> {
+    const DOING: &str = "cannot remove collection";
+    let c = Collection::open_writable(dir, CollectionOptions::default())?;
+    let io = |e: std::io::Error, path: &Path| Error::io(e, path, DOING);
+    let gone = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    };
+    let manifest = dir.join(MANIFEST_NAME);
+    std::fs::remove_file(&manifest).map_err(|e| io(e, &manifest))?;
+    crate::atomic::sync_dir(dir).map_err(|e| io(e, dir))?;
+    for b in c.blocks() {
+        gone(std::fs::remove_file(&b.path)).map_err(|e| io(e, &b.path))?;
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| io(e, dir))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        // The names our writer gives blocks (`blk-*.dt`), as a crashed one left them.
+        if deathtensors_format::check_block_name(&name).is_ok() && name.starts_with("blk-") && name.ends_with(".dt") {
+            gone(std::fs::remove_file(entry.path())).map_err(|e| io(e, &entry.path()))?;
+        }
+    }
+    let lock = dir.join(LOCK_NAME);
+    gone(std::fs::remove_file(&lock)).map_err(|e| io(e, &lock))?;
+    drop(c);
+    match std::fs::remove_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(_) if std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()) => Ok(false),
+        Err(e) => Err(io(e, dir)),
+    }
+}
+
 /// What the directory at `dir` holds: one of our collections, or a
 /// tensorblob directory.
 ///

@@ -70,8 +70,8 @@ mod writer;
 pub use crate::{
     append::append,
     collection::{
-        convert_collection, detect as detect_collection, dtype_from_name, BlockInfo, Collection, CollectionKind,
-        CollectionOptions, RowsView, LOCK_NAME,
+        convert_collection, detect as detect_collection, dtype_from_name, remove_collection, BlockInfo, Collection,
+        CollectionKind, CollectionOptions, RowsView, LOCK_NAME,
     },
     commitment::{FileCommitment, ModelCommitments},
     converted::{open_converted, Container, ConvertedSource},

@@ -617,23 +617,8 @@ class TensorBlob:
             return False
         if kind != "deathtensors":
             return not path.exists()
-        c = _Collection.open_writable(str(path), True)
-        try:
-            blocks = [b[0] for b in c.blocks()]
-            os.remove(path / "collection.json")
-        finally:
-            c.abandon()
-        for f in blocks:
-            try:
-                os.remove(f)
-            except FileNotFoundError:
-                pass
-        for name in os.listdir(path):
-            if name == "writer.lock" or (name.startswith("blk-") and name.endswith(".dt")):
-                os.remove(path / name)
-        try:
-            os.rmdir(path)
-        except OSError as e:
-            warnings.warn(f"Failed to unlink blob at {str(path)!r}: {e}", UserWarning, stacklevel=2)
-            return False
-        return True
+        # io removes it as its writer, under the writer's lock.
+        if _Collection.remove(str(path)):
+            return True
+        warnings.warn(f"Failed to unlink blob at {str(path)!r}: other files are in it", UserWarning, stacklevel=2)
+        return False

@@ -135,3 +135,32 @@ fn a_block_rewritten_after_it_filled_gets_the_digest_of_its_final_rows() {
         assert_eq!(Collection::open(&dir).unwrap().verify().unwrap(), 2 * (round as u64 + 1));
     }
 }
+
+/// Removing a collection is its writer's act: refused while another
+/// writer holds it (nothing removed), then the manifest, blocks, stray
+/// blocks and lock go; other files keep the directory.
+#[test]
+fn removing_a_collection_takes_its_writers_lock() {
+    let dir = tmp("remove");
+    let layout = RowLayout::new(Dtype::U8, vec![4], 3).unwrap();
+    let mut w = Collection::create(&dir, layout.clone(), CollectionOptions::default()).unwrap();
+    w.write_rows(0, &rows(0, 7, 4)).unwrap();
+    w.flush().unwrap();
+    let before = crate::entries(&dir);
+    let e = deathtensors_io::remove_collection(&dir).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Locked(_)), "{e}");
+    assert_eq!(crate::entries(&dir), before, "nothing removed while a writer holds the lock");
+    drop(w);
+    // A block file a crashed writer left, and a file of someone else's.
+    std::fs::write(dir.join("blk-99999.dt"), b"partial").unwrap();
+    std::fs::write(dir.join("notes.txt"), b"mine").unwrap();
+    assert!(!deathtensors_io::remove_collection(&dir).unwrap(), "another file keeps the directory");
+    assert_eq!(crate::entries(&dir), ["notes.txt"]);
+    std::fs::remove_file(dir.join("notes.txt")).unwrap();
+    let mut w = Collection::create(&dir, layout, CollectionOptions::default()).unwrap();
+    w.write_rows(0, &rows(0, 2, 4)).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    assert!(deathtensors_io::remove_collection(&dir).unwrap());
+    assert!(!dir.exists());
+}
