@@ -70,6 +70,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     for f in [
         wrap_pyfunction!(upload::remote_put, m)?,
+        wrap_pyfunction!(upload::write_file_atomic, m)?,
         wrap_pyfunction!(upload::remote_upload, m)?,
         wrap_pyfunction!(upload::remote_size, m)?,
         wrap_pyfunction!(upload::remote_get, m)?,

@@ -22,6 +22,14 @@ pub fn remote_put(py: Python<'_>, url: String, data: Vec<u8>, storage_options: S
     py.allow_threads(|| deathtensors_remote::put(&url, data, &options)).py(py)
 }
 
+/// Writes `data` to the local file `path` atomically, with io's one
+/// temp-file scheme (`write_file_atomic`); `durable` syncs the file and its
+/// directory.
+#[pyfunction]
+pub fn write_file_atomic(py: Python<'_>, path: PathBuf, data: Vec<u8>, durable: bool) -> PyResult<()> {
+    py.allow_threads(|| deathtensors_io::write_file_atomic(&path, &data, durable)).py(py)
+}
+
 /// Uploads the local file `path` as the object at `url` (multipart when
 /// longer than a part) and returns its length.
 #[pyfunction]

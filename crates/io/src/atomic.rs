@@ -257,6 +257,18 @@ pub(crate) fn sync_dir(_dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes `bytes` to `target` atomically, the one temp-file scheme of the
+/// house (a temp file beside the target, renamed over it; with `durable`,
+/// synced, then the directory): a reader finds the old file or the new
+/// one, and a failed write leaves the old one and no temp file. For small
+/// files (indexes, checkpoint documents, markers).
+///
+/// # Errors
+/// `Io` naming `target`.
+pub fn write_file_atomic(target: &Path, bytes: &[u8], durable: bool) -> crate::Result<()> {
+    write_file(target, bytes, durable).map_err(|e| crate::Error::io(e, target, "cannot write"))
+}
+
 /// Writes `bytes` to `target` atomically (small files: indexes).
 pub(crate) fn write_file(target: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     use std::io::Write;

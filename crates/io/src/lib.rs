@@ -69,6 +69,7 @@ mod writer;
 
 pub use crate::{
     append::append,
+    atomic::write_file_atomic,
     collection::{
         convert_collection, detect as detect_collection, dtype_from_name, remove_collection, BlockInfo, Collection,
         CollectionKind, CollectionOptions, RowsView, LOCK_NAME,

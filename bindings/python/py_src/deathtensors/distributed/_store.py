@@ -4,7 +4,6 @@ an object store. The storage classes see only this interface."""
 import contextlib
 import json
 import os
-import secrets
 import socket
 import tempfile
 import threading
@@ -383,26 +382,9 @@ class LocalStore(Store):
         return data
 
     def put_atomic(self, name: str, data: bytes, durable: bool) -> None:
-        tmp = self.describe(f"{name}.tmp-{secrets.token_hex(4)}")
-        try:
-            with open(tmp, "xb") as f:
-                f.write(data)
-                f.flush()
-                # The bytes reach the disk before the name does.
-                if durable:
-                    os.fsync(f.fileno())
-            os.replace(tmp, self.describe(name))
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        # The rename is durable only once the directory is synced.
-        if durable:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        # io's one temp-file scheme: a temp file beside the target, renamed
+        # over it; with durable, the file and then the directory synced.
+        _native.write_file_atomic(self.describe(name), data, durable)
 
     def list(self) -> Set[str]:
         try:
