@@ -29,8 +29,9 @@ pub fn consolidate(
     out: PathBuf,
     max_shard_bytes: u64,
     format: Option<&str>,
-    storage_options: Option<Vec<(String, String)>>,
+    storage_options: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Vec<PathBuf>> {
+    let storage_options = Some(crate::options::storage_pairs(storage_options)?);
     let format = match format {
         None => None,
         Some("deathtensors") => Some(Format::Deathtensors),

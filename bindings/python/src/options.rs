@@ -97,7 +97,7 @@ impl PyReadOptions {
 
 /// Python's `storage_options` (object_store's keys, as fsspec users pass
 /// them: `{"aws_region": ..., "allow_http": True}`) as string pairs.
-fn storage_pairs(storage_options: Option<Bound<'_, PyAny>>) -> PyResult<Vec<(String, String)>> {
+pub(crate) fn storage_pairs(storage_options: Option<Bound<'_, PyAny>>) -> PyResult<Vec<(String, String)>> {
     let mut pairs = Vec::new();
     if let Some(options) = storage_options {
         let options = options.downcast::<PyMapping>().map_err(|_| {

@@ -9,16 +9,18 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::errors::IntoPy;
-use crate::options::remote_options;
+use crate::options::{remote_options, storage_pairs};
 
 /// Options as the other remote calls take them.
-type StorageOptions = Option<Vec<(String, String)>>;
+/// `storage_options=`: a dict, as `dt.open` takes it (converted once, in
+/// `options.rs`).
+type StorageOptions<'py> = Option<Bound<'py, PyAny>>;
 
 /// Puts `data` as the object at `url` (one request).
 #[pyfunction]
 #[pyo3(signature = (url, data, storage_options = None))]
-pub fn remote_put(py: Python<'_>, url: String, data: Vec<u8>, storage_options: StorageOptions) -> PyResult<()> {
-    let options = remote_options(storage_options);
+pub fn remote_put(py: Python<'_>, url: String, data: Vec<u8>, storage_options: StorageOptions<'_>) -> PyResult<()> {
+    let options = remote_options(Some(storage_pairs(storage_options)?));
     py.allow_threads(|| deathtensors_remote::put(&url, data, &options)).py(py)
 }
 
@@ -34,16 +36,16 @@ pub fn write_file_atomic(py: Python<'_>, path: PathBuf, data: Vec<u8>, durable: 
 /// longer than a part) and returns its length.
 #[pyfunction]
 #[pyo3(signature = (path, url, storage_options = None))]
-pub fn remote_upload(py: Python<'_>, path: PathBuf, url: String, storage_options: StorageOptions) -> PyResult<u64> {
-    let options = remote_options(storage_options);
+pub fn remote_upload(py: Python<'_>, path: PathBuf, url: String, storage_options: StorageOptions<'_>) -> PyResult<u64> {
+    let options = remote_options(Some(storage_pairs(storage_options)?));
     py.allow_threads(|| deathtensors_remote::upload(&path, &url, &options)).py(py)
 }
 
 /// The size of the object at `url`, or None if there is none.
 #[pyfunction]
 #[pyo3(signature = (url, storage_options = None))]
-pub fn remote_size(py: Python<'_>, url: String, storage_options: StorageOptions) -> PyResult<Option<u64>> {
-    let options = remote_options(storage_options);
+pub fn remote_size(py: Python<'_>, url: String, storage_options: StorageOptions<'_>) -> PyResult<Option<u64>> {
+    let options = remote_options(Some(storage_pairs(storage_options)?));
     py.allow_threads(|| deathtensors_remote::size(&url, &options)).py(py)
 }
 
@@ -54,9 +56,9 @@ pub fn remote_get<'py>(
     py: Python<'py>,
     url: String,
     max: u64,
-    storage_options: StorageOptions,
+    storage_options: StorageOptions<'_>,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let options = remote_options(storage_options);
+    let options = remote_options(Some(storage_pairs(storage_options)?));
     let data = py.allow_threads(|| deathtensors_remote::get(&url, max, &options)).py(py)?;
     Ok(data.map(|d| PyBytes::new(py, &d)))
 }
@@ -64,15 +66,15 @@ pub fn remote_get<'py>(
 /// The objects directly under the prefix `url`: (name, size) pairs.
 #[pyfunction]
 #[pyo3(signature = (url, storage_options = None))]
-pub fn remote_list(py: Python<'_>, url: String, storage_options: StorageOptions) -> PyResult<Vec<(String, u64)>> {
-    let options = remote_options(storage_options);
+pub fn remote_list(py: Python<'_>, url: String, storage_options: StorageOptions<'_>) -> PyResult<Vec<(String, u64)>> {
+    let options = remote_options(Some(storage_pairs(storage_options)?));
     py.allow_threads(|| deathtensors_remote::list(&url, &options)).py(py)
 }
 
 /// Deletes the object at `url` (none there is not an error).
 #[pyfunction]
 #[pyo3(signature = (url, storage_options = None))]
-pub fn remote_delete(py: Python<'_>, url: String, storage_options: StorageOptions) -> PyResult<()> {
-    let options = remote_options(storage_options);
+pub fn remote_delete(py: Python<'_>, url: String, storage_options: StorageOptions<'_>) -> PyResult<()> {
+    let options = remote_options(Some(storage_pairs(storage_options)?));
     py.allow_threads(|| deathtensors_remote::delete(&url, &options)).py(py)
 }

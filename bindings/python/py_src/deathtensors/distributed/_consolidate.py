@@ -58,7 +58,7 @@ def consolidate(
         if os.fspath(out).endswith(("/", os.sep)):
             out_s += os.sep  # normpath drops it; it asks for a directory
         if isinstance(store, _store.RemoteStore):
-            written = _native.consolidate(store.url, out_s, max_shard_bytes, format, store.pairs)
+            written = _native.consolidate(store.url, out_s, max_shard_bytes, format, store.options)
         else:
             written = _native.consolidate(store.path, out_s, max_shard_bytes, format)
         return [os.fspath(p) for p in written]

@@ -409,8 +409,10 @@ class RemoteStore(Store):
 
     def __init__(self, url: str, storage_options: Optional[Mapping[str, Any]]) -> None:
         self.url = url
+        # Converted (and refused if not a dict) by the native core, here
+        # rather than at the first request.
+        _native.ReadOptions(storage_options=storage_options)
         self.options = storage_options
-        self.pairs = _remote.pairs(storage_options)
 
     def describe(self, name: str) -> str:
         return f"{self.url}/{name}"
@@ -431,26 +433,26 @@ class RemoteStore(Store):
         os.close(fd)
         try:
             _file.save(tmp, tensors, global_metadata=global_metadata, checksum=_checksum(fmt), durable=False, format=fmt)
-            return _native.remote_upload(tmp, self.describe(name), self.pairs)
+            return _native.remote_upload(tmp, self.describe(name), self.options)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
 
     def size(self, name: str) -> Optional[int]:
-        return _native.remote_size(self.describe(name), self.pairs)
+        return _native.remote_size(self.describe(name), self.options)
 
     def get(self, name: str) -> Optional[bytes]:
-        return _native.remote_get(self.describe(name), _native.DCP_METADATA_LIMIT, self.pairs)
+        return _native.remote_get(self.describe(name), _native.DCP_METADATA_LIMIT, self.options)
 
     def put_atomic(self, name: str, data: bytes, durable: bool) -> None:
         # One PUT: the object appears whole or not at all.
-        _native.remote_put(self.describe(name), data, self.pairs)
+        _native.remote_put(self.describe(name), data, self.options)
 
     def list(self) -> Set[str]:
-        return {name for name, _ in _native.remote_list(self.url, self.pairs)}
+        return {name for name, _ in _native.remote_list(self.url, self.options)}
 
     def remove(self, name: str) -> None:
-        _native.remote_delete(self.describe(name), self.pairs)
+        _native.remote_delete(self.describe(name), self.options)
 
     def open_reader(self, name: str) -> Any:
         return _native.Reader(self.describe(name), _native.ReadOptions(storage_options=self.options))
