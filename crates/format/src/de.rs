@@ -328,18 +328,27 @@ impl<'de> Visitor<'de> for KeySeed {
     }
 }
 
+/// `DeserializeSeed` for a seed that is also the `Visitor` of any value it
+/// reads (every seed here but the keys'): it asks serde for any value and
+/// visits it itself.
+macro_rules! seed_is_its_own_visitor {
+    ($seed:ident<$($lt:lifetime),*> => $value:ty) => {
+        impl<'de> DeserializeSeed<'de> for $seed<$($lt),*> {
+            type Value = $value;
+            fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<$value, D::Error> {
+                d.deserialize_any(self)
+            }
+        }
+    };
+}
+
 /// The whole header object.
 struct Top<'a> {
     ctx: Ctx<'a>,
     format: Format,
 }
 
-impl<'de> DeserializeSeed<'de> for Top<'_> {
-    type Value = RawHeader;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<RawHeader, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(Top<'_> => RawHeader);
 
 impl<'de> Visitor<'de> for Top<'_> {
     type Value = RawHeader;
@@ -517,12 +526,7 @@ struct TreeSeed<'a> {
     depth: usize,
 }
 
-impl<'de> DeserializeSeed<'de> for TreeSeed<'_> {
-    type Value = Tree;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Tree, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(TreeSeed<'_> => Tree);
 
 impl<'de> Visitor<'de> for TreeSeed<'_> {
     type Value = Tree;
@@ -645,12 +649,7 @@ struct TensorsSeed<'a> {
     ctx: Ctx<'a>,
 }
 
-impl<'de> DeserializeSeed<'de> for TensorsSeed<'_> {
-    type Value = Vec<TensorInfo>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(TensorsSeed<'_> => Vec<TensorInfo>);
 
 impl<'de> Visitor<'de> for TensorsSeed<'_> {
     type Value = Vec<TensorInfo>;
@@ -685,12 +684,7 @@ struct TensorSeed<'a> {
     format: Format,
 }
 
-impl<'de> DeserializeSeed<'de> for TensorSeed<'_> {
-    type Value = TensorFields;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(TensorSeed<'_> => TensorFields);
 
 impl<'de> Visitor<'de> for TensorSeed<'_> {
     type Value = TensorFields;
@@ -779,12 +773,7 @@ struct DtypeSeed<'a> {
     ctx: Ctx<'a>,
 }
 
-impl<'de> DeserializeSeed<'de> for DtypeSeed<'_> {
-    type Value = Dtype;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Dtype, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(DtypeSeed<'_> => Dtype);
 
 impl<'de> Visitor<'de> for DtypeSeed<'_> {
     type Value = Dtype;
@@ -803,12 +792,7 @@ struct StringSeed<'a> {
     what: &'static str,
 }
 
-impl<'de> DeserializeSeed<'de> for StringSeed<'_> {
-    type Value = String;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<String, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(StringSeed<'_> => String);
 
 impl<'de> Visitor<'de> for StringSeed<'_> {
     type Value = String;
@@ -850,12 +834,7 @@ struct UintSeed<'a> {
     kind: fn() -> ErrorKind,
 }
 
-impl<'de> DeserializeSeed<'de> for UintSeed<'_> {
-    type Value = u64;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<u64, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(UintSeed<'_> => u64);
 
 impl<'de> Visitor<'de> for UintSeed<'_> {
     type Value = u64;
@@ -923,12 +902,7 @@ struct ShapeSeed<'a> {
     ctx: Ctx<'a>,
 }
 
-impl<'de> DeserializeSeed<'de> for ShapeSeed<'_> {
-    type Value = Vec<u64>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Vec<u64>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(ShapeSeed<'_> => Vec<u64>);
 
 impl<'de> Visitor<'de> for ShapeSeed<'_> {
     type Value = Vec<u64>;
@@ -994,12 +968,7 @@ struct MetadataSeed<'a> {
     nullable: bool,
 }
 
-impl<'de> DeserializeSeed<'de> for MetadataSeed<'_> {
-    type Value = Option<Metadata>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(MetadataSeed<'_> => Option<Metadata>);
 
 impl<'de> Visitor<'de> for MetadataSeed<'_> {
     type Value = Option<Metadata>;
@@ -1050,12 +1019,7 @@ struct MetaValueSeed<'a, 'k> {
     key: &'k str,
 }
 
-impl<'de> DeserializeSeed<'de> for MetaValueSeed<'_, '_> {
-    type Value = String;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<String, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(MetaValueSeed<'_, '_> => String);
 
 impl MetaValueSeed<'_, '_> {
     fn not_string<E: de::Error>(&self) -> E {
@@ -1104,12 +1068,7 @@ struct CompressionSeed<'a> {
     ctx: Ctx<'a>,
 }
 
-impl<'de> DeserializeSeed<'de> for CompressionSeed<'_> {
-    type Value = crate::compression::RawCompression;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(CompressionSeed<'_> => crate::compression::RawCompression);
 
 const COMPRESSION_SECTION: ErrorKind =
     ErrorKind::WrongType { what: "field \"compression\"", expected: "a JSON object" };
@@ -1185,12 +1144,7 @@ struct ChunkTablesSeed<'a> {
 const CHUNK_TABLES: ErrorKind =
     ErrorKind::WrongType { what: "field \"compression.tensors\"", expected: "an object of integer arrays" };
 
-impl<'de> DeserializeSeed<'de> for ChunkTablesSeed<'_> {
-    type Value = Vec<(String, Vec<u64>)>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(ChunkTablesSeed<'_> => Vec<(String, Vec<u64>)>);
 
 impl<'de> Visitor<'de> for ChunkTablesSeed<'_> {
     type Value = Vec<(String, Vec<u64>)>;
@@ -1237,12 +1191,7 @@ struct ChunkListSeed<'a, 'b> {
     budget: &'b Cell<u64>,
 }
 
-impl<'de> DeserializeSeed<'de> for ChunkListSeed<'_, '_> {
-    type Value = Vec<u64>;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> core::result::Result<Vec<u64>, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_is_its_own_visitor!(ChunkListSeed<'_, '_> => Vec<u64>);
 
 impl<'de> Visitor<'de> for ChunkListSeed<'_, '_> {
     type Value = Vec<u64>;
