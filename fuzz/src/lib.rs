@@ -10,7 +10,9 @@
 //! cd fuzz && cargo run --release --bin file -- artifacts/file/crash-1234
 //! ```
 
-pub mod properties;
+// The properties live in the workspace's testkit, so that format's
+// regression tests replay exactly what the fuzzer checks.
+pub use deathtensors_testkit::properties;
 
 use std::path::{Path, PathBuf};
 

@@ -64,7 +64,7 @@ fn test_steps(steps: &mut Steps) -> Result<(), String> {
     steps.run("python venv (.venv from PyPI)", crate::python::setup)?;
     steps.run("cargo fmt --check", || cargo(&["fmt", "--all", "--", "--check"]))?;
     // Every server the tests start must be there: a missing one fails the
-    // test naming it (`crates/remote/tests/it/servers.rs`), never a silent pass.
+    // test naming it (`crates/testkit/src/servers.rs`), never a silent pass.
     steps.run("cargo test --workspace", || {
         exec(Command::new(cargo_bin()).args(["test", "--workspace"]).env("DEATHTENSORS_REQUIRE_SERVERS", "1"))
     })?;

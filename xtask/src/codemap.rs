@@ -18,6 +18,7 @@ pub const SOURCES: &[&str] = &[
     "crates/io/src",
     "crates/remote/src",
     "crates/cli/src",
+    "crates/testkit/src",
     "bindings/python/src",
     "bindings/python/py_src/deathtensors",
     "xtask/src",

@@ -267,11 +267,11 @@ mod tests {
             assert!(!entries(&dir, |p| p.is_file().then(String::new)).is_empty(), "no seed in {}", dir.display());
         }
 
-        let properties = std::fs::read_to_string(fuzz.join("src/properties.rs")).unwrap();
+        let properties = std::fs::read_to_string(root().join("crates/testkit/src/properties.rs")).unwrap();
         for target in TARGETS {
             assert!(
                 properties.contains(&format!("(\"{target}\", {target})")),
-                "fuzz/src/properties.rs: TARGETS has no entry (\"{target}\", {target})"
+                "crates/testkit/src/properties.rs: TARGETS has no entry (\"{target}\", {target})"
             );
         }
     }

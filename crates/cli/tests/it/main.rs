@@ -15,11 +15,6 @@ mod inspect;
 mod integrity;
 mod meta;
 mod remote;
-// The test servers of deathtensors-remote's suite (moto, nginx, Azurite,
-// fake-gcs-server), one file for both crates; the CLI's tests use moto.
-#[allow(dead_code)]
-#[path = "../../../remote/tests/it/servers.rs"]
-mod servers;
 mod sharded;
 mod stats;
 mod torch;
@@ -32,6 +27,9 @@ use std::process::Command;
 use deathtensors_io::format::{Dtype, TensorSpec};
 use deathtensors_io::{save, Reader, WriteOptions};
 use serde_json::Value;
+// The test servers of deathtensors-remote's suite (moto, nginx, Azurite,
+// fake-gcs-server), from the shared testkit; the CLI's tests use moto.
+pub use deathtensors_testkit::servers;
 
 /// What a run of the binary gave.
 #[derive(Debug)]

@@ -1,14 +1,13 @@
 //! Fuzz regressions: every file in `testdata/fuzz/` goes through the
 //! property of the fuzz target it is named after (`<target>-<hash>`).
 //!
-//! The properties are the fuzz crate's own `fuzz/src/properties.rs`,
-//! included by path so that these tests check exactly what the fuzzer
-//! checked, without a dependency on the fuzz crate (nothing depends on it).
+//! The properties are the fuzz targets' own (`deathtensors-testkit`'s
+//! `properties`, which the fuzz crate calls), so that these tests check
+//! exactly what the fuzzer checked.
 //! A crash that needs a note on its root cause also gets a one-line test
 //! below, next to that note.
 
-#[path = "../../../../fuzz/src/properties.rs"]
-mod properties;
+use deathtensors_testkit::properties;
 
 use std::path::PathBuf;
 

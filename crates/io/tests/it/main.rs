@@ -18,7 +18,6 @@ mod parity;
 mod region;
 mod roundtrip;
 mod safety;
-mod scratch;
 mod sharded;
 mod strided;
 mod vectors;
@@ -30,7 +29,7 @@ pub fn testdata() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
 }
 
-pub use scratch::Scratch;
+pub use deathtensors_testkit::scratch::Scratch;
 
 /// A fresh empty directory for one test, removed when dropped.
 pub fn scratch(name: &str) -> Scratch {

@@ -15,9 +15,6 @@ mod gcs;
 mod http;
 mod proxy;
 mod s3;
-#[path = "../../../io/tests/it/scratch.rs"]
-mod scratch;
-mod servers;
 mod upload;
 
 use std::path::Path;
@@ -25,7 +22,8 @@ use std::path::Path;
 use deathtensors_io::format::{Dtype, TensorSpec};
 use deathtensors_io::{save, WriteOptions};
 
-pub use scratch::Scratch;
+pub use deathtensors_testkit::scratch::Scratch;
+pub use deathtensors_testkit::servers;
 
 /// A fresh empty directory for one test, removed when dropped.
 pub fn scratch(name: &str) -> Scratch {

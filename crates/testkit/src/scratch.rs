@@ -1,5 +1,5 @@
-//! A test's scratch directory, shared by the integration tests of
-//! `deathtensors-io` and `deathtensors-remote` (included by path there).
+//! A test's scratch directory, for the integration tests of
+//! `deathtensors-io` and `deathtensors-remote`.
 
 use std::path::PathBuf;
 

@@ -1,10 +1,10 @@
 //! The properties the fuzz targets check, one function per target. Each
 //! takes any bytes and panics if the property does not hold.
 //!
-//! This file is shared by the targets (through the fuzz crate's `lib.rs`)
-//! and by `crates/format/tests/it/fuzz_regressions.rs`, which includes it
-//! with `#[path]` so that `cargo test` replays `testdata/fuzz/` through the
-//! very same checks without depending on the fuzz crate.
+//! Shared by the targets (through the fuzz crate's `lib.rs`) and by
+//! `crates/format/tests/it/fuzz_regressions.rs`, so that `cargo test`
+//! replays `testdata/fuzz/` through the very same checks without depending
+//! on the fuzz crate.
 
 use deathtensors_format::{
     check_block_name, chunk_count, chunk_nonce, chunk_range, encode_signatures, parse_signatures, signature_block_len,
