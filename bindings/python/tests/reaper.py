@@ -19,7 +19,9 @@ import time
 
 GRACE_SECONDS = 3.0
 
-_lock = threading.Lock()
+# Reentrant: a signal handler runs on the main thread, perhaps while that
+# thread holds the lock.
+_lock = threading.RLock()
 _children: list = []  # Popen objects, pruned when they have ended
 _original_init = subprocess.Popen.__init__
 
@@ -71,14 +73,23 @@ _interrupts = 0
 _default_sigint = signal.default_int_handler
 
 
+def _kill_now() -> None:
+    """SIGKILL to every child still running (and its group), at once: what
+    a signal handler may do without waiting on anything."""
+    for p in list(_children):
+        if p.returncode is None:
+            _signal_child(p, signal.SIGKILL)
+
+
 def _on_sigint(signum, frame):
-    # The first Ctrl-C is pytest's (KeyboardInterrupt: teardown runs and the
-    # summary prints); a second one stops the children and ends the run.
+    # The first Ctrl-C is pytest's (KeyboardInterrupt: teardown runs, the
+    # children are stopped at unconfigure, the summary prints); a second
+    # one kills the children and ends the run at once.
     global _interrupts
     _interrupts += 1
     if _interrupts == 1:
         _default_sigint(signum, frame)
-    stop_children()
+    _kill_now()
     os._exit(130)
 
 

@@ -67,12 +67,15 @@ def test_children_of_a_run_die_with_it(tmp_path, workers, end):
     if workers:
         cmd += ["-n", workers]
     env = dict(os.environ, PIDS=str(pids_file), END=end, PYTHONPATH=str(HERE))
-    run = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           start_new_session=True)
+    # Its output goes to a file, never a pipe nobody reads until the end
+    # (a full pipe would block the run being tested).
+    log = tmp_path / "inner.log"
+    out = open(log, "wb")  # noqa: SIM115 -- closed below
+    run = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while not (pids_file.exists() and pids_file.read_text().strip()) and time.monotonic() < deadline:
-            assert run.poll() is None or end == "leave", run.stdout.read().decode()
+            assert run.poll() is None or end == "leave", log.read_text(errors="replace")
             time.sleep(0.1)
         plain, grouped = map(int, pids_file.read_text().split())
         grandchildren = [p for p in session_members(grouped) if p != grouped]
@@ -84,13 +87,18 @@ def test_children_of_a_run_die_with_it(tmp_path, workers, end):
             os.killpg(run.pid, signal.SIGINT)
             time.sleep(1)
             os.killpg(run.pid, signal.SIGINT)
-        run.wait(60)
+        try:
+            run.wait(90)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            raise AssertionError(f"pytest did not end ({end}):\n{log.read_text(errors='replace')[-3000:]}") from None
         deadline = time.monotonic() + 10
         while any(map(alive, [plain, grouped, *grandchildren])) and time.monotonic() < deadline:
             time.sleep(0.1)
         left = [p for p in (plain, grouped, *grandchildren) if alive(p)]
         assert not left, f"pytest ended ({end}, exit {run.returncode}) and left children running: {left}"
     finally:
+        out.close()
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
             run.wait()
