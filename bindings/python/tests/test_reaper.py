@@ -71,7 +71,12 @@ def test_children_of_a_run_die_with_it(tmp_path, workers, end):
     # (a full pipe would block the run being tested).
     log = tmp_path / "inner.log"
     out = open(log, "wb")  # noqa: SIM115 -- closed below
-    run = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    # Ctrl-C as a terminal delivers it: SIGINT's default action restored
+    # in the run (a run started in the background, as CI may start this
+    # one, inherits SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt).
+    run = subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while not (pids_file.exists() and pids_file.read_text().strip()) and time.monotonic() < deadline:
