@@ -270,7 +270,7 @@ impl Container for NumpyFile {
 /// the safetensors file it converts to.
 ///
 /// # Errors
-/// As [`NumpyFile::open`] and [`crate::converted::open_converted`].
+/// As [`NumpyFile::open`] and [`crate::open_converted`].
 pub fn open_numpy_file(path: impl AsRef<Path>, options: ReadOptions) -> Result<crate::Reader> {
     let path = path.as_ref();
     crate::converted::open_converted(NumpyFile::open(path)?, path, options)

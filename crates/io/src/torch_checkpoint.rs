@@ -483,7 +483,7 @@ pub fn convert_torch_checkpoint(
 }
 
 /// The checkpoint as the safetensors file it converts to
-/// ([`crate::converted`]): tied weights ([`TorchCheckpoint::tied`]) once,
+/// (`converted.rs`): tied weights ([`TorchCheckpoint::tied`]) once,
 /// under the first name, each other name recorded in the metadata as
 /// `removed: kept`, beside the plain values.
 impl Container for TorchCheckpoint {
@@ -519,7 +519,7 @@ impl Container for TorchCheckpoint {
 /// pickle, each read from its storage only when asked for.
 ///
 /// # Errors
-/// As [`TorchCheckpoint::open`] and [`crate::converted::open_converted`].
+/// As [`TorchCheckpoint::open`] and [`crate::open_converted`].
 pub fn open_torch_checkpoint(path: impl AsRef<Path>, options: ReadOptions) -> Result<crate::Reader> {
     let path = path.as_ref();
     crate::converted::open_converted(TorchCheckpoint::open(path)?, path, options)
