@@ -12,17 +12,11 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// The source folders the map covers.
-pub const SOURCES: &[&str] = &[
-    "crates/format/src",
-    "crates/io/src",
-    "crates/remote/src",
-    "crates/cli/src",
-    "crates/testkit/src",
-    "bindings/python/src",
-    "bindings/python/py_src/deathtensors",
-    "xtask/src",
-];
+/// The source folders the map covers: every crate's and the Python
+/// package's, as the module graph reads them.
+fn sources() -> impl Iterator<Item = &'static str> {
+    crate::modgraph::RUST_SOURCES.iter().copied().chain([crate::modgraph::PYTHON_PACKAGE])
+}
 
 const EXEMPT: &[&str] = &["lib.rs", "main.rs", "mod.rs", "__init__.py", "tests.rs"];
 
@@ -70,7 +64,7 @@ pub fn check(root: &Path) -> Result<Vec<String>, String> {
     let names = named(&doc);
     let mut problems = Vec::new();
     let mut every = BTreeSet::new();
-    for folder in SOURCES {
+    for folder in sources() {
         let all = files(&root.join(folder))?;
         for rel in &all {
             every.insert(rel.clone());
