@@ -45,10 +45,12 @@ extern crate std;
 // (the encryption section), compression (the compression section and chunk
 // tables), raw, fast, de, bintensors (the decoders, and
 // bintensors' encoder); index (the name index); header (`Header`), enc, head (`Head`),
-// cryptotensors, collection; pickle (torch checkpoints' pickles, read
+// cryptotensors, collection, checkpoint_names (the files of checkpoints of
+// several files); pickle (torch checkpoints' pickles, read
 // without running them), zip (their container, and numpy's .npz) and npy
 // (numpy's arrays, their header read as literals), on dtype alone.
 mod bintensors;
+mod checkpoint_names;
 mod collection;
 mod compression;
 mod crypt;
@@ -82,6 +84,10 @@ mod varint;
 pub mod zip;
 
 pub use crate::{
+    checkpoint_names::{
+        block_name, is_checkpoint_document, is_save_id, parse_rank_file_name, parse_rank_metadata_name,
+        parse_save_marker_name, rank_file_name, rank_metadata_name, save_marker_name, DCP_METADATA, INDEX_SUFFIX,
+    },
     collection::{
         check_block_name, BlockRef, Manifest, RowLayout, BLOCK_ALIGNMENT, BLOCK_TENSOR, COLLECTION_FORMAT,
         DEFAULT_BLOCK_ROWS, LOCK_NAME, MANIFEST_NAME, MAX_BLOCKS, MAX_BLOCK_BYTES, MAX_BLOCK_NAME_LEN,

@@ -230,7 +230,7 @@ impl Error {
     }
 
     /// This error, naming `path` instead of the file it named: a file
-    /// written under a temp name (`crate::staged`) is named by its target.
+    /// written under a temp name (`crate::fs::staged`) is named by its target.
     pub(crate) fn with_path(mut self, path: &Path) -> Error {
         self.0.path = Some(path.to_path_buf());
         self

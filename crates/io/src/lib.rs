@@ -23,65 +23,65 @@
 //! ```
 #![deny(missing_docs)]
 
-mod append;
-mod atomic;
-mod collection;
-mod commitment;
-mod compress;
-mod converted;
-mod copy;
-mod crypt;
-mod cryptotensors;
-mod dcp;
-mod diff;
-mod direct;
+// Rooms, bottom to top: each uses only those named before it, and all of
+// them the crate's seam (`error`: its one error type; `options`: the
+// options of reading and writing, validated once). `fs` (the machine and
+// the file system), `trust` (keys, ciphers, policies), `file` (the reader
+// and the writers), `tools` (what is built on files), `foreign` (other
+// kinds of files, read as ours). Each room's `mod.rs` is its table of
+// contents. `options` names `trust`'s key types and a model's commitments.
 mod error;
-mod foreign;
-mod fork;
-mod hash;
-mod huge_pages;
-mod mmap;
-mod model_sign;
-mod numpy_file;
 mod options;
-mod pack;
-mod par;
-mod policy;
-mod pread;
-mod prefault;
-mod protection;
-mod reader;
-mod seal;
-mod sha_lanes;
-mod sharded;
-mod sidecar;
-mod signing;
-mod staged;
-mod stats;
-mod stream_check;
-mod strided;
-mod tensor_set;
-mod torch_checkpoint;
-mod trust;
-pub mod values;
-mod writeback;
-mod writer;
 
-pub use crate::{
-    append::append,
+mod file;
+mod foreign;
+mod fs;
+mod tools;
+mod trust;
+
+pub use crate::error::{Error, ErrorKind, Result};
+pub use crate::options::{Compress, ReadOptions, WriteOptions};
+
+// The machine and the file system.
+pub use crate::fs::{
     atomic::write_file_atomic,
-    collection::{
-        convert_collection, detect as detect_collection, dtype_from_name, remove_collection, BlockInfo, Collection,
-        CollectionKind, CollectionOptions, RowsView, LOCK_NAME,
-    },
+    huge_pages::{huge_pages_pay, HUGE_PAGE},
+    mmap::PrivateMap,
+    pread::ReadAt,
+    sha_lanes::{sha256_many, sha256_views},
+    staged::StagedFiles,
+    strided::{Strided, TensorBytes},
+};
+
+// Trust.
+pub use crate::trust::{
     commitment::{FileCommitment, ModelCommitments},
-    converted::{open_converted, Container, ConvertedSource},
-    copy::{copy_tensors, COPY_CHUNK},
     crypt::{
         cryptotensors_jwk, describe_key_file, describe_keys, EncryptOptions, KeyRing, KeySummary, Passphrase,
         RecipientKey, SigningKey, SymmetricKey, VerifyingKey, X25519PublicKey, X25519SecretKey, KEY_ENV_VARS,
     },
     cryptotensors::{save_cryptotensors, CryptotensorsOptions},
+};
+
+// The file.
+pub use crate::file::{
+    protection::{EncryptionInfo, SignatureCovers},
+    reader::{
+        FooterCheck, Mismatch, PlacedRead, Placement, Reader, RegionCheck, RegionRead, TagCheck, TensorRef, Verdict,
+        VerifyReport,
+    },
+    signing::{sign_file, sign_file_with},
+    writer::{save, save_from, save_views, save_with_progress, Writer},
+};
+
+// Built on files.
+pub use crate::tools::{
+    append::append,
+    collection::{
+        convert_collection, detect as detect_collection, dtype_from_name, remove_collection, BlockInfo, Collection,
+        CollectionKind, CollectionOptions, RowsView, LOCK_NAME,
+    },
+    copy::{copy_tensors, COPY_CHUNK},
     dcp::{
         block_name, check_checkpoint_metadata, check_chunk_cover, check_rank_checkpoint_metadata, chunk_tiles,
         consolidate, consolidate_from, parse_rank_file_name, parse_rank_metadata_name, rank_file_name,
@@ -89,38 +89,29 @@ pub use crate::{
         DEFAULT_MAX_SHARD_BYTES, MAX_METADATA_BYTES, MAX_RANK, MAX_TILES,
     },
     diff::{diff, Compare, Diff, MetadataChange, ValueDiff},
-    error::{Error, ErrorKind, Result},
-    foreign::{describe_file, open_converted_file},
-    huge_pages::{huge_pages_pay, HUGE_PAGE},
-    mmap::PrivateMap,
     model_sign::{
         open_signed_model, sign_model, verify_bundle, verify_model, EcPublicKey, EcSigningKey, ModelSigner,
         ModelVerifier, SignModelOptions, SignedFile, SignedModel,
     },
-    numpy_file::{convert_numpy_file, is_numpy_file, open_numpy_file, NumpyFile},
-    options::{Compress, ReadOptions, WriteOptions},
-    pread::ReadAt,
-    protection::{EncryptionInfo, SignatureCovers},
-    reader::{
-        FooterCheck, Mismatch, PlacedRead, Placement, Reader, RegionCheck, RegionRead, TagCheck, TensorRef, Verdict,
-        VerifyReport,
-    },
-    sha_lanes::{sha256_many, sha256_views},
     sharded::{
         is_json_index, is_legacy_index, save_sharded, save_sharded_legacy, write_index, LocalOpener, Opener,
         ShardedReader, INDEX_SUFFIX, LEGACY_INDEX_MARKER,
     },
     sidecar::{manifest, write_manifest},
-    signing::{sign_file, sign_file_with},
-    staged::StagedFiles,
     stats::{tensor_stats, Stats},
-    strided::{Strided, TensorBytes},
     tensor_set::TensorSet,
+    values,
+};
+
+// Other kinds of files.
+pub use crate::foreign::{
+    converted::{open_converted, Container, ConvertedSource},
+    numpy_file::{convert_numpy_file, is_numpy_file, open_numpy_file, NumpyFile},
+    open::{describe_file, open_converted_file},
     torch_checkpoint::{
         convert_torch_checkpoint, convert_torch_index, is_torch_checkpoint, is_torch_index, open_torch_checkpoint,
         scan_pickle, TorchCheckpoint, TorchTensor, MAX_VIEW_EXPANSION,
     },
-    writer::{save, save_from, save_views, save_with_progress, Writer},
 };
 pub use deathtensors_format as format;
 

@@ -10,8 +10,8 @@ use deathtensors_format::{
     MIN_CHUNK_SIZE,
 };
 
-use crate::crypt::{EncryptOptions, KeyRing, SigningKey, VerifyingKey};
 use crate::error::{Error, Result};
+use crate::trust::crypt::{EncryptOptions, KeyRing, SigningKey, VerifyingKey};
 
 /// What a refused write was doing, in its error.
 const DOING: &str = "cannot write";

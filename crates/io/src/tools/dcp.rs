@@ -1,0 +1,25 @@
+//! Distributed checkpoints (`deathtensors.distributed`'s
+//! `StorageWriter`, `docs/DISTRIBUTED.md`), by idea:
+//! - `document.rs`: the metadata document (`deathtensors.json`): its
+//!   limits, its parse with every check, chunks and tiles, rank-file and
+//!   block names, the cover check. The one copy of these rules: Python's
+//!   `deathtensors.distributed` runs the same check on what it loads.
+//! - `consolidate.rs`: the full tensors put together from the rank files
+//!   and written as one file or a Hugging Face checkpoint (the command
+//!   line's `consolidate` and Python's `deathtensors.distributed.consolidate`).
+//! - `source.rs`: where the files are read from (a directory, or through
+//!   `deathtensors-remote` an object store's prefix).
+
+mod consolidate;
+mod document;
+mod source;
+
+pub use consolidate::{consolidate, consolidate_from, ConsolidateOptions, DEFAULT_MAX_SHARD_BYTES};
+pub use deathtensors_format::{
+    block_name, parse_rank_file_name, parse_rank_metadata_name, rank_file_name, rank_metadata_name, DCP_METADATA,
+};
+pub use document::{
+    check_checkpoint_metadata, check_chunk_cover, check_rank_checkpoint_metadata, chunk_tiles, Tile,
+    MAX_METADATA_BYTES, MAX_RANK, MAX_TILES,
+};
+pub use source::{CheckpointDir, CheckpointSource};
