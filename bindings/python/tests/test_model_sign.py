@@ -348,6 +348,12 @@ def test_keys_it_does_not_take_are_named(model, tmp_path):
         dt.verify_model(model)
 
 
+#: The keys of every `verify --json` / `verify-model --json` report.
+VERIFY_REPORT_KEYS = [
+    "path", "kind", "ok", "verdict", "checked", "unverified", "signers", "signer_keys", "failures", "error",
+]
+
+
 def test_cli_round_trip_and_exit_codes(model, tmp_path):
     key, pub = write_key(tmp_path / "k.pem", ec.generate_private_key(ec.SECP256R1()))
     r = cli("sign-model", model, "--private-key", key)
@@ -355,11 +361,19 @@ def test_cli_round_trip_and_exit_codes(model, tmp_path):
     assert "7 files" in r.stdout
     r = cli("verify-model", model, "--public-key", pub, "--json")
     assert r.returncode == 0, r.stderr
-    assert "config.json" in [f["name"] for f in json.loads(r.stdout)["files"]]
+    report = json.loads(r.stdout)
+    # `verify`'s one shape (crates/cli/src/verdict.rs), what was checked under "checked".
+    assert sorted(report) == sorted(VERIFY_REPORT_KEYS)
+    assert report["kind"] == "model" and report["ok"] is True and report["verdict"] == "ok"
+    assert "config.json" in [f["name"] for f in report["checked"]["files"]]
     assert model_signing("verify", "key", model, "--public_key", pub, "--signature", model / "model.sig").returncode == 0
     (model / "config.json").write_text("{}")
     r = cli("verify-model", model, "--public-key", pub)
     assert r.returncode == 1 and "config.json" in r.stderr
+    r = cli("verify-model", model, "--public-key", pub, "--json")
+    failed = json.loads(r.stdout)
+    assert r.returncode == 1 and sorted(failed) == sorted(VERIFY_REPORT_KEYS)
+    assert failed["ok"] is False and failed["verdict"] == "failed" and "config.json" in failed["error"]
     r = cli("sign-model", "--help")
     assert "P-256 or P-384" in r.stdout and "Ed25519" in r.stdout
 

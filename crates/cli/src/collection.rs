@@ -124,10 +124,10 @@ pub fn verify(path: &Path, allow_missing: bool, as_json: bool) -> anyhow::Result
     }
     let mut out = Out::new();
     if as_json {
-        out.json(&json!({
-            "path": path.to_string_lossy(), "ok": true, "rows": c.rows(), "blocks": blocks, "blocks_hashed": hashed,
-            "blocks_partial": partial,
-        }))?;
+        let checked = json!({
+            "rows": c.rows(), "blocks": blocks, "blocks_hashed": hashed, "blocks_partial": partial,
+        });
+        out.json(&crate::verdict::Report::ok(path, crate::verdict::Kind::Collection, checked).to_json())?;
     } else {
         let unhashed = blocks as u64 - hashed;
         let note = match (partial, unhashed - partial) {

@@ -170,7 +170,8 @@ pub fn inspect(ctx: &RunContext, path: &Path, as_json: bool) -> anyhow::Result<E
 /// trusted signers, requirements), so a shard that fails them fails. With
 /// `--json`, a failure is one JSON document too.
 pub fn verify(ctx: &RunContext, args: &VerifyArgs, options: ReadOptions) -> anyhow::Result<ExitCode> {
-    verify_checked(ctx, args, options).map_err(|e| crate::verdict::report_json(&args.file, args.json, e))
+    verify_checked(ctx, args, options)
+        .map_err(|e| crate::verdict::report_json(&args.file, crate::verdict::Kind::Sharded, args.json, e))
 }
 
 fn verify_checked(ctx: &RunContext, args: &VerifyArgs, options: ReadOptions) -> anyhow::Result<ExitCode> {
@@ -204,10 +205,10 @@ fn verify_checked(ctx: &RunContext, args: &VerifyArgs, options: ReadOptions) -> 
     }
     let mut out = Out::new();
     if as_json {
-        out.json(&json!({
-            "path": path.to_string_lossy(), "ok": true, "shards": rows.len(),
-            "shards_with_checksum": with_checksum, "tensors": sharded.len(),
-        }))?;
+        let checked = json!({
+            "shards": rows.len(), "shards_with_checksum": with_checksum, "tensors": sharded.len(),
+        });
+        out.json(&crate::verdict::Report::ok(path, crate::verdict::Kind::Sharded, checked).to_json())?;
     } else {
         writeln!(
             out,

@@ -9,6 +9,7 @@ use deathtensors_io::{EcPublicKey, EcSigningKey, ModelSigner, ModelVerifier, Sig
 
 use crate::exit::ExitCode;
 use crate::out::{self, Out};
+use crate::verdict::{report_json, Kind, Report};
 
 /// Options of `sign-model`.
 #[derive(Debug, Args)]
@@ -61,7 +62,7 @@ fn default_signature(dir: &Path, given: Option<PathBuf>) -> PathBuf {
     given.unwrap_or_else(|| dir.join("model.sig"))
 }
 
-fn report(model: &SignedModel, signature: &Path, verb: &str, json: bool) -> anyhow::Result<()> {
+fn report(model: &SignedModel, dir: &Path, signature: &Path, verb: &str, json: bool) -> anyhow::Result<()> {
     let mut out = Out::new();
     if json {
         let files: Vec<serde_json::Value> = model
@@ -69,9 +70,19 @@ fn report(model: &SignedModel, signature: &Path, verb: &str, json: bool) -> anyh
             .iter()
             .map(|f| serde_json::json!({"name": f.name, "sha256": deathtensors_io::format::hex_digest(&f.sha256)}))
             .collect();
-        out.json(&serde_json::json!({
+        let doc = serde_json::json!({
             "ok": true, "model": model.name, "signature": signature.display().to_string(), "files": files,
-        }))?;
+        });
+        if verb == "verified" {
+            // `verify`'s one shape: what was checked under `checked`.
+            let mut report = Report::ok(dir, Kind::Model, doc);
+            if let Some(checked) = report.checked.as_object_mut() {
+                checked.remove("ok");
+            }
+            out.json(&report.to_json())?;
+        } else {
+            out.json(&doc)?;
+        }
     } else {
         writeln!(out, "{verb} {} ({}): {}", model.name, out::count(model.files.len(), "file"), signature.display())?;
     }
@@ -88,7 +99,7 @@ pub fn sign(args: SignModelArgs) -> anyhow::Result<ExitCode> {
     let signature = default_signature(&args.dir, args.signature);
     let options = SignModelOptions { ignore_paths: args.ignore, allow_symlinks: args.allow_symlinks };
     let model = deathtensors_io::sign_model(&args.dir, &signer, &signature, &options)?;
-    report(&model, &signature, "signed", args.json)?;
+    report(&model, &args.dir, &signature, "signed", args.json)?;
     Ok(ExitCode::Success)
 }
 
@@ -98,7 +109,8 @@ pub fn verify(args: VerifyModelArgs) -> anyhow::Result<ExitCode> {
         None => ModelVerifier::certificates(&args.cert_chain)?,
     };
     let signature = default_signature(&args.dir, args.signature);
-    let model = deathtensors_io::verify_model(&args.dir, &verifier, &signature)?;
-    report(&model, &signature, "verified", args.json)?;
+    let model = deathtensors_io::verify_model(&args.dir, &verifier, &signature)
+        .map_err(|e| report_json(&args.dir, Kind::Model, args.json, e.into()))?;
+    report(&model, &args.dir, &signature, "verified", args.json)?;
     Ok(ExitCode::Success)
 }

@@ -14,7 +14,7 @@ use crate::exit::{CheckFailed, ExitCode};
 use crate::out::{self, Out};
 use crate::progress;
 use crate::signers::Trusted;
-use crate::verdict::{report_json, unsigned_tensors};
+use crate::verdict::{report_json, unsigned_tensors, Kind, Report};
 
 fn describe(m: &Mismatch) -> String {
     let (start, end) = m.range;
@@ -42,7 +42,7 @@ fn mismatch_json(m: &Mismatch) -> Value {
 /// at open, a tag that does not verify) is still one JSON document on
 /// stdout, `ok` false; the error goes on as usual (stderr, exit code).
 fn report(args: &VerifyArgs, err: anyhow::Error) -> anyhow::Error {
-    report_json(&args.file, args.json, err)
+    report_json(&args.file, Kind::File, args.json, err)
 }
 
 pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
@@ -63,7 +63,7 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     let signers: Vec<String> = reader.signers().iter().map(|k| k.fingerprint()).collect();
     let signature_required = args.require_signature || !args.signer.is_empty();
     if signature_required {
-        unsigned_tensors(&reader).map_err(|e| report_json(&args.file, args.json, e))?;
+        unsigned_tensors(&reader).map_err(|e| report(&args, e))?;
     }
     // The verdict is io's (`VerifyReport`): this renders it.
     let header = reader.header();
@@ -133,23 +133,30 @@ pub fn run(args: VerifyArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
     }
 
     if args.json {
-        out.json(&json!({
-            "path": args.file.to_string_lossy(),
-            "ok": found.failures.is_empty(),
-            "verdict": match verdict {
-                Verdict::Ok => "ok",
-                Verdict::Failed => "failed",
-                Verdict::NothingToCheck => "nothing to check (allowed)",
-                Verdict::KeyNeeded => "encrypted, no key: tags not checked (allowed)",
-            },
-            "footer": footer_status,
-            "tensors_verified": found.tensors_verified,
-            "unverified": found.unverified,
-            "tags": tags,
-            "signers": signers,
-            "signer_keys": reader.signers().iter().map(|k| trusted.to_json(k)).collect::<Vec<_>>(),
-            "failures": found.failures.iter().map(mismatch_json).collect::<Vec<_>>(),
-        }))?;
+        out.json(
+            &Report {
+                path: args.file.to_string_lossy().into_owned(),
+                kind: Kind::File,
+                verdict: match verdict {
+                    Verdict::Ok => "ok",
+                    Verdict::Failed => "failed",
+                    Verdict::NothingToCheck => "nothing to check (allowed)",
+                    Verdict::KeyNeeded => "encrypted, no key: tags not checked (allowed)",
+                },
+                checked: json!({
+                    "footer": footer_status,
+                    "tensors_verified": found.tensors_verified,
+                    "tensors": found.tensors,
+                    "tags": tags,
+                }),
+                unverified: found.unverified.clone(),
+                signers: signers.clone(),
+                signer_keys: reader.signers().iter().map(|k| trusted.to_json(k)).collect(),
+                failures: found.failures.iter().map(mismatch_json).collect(),
+                error: None,
+            }
+            .to_json(),
+        )?;
     } else if verdict == Verdict::NothingToCheck {
         writeln!(out, "{path}: no checksum to verify (allowed by --allow-missing)")?;
     } else if found.failures.is_empty() {

@@ -65,10 +65,10 @@ fn encrypt_inspect_verify_decrypt_round_trip() {
     let v = json(["verify", p(&enc), "--signer", p(&publisher_pub)], 1);
     assert_eq!(v["ok"], false);
     let v = json(["verify", p(&enc), "--signer", p(&publisher_pub), "--allow-missing"], 0);
-    assert_eq!(v["tags"], "not checked (no key)");
+    assert_eq!(v["checked"]["tags"], "not checked (no key)");
     assert_eq!(v["verdict"], "encrypted, no key: tags not checked (allowed)");
     let v = json(["verify", p(&enc), "--key", p(&alice), "--signer", p(&publisher_pub)], 0);
-    assert_eq!(v["tags"], "ok");
+    assert_eq!(v["checked"]["tags"], "ok");
     assert_eq!(v["ok"], true);
     // A signer that did not sign: exit 1.
     keygen(&dir, "ed25519", "stranger", true);
@@ -164,7 +164,7 @@ fn cryptotensors_output_round_trips() {
         assert_eq!(v["flags"]["cryptotensors"], true);
         let both = ["--key", p(&master), "--key", p(&signer)];
         let v = json(["verify", p(&ct), "--allow-missing", both[0], both[1], both[2], both[3]], 0);
-        assert_eq!(v["tags"], "ok");
+        assert_eq!(v["checked"]["tags"], "ok");
         let out = dir.path(&format!("plain{version}.safetensors"));
         check(["decrypt", p(&ct), p(&out), both[0], both[1], both[2], both[3]], 0);
         assert!(std::fs::read(&out).unwrap() == std::fs::read(&src).unwrap(), "decrypted file differs from its source");
@@ -266,7 +266,7 @@ fn cryptotensors_files_are_described_and_verified_with_a_signer_alone() {
     assert_one_error_line(&r, &["signature of", "verifies", "--key"]);
     check(["verify", p(&file), "--signer", p(&signer), "--allow-missing"], 0);
     let v = json(["verify", p(&file), "--signer", p(&signer), "--key", p(&keys)], 0);
-    assert_eq!(v["tags"], "ok");
+    assert_eq!(v["checked"]["tags"], "ok");
     // Another signer: exit 1, and with --json one document saying why.
     let stranger = dir.path("stranger.jwk");
     check(["keygen", "--type", "ed25519", "--out", p(&stranger)], 0);

@@ -119,3 +119,43 @@ fn a_deathtensors_0_3_0_index_url_is_fetched_once() {
     assert_eq!(remote["shards"].as_array().unwrap().len(), 20);
     check(["verify", out.to_str().unwrap(), "--allow-missing"], 0);
 }
+
+/// The bytes nginx sent for requests whose line names `name`, from its
+/// access log (combined format: the body's size follows the status).
+fn bytes_served(log: &Path, name: &str) -> u64 {
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    log.lines()
+        .filter(|l| l.contains(name))
+        .map(|l| {
+            let after = l.split('"').nth(2).unwrap_or("");
+            after.split_whitespace().nth(1).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0)
+        })
+        .sum()
+}
+
+#[test]
+fn verify_of_a_url_fetches_the_file_once() {
+    use deathtensors_io::format::{Dtype, TensorSpec};
+    use deathtensors_io::{save, WriteOptions};
+    let dir = Scratch::new("remote-verify-once");
+    std::fs::create_dir_all(dir.path("www")).unwrap();
+    // 8 MiB in 8 tensors, a footer over the file and a digest each: the
+    // footer's pass and the digests' pass are one pass over the bytes.
+    let data: Vec<u8> = (0..1u32 << 20).flat_map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes()).collect();
+    let specs: Vec<_> = (0..8).map(|i| TensorSpec::new(format!("t{i}"), Dtype::U8, [data.len() as u64 / 8])).collect();
+    let chunks = data.chunks(data.len() / 8);
+    let options = WriteOptions { checksum: true, ..WriteOptions::default() };
+    let file = dir.path("www/model.dt");
+    save(&file, specs.into_iter().zip(chunks).collect(), &options).unwrap();
+    let len = std::fs::metadata(&file).unwrap().len();
+    let Some(server) = nginx(&dir.0) else { return };
+    let url = format!("http://127.0.0.1:{}/model.dt", server.port);
+    let report = json(["verify", url.as_str()], 0);
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["checked"]["footer"], "ok", "{report}");
+    assert_eq!(report["checked"]["tensors_verified"], 8, "{report}");
+    let served = bytes_served(&dir.path("access.log"), "/model.dt");
+    // Once: the file's bytes, and at most the head read twice (the probe
+    // before the header's length is known), never the data twice.
+    assert!(served >= len && served <= len + 256 * 1024, "{served} bytes served for a file of {len}");
+}

@@ -14,7 +14,7 @@ fn checksummed_fixtures_verify() {
         assert!(r.stdout.contains(": ok: SHA-256 footer over bytes 24.."), "{}", r.stdout);
         let doc = json(["verify".as_ref(), path.as_os_str()], 0);
         assert_eq!(doc["ok"], true);
-        assert_eq!(doc["footer"], "ok");
+        assert_eq!(doc["checked"]["footer"], "ok");
         assert_eq!(doc["failures"], json!([]));
     }
 }
@@ -27,7 +27,7 @@ fn a_flipped_bit_fails_the_footer() {
     assert_one_error_line(&r, &["bad_checksum_bitflip.deathtensors", "the SHA-256 footer does not match"]);
     let doc = json(["verify".as_ref(), path.as_os_str()], 1);
     assert_eq!(doc["ok"], false);
-    assert_eq!(doc["footer"], "mismatch");
+    assert_eq!(doc["checked"]["footer"], "mismatch");
     assert_eq!(doc["failures"][0]["tensor"], serde_json::Value::Null);
     assert_eq!(doc["failures"][0]["range"], json!([24, 3284]));
 }
@@ -56,7 +56,7 @@ fn a_corrupt_tensor_is_named_with_its_byte_range() {
     assert_one_error_line(&r, &["model.dt", "tensor \"b\" and the SHA-256 footer do not match"]);
 
     let doc = json(["verify".as_ref(), path.as_os_str()], 1);
-    assert_eq!(doc["tensors_verified"], 2);
+    assert_eq!(doc["checked"]["tensors_verified"], 2);
     let failures = doc["failures"].as_array().unwrap();
     assert_eq!(failures.len(), 2);
     assert_eq!(failures[0]["tensor"], "b");
@@ -72,7 +72,7 @@ fn a_file_without_checksum_fails_unless_allowed() {
     let r = check(["verify".as_ref(), "--allow-missing".as_ref(), path.as_os_str()], 0);
     assert!(r.stdout.contains("no checksum to verify (allowed by --allow-missing)"), "{}", r.stdout);
     let doc = json(["verify".as_ref(), "--allow-missing".as_ref(), path.as_os_str()], 0);
-    assert_eq!(doc["footer"], "absent");
+    assert_eq!(doc["checked"]["footer"], "absent");
     assert_eq!(doc["unverified"].as_array().unwrap().len(), 18);
 }
 
@@ -136,4 +136,40 @@ fn verify_reads_each_signer_key_file_once() {
     let out = child.wait_with_output().unwrap();
     assert!(status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("signed by"), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// `verify --json` has one shape whatever it verifies: a file, a sharded
+/// checkpoint, a collection (and `verify-model` a model directory, tested
+/// with the model-signing package in Python), passing or failing.
+#[test]
+fn every_kind_reports_in_one_shape() {
+    const KEYS: [&str; 10] =
+        ["checked", "error", "failures", "kind", "ok", "path", "signer_keys", "signers", "unverified", "verdict"];
+    let keys = |doc: &serde_json::Value| {
+        let mut k: Vec<String> = doc.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    let file = valid("deathtensors-0.3.0/sdist-samples/sharded_model.deathtensors");
+    let hf = valid("safetensors-0.8.0/sharded/model.safetensors.index.json");
+    let s = crate::Scratch::new("verify-shape");
+    let rows = s.path("rows.dt");
+    let data = [0u8; 64];
+    deathtensors_io::save(
+        &rows,
+        vec![(deathtensors_io::format::TensorSpec::new("emb", deathtensors_io::format::Dtype::F32, [4, 4]), &data[..])],
+        &deathtensors_io::WriteOptions::default(),
+    )
+    .unwrap();
+    let blob = s.path("emb");
+    check(["blob", "create", blob.to_str().unwrap(), "--from", rows.to_str().unwrap(), "--block-rows", "2"], 0);
+    let one = valid("safetensors-0.8.0/all_dtypes.safetensors");
+    let cases: [(&std::path::Path, &str, i32); 5] =
+        [(&file, "sharded", 0), (&hf, "sharded", 1), (&blob, "collection", 0), (&rows, "file", 1), (&one, "file", 1)];
+    for (path, kind, code) in cases {
+        let doc = json(["verify".as_ref(), path.as_os_str()], code);
+        assert_eq!(keys(&doc), KEYS, "{}: {doc}", path.display());
+        assert_eq!(doc["kind"], kind, "{}: {doc}", path.display());
+        assert_eq!(doc["ok"], code == 0, "{}: {doc}", path.display());
+    }
 }
