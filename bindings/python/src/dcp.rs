@@ -4,15 +4,18 @@
 //! read through `deathtensors-remote`; and `sha256_tensors`, the digests a
 //! checkpoint's metadata keeps for the blocks of safetensors rank files;
 //! the checks of a checkpoint's metadata and rank-file names, its limits,
-//! and format's dtype table, all owned by Rust.
+//! and format's dtype table, all owned by Rust; and the save protocol
+//! (io's `protocol.rs`): a save's marker, and which files a save removes,
+//! decided natively from what `_store.py` listed and read.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use deathtensors_io::format::{hex_digest, Format};
-use deathtensors_io::ConsolidateOptions;
+use deathtensors_io::{ConsolidateOptions, SaveCaller, SaveListing, SaveMarker};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::errors::{raise, IntoPy};
 use crate::options::remote_options;
@@ -146,4 +149,105 @@ pub fn chunk_tiles(sizes: Vec<u64>, rows: u64, cols: Option<u64>) -> PyResult<Ve
         return Err(PyValueError::new_err("rows and cols must be positive"));
     }
     Ok(deathtensors_io::chunk_tiles(&sizes, rows, cols).into_iter().map(|t| (t.r0, t.r1, t.c0, t.c1)).collect())
+}
+
+/// `deathtensors.saving-<save id>.json`: the marker of a save that has not
+/// committed.
+#[pyfunction]
+pub fn save_marker_name(save_id: &str) -> String {
+    deathtensors_io::save_marker_name(save_id)
+}
+
+/// The save id of a save marker's name, or `None` for other names.
+#[pyfunction]
+pub fn parse_save_marker_name(name: &str) -> Option<String> {
+    deathtensors_io::parse_save_marker_name(name).map(str::to_string)
+}
+
+/// The metadata documents among `names`, sorted: the checkpoint's and
+/// those of ranks that saved without collectives.
+#[pyfunction]
+pub fn metadata_documents(names: BTreeSet<String>) -> Vec<String> {
+    deathtensors_io::metadata_documents(names.iter().map(String::as_str)).into_iter().map(str::to_string).collect()
+}
+
+/// The marker's document of save `save_id`, started now by the calling
+/// thread (for one rank's own save or file id: with its `rank`).
+#[pyfunction]
+#[pyo3(signature = (save_id, rank = None))]
+pub fn save_marker<'py>(py: Python<'py>, save_id: &str, rank: Option<u64>) -> PyResult<Bound<'py, PyBytes>> {
+    Ok(PyBytes::new(py, &SaveMarker::new(save_id, &caller(py)?, rank).encode()))
+}
+
+/// The names to remove before a save's ranks write (io's
+/// `uncommitted_files`), from what the store held: `names` listed, then
+/// `markers` (bytes by save id) read, then `documents` (bytes by name)
+/// read; `None` for one gone since the listing.
+#[pyfunction]
+#[pyo3(signature = (own, stale_after, rank, names, markers, documents))]
+pub fn uncommitted_files(
+    py: Python<'_>,
+    own: &str,
+    stale_after: f64,
+    rank: Option<u64>,
+    names: BTreeSet<String>,
+    markers: BTreeMap<String, Option<Bound<'_, PyBytes>>>,
+    documents: BTreeMap<String, Option<Bound<'_, PyBytes>>>,
+) -> PyResult<Vec<String>> {
+    let caller = caller(py)?;
+    let seen = listing(names, markers, documents);
+    Ok(py.allow_threads(|| deathtensors_io::uncommitted_files(&seen, own, rank, &caller, stale_after)))
+}
+
+/// The names to remove after save `save_id` committed (io's
+/// `after_commit_files`): with what the store held (as for
+/// `uncommitted_files`), its files are cleaned too; without it
+/// (`keep_stale`), only the markers of `save_id` and `file_ids` go.
+#[pyfunction]
+#[pyo3(signature = (save_id, file_ids, stale_after, rank = None, names = None, markers = None, documents = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn after_commit_files(
+    py: Python<'_>,
+    save_id: &str,
+    file_ids: Vec<String>,
+    stale_after: f64,
+    rank: Option<u64>,
+    names: Option<BTreeSet<String>>,
+    markers: Option<BTreeMap<String, Option<Bound<'_, PyBytes>>>>,
+    documents: Option<BTreeMap<String, Option<Bound<'_, PyBytes>>>>,
+) -> PyResult<Vec<String>> {
+    let caller = caller(py)?;
+    let seen = names.map(|names| listing(names, markers.unwrap_or_default(), documents.unwrap_or_default()));
+    Ok(py.allow_threads(|| {
+        deathtensors_io::after_commit_files(seen.as_ref(), save_id, &file_ids, rank, &caller, stale_after)
+    }))
+}
+
+/// What a save saw of its store, as io takes it.
+fn listing(
+    names: BTreeSet<String>,
+    markers: BTreeMap<String, Option<Bound<'_, PyBytes>>>,
+    documents: BTreeMap<String, Option<Bound<'_, PyBytes>>>,
+) -> SaveListing {
+    let bytes = |d: Option<Bound<'_, PyBytes>>| d.map(|d| d.as_bytes().to_vec());
+    SaveListing {
+        names,
+        markers: markers.into_iter().map(|(id, d)| (id, bytes(d))).collect(),
+        documents: documents.into_iter().map(|(name, d)| (name, bytes(d))).collect(),
+    }
+}
+
+/// This process as the save protocol sees it, in Python's names: the host
+/// name `socket.gethostname()` gives (what markers hold), and the idents of
+/// the calling thread and of the live ones (`threading`'s).
+fn caller(py: Python<'_>) -> PyResult<SaveCaller> {
+    let host: String = py.import("socket")?.call_method0("gethostname")?.extract()?;
+    let threading = py.import("threading")?;
+    let thread: u64 = threading.call_method0("get_ident")?.extract()?;
+    let mut live = BTreeSet::new();
+    for t in threading.call_method0("enumerate")?.try_iter()? {
+        // A thread not started yet has no ident.
+        live.extend(t?.getattr("ident")?.extract::<Option<u64>>()?);
+    }
+    Ok(SaveCaller::new(&host, thread, live))
 }

@@ -87,6 +87,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(dcp::rank_metadata_name, m)?,
         wrap_pyfunction!(dcp::parse_rank_metadata_name, m)?,
         wrap_pyfunction!(dcp::chunk_tiles, m)?,
+        wrap_pyfunction!(dcp::save_marker_name, m)?,
+        wrap_pyfunction!(dcp::parse_save_marker_name, m)?,
+        wrap_pyfunction!(dcp::metadata_documents, m)?,
+        wrap_pyfunction!(dcp::save_marker, m)?,
+        wrap_pyfunction!(dcp::uncommitted_files, m)?,
+        wrap_pyfunction!(dcp::after_commit_files, m)?,
         wrap_pyfunction!(torch_checkpoint::is_torch_checkpoint, m)?,
         wrap_pyfunction!(torch_checkpoint::describe_file, m)?,
         wrap_pyfunction!(tensors::struct_dtype_name, m)?,
@@ -101,6 +107,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FORMAT_VERSION", deathtensors_io::format::VERSION)?;
     m.add("DCP_METADATA_LIMIT", deathtensors_io::MAX_METADATA_BYTES)?;
     m.add("DCP_METADATA", deathtensors_io::DCP_METADATA)?;
+    m.add("DCP_STALE_AFTER", deathtensors_io::DEFAULT_STALE_AFTER)?;
     m.add("URL_SCHEMES", deathtensors_remote::SCHEMES.to_vec())?;
     // Loads of at least this many bytes map the file (one constant, for
     // Python's loads and the collections' reads alike).
