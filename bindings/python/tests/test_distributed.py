@@ -573,6 +573,20 @@ def test_keep_stale_keeps_failed_saves_files(tmp_path):
     assert _save_ids(path) == {_committed(path)[0]}
 
 
+def test_a_commit_removes_its_documents_temp_files_only(tmp_path):
+    """After its commit a save removes the temp files of its own document
+    (``deathtensors.json.tmp-*``), not those of another document, and with
+    keep_stale none."""
+    path = _small(tmp_path, value=1.0)
+    ours, theirs = "deathtensors.json.tmp-1", "deathtensors.rank-00000.json.tmp-1"
+    (path / ours).write_bytes(b"partial")
+    (path / theirs).write_bytes(b"partial")
+    _small(tmp_path, value=2.0, keep_stale=True)
+    assert {ours, theirs} <= set(os.listdir(path))
+    _small(tmp_path, value=3.0)
+    assert theirs in os.listdir(path) and ours not in os.listdir(path)
+
+
 def test_unreadable_metadata_makes_a_save_remove_nothing_first(tmp_path, monkeypatch):
     """Metadata that cannot be read might name any file: nothing is removed
     before the commit."""

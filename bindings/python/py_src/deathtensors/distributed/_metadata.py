@@ -34,7 +34,6 @@ document to and from torch's objects.
 
 import dataclasses
 import json
-import re
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
@@ -71,20 +70,16 @@ def parse_rank_file_name(name: str) -> Optional[Tuple[int, str]]:
     return None if parsed is None else (int(parsed[0]), parsed[1])
 
 
-_SAVING = re.compile(r"^deathtensors\.saving-([0-9a-f]{16})\.json$")
-
-
 def saving_name(save_id: str) -> str:
-    """``deathtensors.saving-<save id>.json``: the marker of a save that has
-    not committed (who runs it, since when), written by its coordinator
-    before any rank writes and removed after its commit."""
-    return f"deathtensors.saving-{save_id}.json"
+    """The name of the marker of a save that has not committed (who runs
+    it, since when), written by its coordinator before any rank writes and
+    removed after its commit."""
+    return _native.save_marker_name(save_id)
 
 
 def parse_saving_name(name: str) -> Optional[str]:
     """The save id of a save marker's name, or ``None`` for other names."""
-    m = _SAVING.match(name)
-    return m.group(1) if m else None
+    return _native.parse_save_marker_name(name)
 
 
 def block_name(fqn: str, offsets: List[int]) -> str:

@@ -2,12 +2,8 @@
 an object store. The storage classes see only this interface."""
 
 import contextlib
-import json
 import os
-import socket
 import tempfile
-import threading
-import time
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from .. import _dtypes, _file, _native, _remote
@@ -22,59 +18,8 @@ TORCH_METADATA_NAME = ".metadata"
 
 #: A save whose coordinator ran on another host is taken as failed once its
 #: marker is this many seconds old (``StorageWriter(stale_after=...)``): no
-#: host can tell whether a process on another one still runs.
-STALE_AFTER = 3600.0
-
-
-def _running(marker: Optional[bytes], stale_after: float) -> bool:
-    """Whether the save a marker describes may still be running: on this
-    host, while its process lives (in this process: while the thread that
-    started it lives and is not the caller's, which starts a new save only
-    once its last one has ended); started on another host, for
-    ``stale_after`` seconds. A marker gone or unreadable: not running (it
-    committed, was cleaned, or is not ours)."""
-    try:
-        m = json.loads(marker) if marker is not None else None
-        host, pid, thread, started = m["host"], int(m["pid"]), int(m["thread"]), float(m["started"])
-    except (ValueError, TypeError, KeyError):
-        return False
-    if host != socket.gethostname():
-        return time.time() - started < stale_after
-    if pid == os.getpid():
-        return thread != threading.get_ident() and any(t.ident == thread for t in threading.enumerate())
-    return _process_lives(pid)
-
-
-def _marker_rank(marker: Optional[bytes]) -> Optional[int]:
-    """The rank a marker names (a rank's own save or file id), or None."""
-    try:
-        rank = json.loads(marker)["rank"] if marker is not None else None
-    except (ValueError, TypeError, KeyError):
-        return None
-    return rank if type(rank) is int else None
-
-
-def _process_lives(pid: int) -> bool:
-    """Whether process ``pid`` of this host exists (when unsure: yes)."""
-    if os.name == "nt":
-        # os.kill(pid, 0) would send CTRL_C_EVENT there.
-        import ctypes
-
-        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
-        handle = kernel32.OpenProcess(0x00100000, False, pid)  # SYNCHRONIZE
-        if not handle:
-            return ctypes.GetLastError() != 87  # ERROR_INVALID_PARAMETER: no such process
-        try:
-            return kernel32.WaitForSingleObject(handle, 0) == 0x102  # WAIT_TIMEOUT: still running
-        finally:
-            kernel32.CloseHandle(handle)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # EPERM: it exists, another user's
-    return True
+#: host can tell whether a process on another one still runs (io's).
+STALE_AFTER = _native.DCP_STALE_AFTER
 
 
 #: The URL schemes a checkpoint may live under: the object stores the
@@ -229,54 +174,36 @@ class Store:
         """Marks save ``save_id`` as running: its marker, naming this host,
         process and thread (and ``rank``, for a rank's own save or file id),
         put before any rank writes."""
-        marker: Dict[str, Any] = {
-            "save_id": save_id, "host": socket.gethostname(), "pid": os.getpid(), "thread": threading.get_ident(), "started": time.time()
-        }
-        if rank is not None:
-            marker["rank"] = rank
-        self.put_atomic(_metadata.saving_name(save_id), json.dumps(marker).encode(), durable=False)
+        marker = _native.save_marker(save_id, rank)
+        self.put_atomic(_native.save_marker_name(save_id), marker, durable=False)
 
     def checkpoints(self, names: Optional[Set[str]] = None) -> List[str]:
         """The metadata documents here: the checkpoint's, and those of ranks
         that saved without collectives."""
-        names = self.list() if names is None else names
-        return sorted(n for n in names if n == METADATA_NAME or _native.parse_rank_metadata_name(n) is not None)
+        return _native.metadata_documents(self.list() if names is None else names)
+
+    def _seen(self) -> Dict[str, Any]:
+        """What the save protocol decides from, read in this order: the
+        names here, then the save markers (by save id), then the metadata
+        documents (by name); ``None`` for one gone since the listing. A save
+        that commits meanwhile puts its metadata before it removes its
+        marker, so its files are seen either as running or as committed,
+        never as neither."""
+        names = self.list()
+        markers = {sid: self.get(n) for n in names if (sid := _native.parse_save_marker_name(n)) is not None}
+        documents = {n: self.get(n) for n in self.checkpoints(names)}
+        return {"names": names, "markers": markers, "documents": documents}
 
     def remove_uncommitted(self, own: str, stale_after: float, rank: Optional[int] = None) -> None:
         """Removes the rank files of saves that did not commit and no longer
-        run (and their markers), keeping the files any committed metadata
-        document names, those of ``own`` (the caller's save), and those of
-        any save whose marker says it may still run (see :func:`_running`).
-        With ``rank`` (a save without collectives), only that rank's files
-        and markers are looked at: no rank removes another's.
-
-        The names are listed first, the markers read next and the metadata
-        last: a save that commits meanwhile puts its metadata before it
-        removes its marker, so its files are seen either as running or as
-        committed, never as neither."""
-        names = self.list()
-        markers = {sid: self.get(n) for n in names if (sid := _metadata.parse_saving_name(n)) is not None}
-        if rank is not None:
-            markers = {sid: m for sid, m in markers.items() if _marker_rank(m) == rank}
-        committed: Set[str] = set()
-        for doc in self.checkpoints(names):
-            data = self.get(doc)
-            if data is None:
-                continue  # removed since the listing: it names nothing now
-            try:
-                files = json.loads(data).get("files")
-            except (ValueError, AttributeError):
-                files = None
-            if not isinstance(files, dict):
-                return  # unreadable metadata: remove nothing it might name
-            committed |= set(files)
-        running = {sid for sid, m in markers.items() if sid == own or _running(m, stale_after)}
-        for name in names - committed:
-            parsed = _metadata.parse_rank_file_name(name)
-            if parsed is not None and parsed[1] not in running and (rank is None or parsed[0] == rank):
-                self._remove_quietly(name)
-        for sid in set(markers) - running:
-            self._remove_quietly(_metadata.saving_name(sid))
+        run (and their markers), as the native protocol decides
+        (``docs/DISTRIBUTED.md``, "A failed save"): never the files a
+        committed metadata document names, those of ``own`` (the caller's
+        save), or those of a save that may still run; nothing when a
+        metadata document is unreadable. With ``rank`` (a save without
+        collectives), only that rank's files and markers."""
+        for name in _native.uncommitted_files(own, stale_after, rank, **self._seen()):
+            self._remove_quietly(name)
 
     def end_save(
         self, save_id: str, stale_after: float, clean: bool, rank: Optional[int] = None, file_ids: Sequence[str] = ()
@@ -286,21 +213,12 @@ class Store:
         (``clean``) the rank files of earlier checkpoints and of failed
         saves, our metadata temp files and, after a save with collectives,
         the per-rank documents of an earlier save without them (the new
-        document replaces them). ``rank``: a save without collectives, which
-        touches only that rank's files. A crash here leaves only files
-        nobody reads."""
-        if clean:
-            if rank is None:
-                for doc in self.checkpoints():
-                    if doc != METADATA_NAME:
-                        self._remove_quietly(doc)
-            self.remove_uncommitted(save_id, stale_after, rank)
-            own_doc = metadata_name(rank)
-            for name in self.list():
-                if name.startswith(own_doc + ".tmp-"):
-                    self._remove_quietly(name)
-        for sid in {save_id, *file_ids}:
-            self._remove_quietly(_metadata.saving_name(sid))
+        document replaces them), as the native protocol decides. ``rank``: a
+        save without collectives, which touches only that rank's files. A
+        crash here leaves only files nobody reads."""
+        seen = self._seen() if clean else {}
+        for name in _native.after_commit_files(save_id, list(file_ids), stale_after, rank, **seen):
+            self._remove_quietly(name)
 
     def _remove_quietly(self, name: str) -> None:
         try:
