@@ -60,18 +60,7 @@ fn is_stale(name: &str) -> bool {
     if pid == std::process::id() {
         return false;
     }
-    #[cfg(unix)]
-    {
-        let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
-            return false;
-        };
-        // Signal 0 only checks whether the process exists; EPERM means it does.
-        matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
-    }
-    #[cfg(not(unix))]
-    {
-        true
-    }
+    crate::fs::process::lives(u64::from(pid)) == Some(false)
 }
 
 /// Removes temp files of ours in `dir` whose writer died (their names end

@@ -4,7 +4,7 @@
 //! cache. Nothing here knows a file format.
 //!
 //! Bottom to top, each using only those before it: `mmap`, `pread`,
-//! `prefault`, `huge_pages`; `hash` (one stream, and the thread count),
+//! `prefault`, `huge_pages`, `process` (whether a process of this host runs); `hash` (one stream, and the thread count),
 //! `strided` (bytes as writers take them), `sha_lanes` (many streams),
 //! `par` (jobs on all cores), `fork` (the header decoder's second thread);
 //! `writeback`, `direct`, `atomic`, `staged`. The writers name the crate's
@@ -19,6 +19,7 @@ pub(crate) mod mmap;
 pub(crate) mod par;
 pub(crate) mod pread;
 pub(crate) mod prefault;
+pub(crate) mod process;
 pub(crate) mod sha_lanes;
 pub(crate) mod staged;
 pub(crate) mod strided;

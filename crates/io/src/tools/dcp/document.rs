@@ -413,7 +413,7 @@ pub(super) fn tile_block_name(fqn: &str, c: &Chunk, t: Tile) -> String {
 }
 
 /// Checks the metadata document of rank `rank`'s checkpoint saved without
-/// collectives ([`rank_metadata_name`]) as [`check_checkpoint_metadata`]
+/// collectives ([`rank_metadata_name`](crate::rank_metadata_name)) as [`check_checkpoint_metadata`]
 /// does, and that every file it names is that rank's: a rank never loads
 /// another's data.
 ///

@@ -139,22 +139,10 @@ fn object(data: &[u8]) -> Option<Map<String, Value>> {
     }
 }
 
-/// Whether process `pid` of this host exists (when unsure: yes).
-#[cfg(unix)]
+/// Whether process `pid` of this host exists (when unsure: yes, a save
+/// may still run).
 fn process_lives(pid: u64) -> bool {
-    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
-        return true;
-    };
-    // Signal 0 only checks whether the process exists; EPERM means it
-    // does (another user's).
-    !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
-}
-
-/// Whether process `pid` of this host exists: without a process check
-/// here, always yes (when unsure, a save may still run).
-#[cfg(not(unix))]
-fn process_lives(_pid: u64) -> bool {
-    true
+    crate::fs::process::lives(pid).unwrap_or(true)
 }
 
 /// What a save saw of a checkpoint's store, read in this order: the names
