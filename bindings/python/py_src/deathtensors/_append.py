@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any, Iterable, Mapping, Optional, Tuple
 
-from . import _convert, _native
-from ._file import PathLike, _check_metadata, _tensor_metadata
+from . import _native
+from ._file import PathLike, _check_metadata, _file_items, _tensor_metadata
 from ._legacy import expand_path
 
 
@@ -46,12 +45,7 @@ def append_file(
 ) -> None:
     """The lower-level form of :func:`append`: ``(name, dtype, shape, bytes,
     metadata)`` tuples, as :func:`save_file` takes."""
-    items = []
-    for entry in tensors:
-        name, dtype, shape, data = entry[:4]
-        meta = entry[4] if len(entry) > 4 else None
-        dtype, shape, buf = _convert.to_buffer(name, (dtype, shape, data))
-        items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", meta)))
+    items = _file_items(tensors)
     _native.append(expand_path(path), items, _check_metadata("extra_global_metadata", extra_global_metadata), durable)
 
 

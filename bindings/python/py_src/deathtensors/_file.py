@@ -49,6 +49,21 @@ def _tensor_metadata(tensors: Any, metadata: Any, verb: str) -> Dict[str, Option
     return {name: _check_metadata(f"metadata of {name!r}", m) for name, m in metadata.items()}
 
 
+def _file_items(
+    tensors: Iterable[Tuple[str, str, Iterable[int], Any, Optional[Mapping[str, str]]]],
+) -> List[Tuple[str, str, Any, Any, Optional[Dict[str, str]]]]:
+    """``(name, dtype, shape, bytes[, metadata])`` entries, as
+    :func:`save_file` and ``append_file`` take them, as the native writers
+    take them: each one's bytes as a buffer, its metadata checked."""
+    items = []
+    for entry in tensors:
+        name, dtype, shape, data = entry[:4]
+        meta = entry[4] if len(entry) > 4 else None
+        dtype, shape, buf = _convert.to_buffer(name, (dtype, shape, data))
+        items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", meta)))
+    return items
+
+
 class WriteKeywords(TypedDict, total=False):
     """:func:`write_options`' keywords, for type checkers (PEP 692): the
     write keywords of every writing function (:func:`save` takes them all;
@@ -301,12 +316,7 @@ def save_file(
     if metadata is not None:
         raise TypeError("save_file(path, tensors, ...): the global metadata is global_metadata= (metadata= is for save_file(tensors, path, metadata=...), safetensors' order)")
     options = write_options(global_metadata=global_metadata, **keywords)
-    items = []
-    for entry in tensors:
-        name, dtype, shape, data = entry[:4]
-        meta = entry[4] if len(entry) > 4 else None
-        dtype, shape, buf = _convert.to_buffer(name, (dtype, shape, data))
-        items.append((name, dtype, shape, buf, _check_metadata(f"metadata of {name!r}", meta)))
+    items = _file_items(tensors)
     _native_save(expand_path(path), items, options)
 
 
