@@ -22,7 +22,7 @@ import os
 import sys
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 from .. import _dtypes, _frameworks, _keys, _native, _remote
 from .._convert import MAP_BY_DEFAULT, MAP_MIN, gc_paused
@@ -132,20 +132,21 @@ _NUMPY_DTYPES: dict[str, Any] = {}
 
 
 def torch_dtype(code: str) -> Any:
-    dtype = _TORCH_DTYPES.get(code)
-    if dtype is None:
-        try:
-            dtype = _TORCH_DTYPES[code] = _dtypes.torch_dtype(code)
-        except DeathTensorsError:
-            raise SafetensorError(f"Dtype not understood: {code}") from None
-    return dtype
+    return _cached_dtype(_TORCH_DTYPES, _dtypes.torch_dtype, code)
 
 
 def numpy_dtype(code: str) -> Any:
-    dtype = _NUMPY_DTYPES.get(code)
+    return _cached_dtype(_NUMPY_DTYPES, _dtypes.numpy_dtype, code)
+
+
+def _cached_dtype(cache: dict[str, Any], make: Callable[[str], Any], code: str) -> Any:
+    """The dtype of `code` in `cache`, made by `make` (``_dtypes``' function
+    of the framework) the first time; a code it cannot make is a
+    :class:`SafetensorError`."""
+    dtype = cache.get(code)
     if dtype is None:
         try:
-            dtype = _NUMPY_DTYPES[code] = _dtypes.numpy_dtype(code)
+            dtype = cache[code] = make(code)
         except DeathTensorsError:
             raise SafetensorError(f"Dtype not understood: {code}") from None
     return dtype

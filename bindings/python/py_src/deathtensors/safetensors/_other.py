@@ -1,6 +1,7 @@
 """What ``safetensors.flax``, ``.tensorflow``, ``.paddle`` and ``.mlx`` share:
 their tensors as the items the encoders take, and a file held in memory as
-their tensors (``deathtensors._frameworks`` converts both ways)."""
+their tensors (``deathtensors._frameworks`` converts both ways); ``.numpy``
+and ``.torch`` load a file held in memory here too."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def items(tensors: Any, kind: str) -> list[_serialize.Item]:
 
 def load(data: Any, framework: str, device: Any = "cpu") -> dict[str, Any]:
     """Every tensor of a safetensors file held in memory, each copied once
-    (into memory the framework takes as it is, or by MLX)."""
+    (into memory the framework takes as it is, or by MLX). `framework` is
+    one of ``safe_open``'s frameworks, as ``_open._framework`` names it."""
     import numpy as np
 
     device = _open._device(device)

@@ -15,7 +15,7 @@ from typing import Any, Optional, Union
 import numpy as np
 
 from .. import _convert
-from . import _open, _serialize
+from . import _other, _serialize
 from ._open import safe_open
 from ._serialize import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 -- there in safetensors too
 
@@ -87,12 +87,7 @@ def save_file(
 
 def load(data: bytes) -> dict[str, np.ndarray]:
     """Every array of a safetensors file held in memory."""
-    view, base, _metadata, tensors = _serialize.parse(data)
-    out = {}
-    for name, code, shape, (start, end) in tensors:
-        raw = _open.copied("numpy", view[base + start : base + end])
-        out[name] = _open.from_bytes("numpy", "cpu", code, shape, raw)
-    return out
+    return _other.load(data, "numpy")
 
 
 def load_file(

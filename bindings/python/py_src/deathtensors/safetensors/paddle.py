@@ -22,6 +22,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import paddle
 
+from .. import _dtypes
 from . import _other, _serialize
 from . import numpy as numpy  # noqa: F401 -- there in safetensors too
 from ._open import safe_open
@@ -31,21 +32,11 @@ __all__ = ["save", "save_file", "load", "load_file"]
 
 # safetensors.paddle's own module attribute, entry for entry and in its
 # order (programs written for safetensors may read it): the peer's choice of
-# codes. tests/test_dtype_table.py checks each entry against the format's
-# dtype table.
+# codes, each the Paddle dtype the format's dtype table names (as
+# safetensors.torch's _TYPES).
 _TYPES: dict[str, Any] = {
-    "F64": paddle.float64,
-    "F32": paddle.float32,
-    "F16": paddle.float16,
-    "BF16": paddle.bfloat16,
-    "I64": paddle.int64,
-    "I32": paddle.int32,
-    "I16": paddle.int16,
-    "I8": paddle.int8,
-    "U8": paddle.uint8,
-    "BOOL": paddle.bool,
-    "F8_E4M3": paddle.float8_e4m3fn,
-    "F8_E5M2": paddle.float8_e5m2,
+    code: getattr(paddle, _dtypes.TABLE[code]["paddle"])
+    for code in ("F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U8", "BOOL", "F8_E4M3", "F8_E5M2")
 }
 
 

@@ -17,7 +17,7 @@ from typing import Any, Optional, Union
 import torch
 
 from .. import _convert, _dtypes
-from . import _open, _serialize
+from . import _other, _serialize
 from ._open import safe_open
 from ._serialize import TensorSpec, deserialize, serialize, serialize_file  # noqa: F401 -- there in safetensors too
 
@@ -221,12 +221,7 @@ def load_file(
 
 def load(data: bytes) -> dict[str, torch.Tensor]:
     """Every tensor of a safetensors file held in memory, on the CPU."""
-    view, base, _metadata, tensors = _serialize.parse(data)
-    out = {}
-    for name, code, shape, (start, end) in tensors:
-        raw = _open.copied("pytorch", view[base + start : base + end])
-        out[name] = _open.from_bytes("pytorch", "cpu", code, shape, raw)
-    return out
+    return _other.load(data, "pytorch")
 
 
 def save_model(
