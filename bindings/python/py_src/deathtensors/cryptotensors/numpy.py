@@ -10,8 +10,7 @@ from typing import Any, Dict, Optional, Union
 import numpy as np
 
 from ..safetensors import numpy as _st
-from . import _bytes, is_encrypted_bytes, safe_open
-from . import save_file as _save_encrypted
+from . import _bytes, safe_open
 
 
 def save_file(
@@ -22,19 +21,12 @@ def save_file(
 ) -> None:
     """Saves the arrays as a cryptotensors file encrypted and signed as
     ``config`` says, or as a plain safetensors file without it, atomically."""
-    config = _bytes.config_or_none(config)
-    if config is None:
-        _st.save_file(tensor_dict, filename, metadata)
-        return
-    _save_encrypted(tensor_dict, filename, metadata, config)
+    _bytes.save_file(_st, tensor_dict, filename, metadata, config)
 
 
 def save(tensor_dict: Dict[str, np.ndarray], metadata: Optional[Dict[str, str]] = None, config: Optional[Any] = None) -> bytes:
     """The bytes :func:`save_file` would write."""
-    config = _bytes.config_or_none(config)
-    if config is None:
-        return _st.save(tensor_dict, metadata)
-    return _bytes.via_file(lambda path: save_file(tensor_dict, path, metadata, config))
+    return _bytes.save(_st, save_file, tensor_dict, metadata, config)
 
 
 def load_file(filename: Union[str, os.PathLike], config: Optional[Any] = None) -> Dict[str, np.ndarray]:
@@ -46,9 +38,7 @@ def load_file(filename: Union[str, os.PathLike], config: Optional[Any] = None) -
 
 def load(data: bytes, config: Optional[Any] = None) -> Dict[str, np.ndarray]:
     """Every array of a file held in memory."""
-    if not is_encrypted_bytes(data):
-        return _st.load(data)
-    return _bytes.from_file(data, lambda path: load_file(path, config=config))
+    return _bytes.load(_st, load_file, data, config)
 
 
 __all__ = ["save_file", "save", "load_file", "load"]

@@ -18,8 +18,7 @@ from ..safetensors.torch import (  # noqa: F401 -- there in cryptotensors.torch 
     storage_ptr,
     storage_size,
 )
-from . import _bytes, is_encrypted_bytes, safe_open
-from . import save_file as _save_encrypted
+from . import _bytes, safe_open
 
 
 def save_file(
@@ -31,20 +30,12 @@ def save_file(
     """Saves `tensors` (contiguous, dense, not sharing memory) as a
     cryptotensors file encrypted and signed as ``config`` says, or as a
     plain safetensors file without it, atomically."""
-    config = _bytes.config_or_none(config)
-    if config is None:
-        _st.save_file(tensors, filename, metadata)
-        return
-    _st._check_for_save(tensors)
-    _save_encrypted(tensors, filename, metadata, config)
+    _bytes.save_file(_st, tensors, filename, metadata, config, check=_st._check_for_save)
 
 
 def save(tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]] = None, config: Optional[Any] = None) -> bytes:
     """The bytes :func:`save_file` would write."""
-    config = _bytes.config_or_none(config)
-    if config is None:
-        return _st.save(tensors, metadata)
-    return _bytes.via_file(lambda path: save_file(tensors, path, metadata, config))
+    return _bytes.save(_st, save_file, tensors, metadata, config)
 
 
 def load_file(filename: Union[str, os.PathLike], device: Union[str, int] = "cpu", config: Optional[Any] = None) -> Dict[str, torch.Tensor]:
@@ -56,9 +47,7 @@ def load_file(filename: Union[str, os.PathLike], device: Union[str, int] = "cpu"
 
 def load(data: bytes, config: Optional[Any] = None) -> Dict[str, torch.Tensor]:
     """Every tensor of a file held in memory, on the CPU."""
-    if not is_encrypted_bytes(data):
-        return _st.load(data)
-    return _bytes.from_file(data, lambda path: load_file(path, config=config))
+    return _bytes.load(_st, load_file, data, config)
 
 
 __all__ = ["save_file", "save", "load_file", "load", "save_model", "load_model"]
