@@ -169,13 +169,39 @@ def apply(state, op, cap, sources):
     return state  # flush, close
 
 
-def make_plan(rng, state, cap, mode, sources, rnd, n_ops):
-    """A random sequence of operations, and the committed states: commits[0]
+class Plan:
+    """Operations planned one by one, and the committed states: commits[0]
     is the starting state, commits[c] the one flush or close number c makes."""
-    ops, commits = [], [state]
+
+    def __init__(self, state, cap, sources):
+        self.state, self.cap, self.sources = state, cap, sources
+        self.ops, self.commits = [], [state]
+
+    def add(self, op):
+        """Applies `op`, recording in it the length it leaves (and the
+        commit, for a flush)."""
+        self.state = apply(self.state, op, self.cap, self.sources)
+        op["len"] = len(self.state)
+        if op["op"] == "flush":
+            op["commit"] = len(self.commits)
+            self.commits.append(self.state)
+        self.ops.append(op)
+
+    def close(self):
+        """Ends the plan with a close, which commits the last state: the
+        operations and the committed states."""
+        self.ops.append({"op": "close", "commit": len(self.commits)})
+        self.commits.append(self.state)
+        return self.ops, self.commits
+
+
+def make_plan(rng, state, cap, mode, sources, rnd, n_ops):
+    """A random sequence of operations, and the committed states (as
+    :class:`Plan` gives them)."""
+    plan = Plan(state, cap, sources)
     limit = 10 * cap + 60
     for k in range(n_ops):
-        n = len(state)
+        n = len(plan.state)
         if n > limit:
             weights = {"truncate": 1}
         else:
@@ -200,15 +226,8 @@ def make_plan(rng, state, cap, mode, sources, rnd, n_ops):
             op["src"] = rng.randrange(len(sources))
             # Unordered extends need equal block sizes: the last source has its own.
             op["order"] = sources[op["src"]]["cap"] != cap or rng.random() < 0.5
-        state = apply(state, op, cap, sources)
-        op["len"] = len(state)
-        if kind == "flush":
-            op["commit"] = len(commits)
-            commits.append(state)
-        ops.append(op)
-    ops.append({"op": "close", "commit": len(commits)})
-    commits.append(state)
-    return ops, commits
+        plan.add(op)
+    return plan.close()
 
 
 def describe(got, candidates):
@@ -458,7 +477,7 @@ def fixed_plan(cap, sources):
     """Every kind of change to committed rows, then commits: overwrite
     (copy on write), append into a committed partial block, truncate into a
     committed block, extend by hard links and in order."""
-    state = rows(1, 0, 10)
+    plan = Plan(rows(1, 0, 10), cap, sources)
     steps = [
         {"op": "overwrite", "at": 1, "n": 2},
         {"op": "append", "n": 7},
@@ -471,18 +490,9 @@ def fixed_plan(cap, sources):
         {"op": "truncate", "at": 3},
         {"op": "append", "n": 2},
     ]
-    ops, commits = [], [state]
     for k, op in enumerate(steps):
-        op = dict(op, tag=2000 + k)
-        state = apply(state, op, cap, sources)
-        op["len"] = len(state)
-        if op["op"] == "flush":
-            op["commit"] = len(commits)
-            commits.append(state)
-        ops.append(op)
-    ops.append({"op": "close", "commit": len(commits)})
-    commits.append(state)
-    return ops, commits
+        plan.add(dict(op, tag=2000 + k))
+    return plan.close()
 
 
 def fixed_setup(tmp):

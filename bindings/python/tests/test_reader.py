@@ -351,6 +351,14 @@ def test_views_of_f4_tensors_in_torch(tmp_path):
         assert v.view(torch.uint8).flatten().tolist() == [0x12, 0x34, 0x56, 0x78]
 
 
+def _flip_a_bit_of(path, value):
+    """Damages the file at `path`: flips the low bit of the first byte of
+    `value`'s bytes (a numpy scalar) where they first appear in it."""
+    data = bytearray(path.read_bytes())
+    data[data.find(value.tobytes())] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
 def test_a_batch_of_region_reads_checks_everything_first_and_zeroes_all_on_failure(tmp_path):
     """The native batch the distributed reader uses: whole tensors (region
     None) and column bands in one call, two tensors hashed side by side;
@@ -380,10 +388,7 @@ def test_a_batch_of_region_reads_checks_everything_first_and_zeroes_all_on_failu
     with pytest.raises(dt.DeathTensorsError, match=r'"b".*dimension 1 is 4096 long'):
         r.read_regions_into([("a", None, whole_a.view(np.uint8), True, None), ("b", [(0, 1), (4096, 1)], one, True, None)])
     r.close()
-    data = bytearray(path.read_bytes())
-    at = data.find(a[299, 516].tobytes())
-    data[at] ^= 0x01
-    path.write_bytes(bytes(data))
+    _flip_a_bit_of(path, a[299, 516])
     r = _native.Reader(str(path), mmap=False)
     whole_a[:] = 7
     band_b[:] = 7
@@ -426,10 +431,7 @@ def test_placed_region_reads_fill_their_columns_of_one_buffer(tmp_path):
     with pytest.raises(dt.DeathTensorsError, match="no buffer 1"):
         r.read_regions_placed([("m@0,6", None, 1, (0, 24, row), True, None)], [full.view(np.uint8)])
     r.close()
-    data = bytearray(path.read_bytes())
-    at = data.find(m[39, 11].tobytes())
-    data[at] ^= 0x01
-    path.write_bytes(bytes(data))
+    _flip_a_bit_of(path, m[39, 11])
     r = _native.Reader(str(path), mmap=False)
     full[:] = 7
     with pytest.raises(dt.IntegrityError, match='"m@0,6"'):

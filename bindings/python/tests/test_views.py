@@ -196,20 +196,16 @@ def _check(path, make, tmp_path_factory, data, torch_view):
     _same(got, value)
 
 
-@pytest.mark.parametrize("kind", sorted(TORCH_VIEWS))
+# (framework, kind) -> strategy of a view, torch's and numpy's.
+VIEWS = {**{("torch", k): v for k, v in TORCH_VIEWS.items()}, **{("numpy", k): v for k, v in NUMPY_VIEWS.items()}}
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS), ids="-".join)
 @pytest.mark.parametrize("path", sorted(PATHS))
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_torch_views_read_back_as_seen(path, kind, tmp_path_factory, data):
-    _check(path, TORCH_VIEWS[kind], tmp_path_factory, data, True)
-
-
-@pytest.mark.parametrize("kind", sorted(NUMPY_VIEWS))
-@pytest.mark.parametrize("path", sorted(PATHS))
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data())
-def test_numpy_views_read_back_as_seen(path, kind, tmp_path_factory, data):
-    _check(path, NUMPY_VIEWS[kind], tmp_path_factory, data, False)
+def test_views_read_back_as_seen(path, view, tmp_path_factory, data):
+    _check(path, VIEWS[view], tmp_path_factory, data, view[0] == "torch")
 
 
 @pytest.mark.parametrize(
