@@ -18,6 +18,13 @@
 //! top-level imports of an `__init__.py` are its table of contents (like
 //! `pub use`): they are no edges, and an import of a name through the
 //! package leads to the module that defines it.
+//!
+//! Across the seam, the native module (`deathtensors._native`, built from
+//! `bindings/python/src`) is a node of the Python graph: the package's
+//! imports of it are edges to it, and each module of the package that the
+//! Rust code imports (`py.import("deathtensors.x")`, any string literal
+//! naming a module of the package) an edge from it. The package imports
+//! `_native` everywhere, so any such import back is a circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -40,6 +47,9 @@ pub const RUST_SOURCES: &[&str] = &[
 /// The Python package whose modules must form no circle.
 pub const PYTHON_PACKAGE: &str = "bindings/python/py_src/deathtensors";
 
+/// The native module's source, and its name in the package.
+pub const NATIVE_SOURCE: (&str, &str) = ("bindings/python/src", "_native");
+
 /// Every circle of the house, as `where: [modules]` lines.
 ///
 /// # Errors
@@ -51,7 +61,9 @@ pub fn house(root: &Path) -> Result<Vec<String>, String> {
             out.push(format!("{src}: {c:?}"));
         }
     }
-    for c in circles(&read_python(&root.join(PYTHON_PACKAGE))?) {
+    let (native_src, native) = NATIVE_SOURCE;
+    let seam = native_imports(&root.join(native_src), "deathtensors")?;
+    for c in circles(&read_python_across(&root.join(PYTHON_PACKAGE), native, &seam)?) {
         out.push(format!("{PYTHON_PACKAGE}: {c:?}"));
     }
     Ok(out)
@@ -460,11 +472,59 @@ fn split_top_level(s: &str) -> Vec<&str> {
 ///
 /// # Errors
 /// A folder or file that cannot be read.
+#[cfg(test)]
 pub fn read_python(pkg: &Path) -> Result<Graph, String> {
+    read_python_across(pkg, "_native", &BTreeSet::new())
+}
+
+/// The modules of package `package` that the Rust files under `src`
+/// import (`py.import("deathtensors.errors")`), as dotted names.
+///
+/// # Errors
+/// A folder or file that cannot be read.
+pub fn native_imports(src: &Path, package: &str) -> Result<BTreeSet<String>, String> {
+    let mut files = Vec::new();
+    collect(src, "rs", &mut files)?;
+    let mut out = BTreeSet::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        // `import("x")`, `import_bound("x")`, `PyModule::import(py, "x")`.
+        for (at, _) in text.match_indices("import") {
+            let rest = &text[at + "import".len()..];
+            let rest = rest.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_');
+            let Some(args) = rest.strip_prefix('(') else { continue };
+            let args = args.trim_start_matches(|c: char| c != '"' && c != ')');
+            let Some(literal) = args.strip_prefix('"').and_then(|a| a.split('"').next()) else { continue };
+            let is_module = literal == package
+                || literal.strip_prefix(package).is_some_and(|rest| {
+                    rest.starts_with('.') && rest[1..].split('.').all(|p| !p.is_empty() && p.chars().all(ident_char))
+                });
+            if is_module {
+                out.insert(literal.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`read_python`], with the native module `native` (a module of the
+/// package built from Rust) as a node: imports of it are edges to it, and
+/// `native_imports` (the package's modules its Rust code imports) edges
+/// from it.
+///
+/// # Errors
+/// A folder or file that cannot be read.
+pub fn read_python_across(pkg: &Path, native: &str, native_imports: &BTreeSet<String>) -> Result<Graph, String> {
     let name = pkg.file_name().map(|n| n.to_string_lossy().into_owned()).ok_or("no package name")?;
     let mut files = Vec::new();
     collect(pkg, "py", &mut files)?;
     let mut modules = BTreeMap::new();
+    let native = format!("{name}.{native}");
+    let native_edges: Vec<PyImport> = native_imports
+        .iter()
+        .map(|m| PyImport { level: 0, module: m.clone(), names: Vec::new(), indented: true })
+        .collect();
+    modules.insert(native.clone(), (false, native_edges));
     for f in &files {
         let rel = f.strip_prefix(pkg).map_err(|e| e.to_string())?.with_extension("");
         let mut parts = vec![name.clone()];
@@ -835,6 +895,33 @@ mod tests {
         let g = read_python(&tree.0.join("pkg")).unwrap();
         assert_eq!(edges(&g), ["pkg._a->pkg.sub._b", "pkg._c->pkg.sub", "pkg.sub._b->pkg._a"]);
         assert_eq!(circles(&g), [vec!["pkg._a".to_string(), "pkg.sub._b".into()]]);
+    }
+
+    /// The seam: a native module that imports the package back makes a
+    /// circle with every module that imports it; a module's name in another
+    /// string is no import.
+    #[test]
+    fn a_circle_across_the_seam_is_caught() {
+        let tree = Tree::new(
+            "seam-circle",
+            &[
+                (
+                    "src/errors.rs",
+                    "fn c(py: Python) { py.import(\"pkg.errors\")?; d.set(\"__module__\", \"pkg.x\"); }\n",
+                ),
+                ("src/other.rs", "fn f() { PyModule::import(py, \"sys\"); }\n"),
+                ("pkg/__init__.py", "from .errors import E\n"),
+                ("pkg/errors.py", "from ._native import E\n"),
+                ("pkg/x.py", "from . import _native\n"),
+            ],
+        );
+        let seam = native_imports(&tree.0.join("src"), "pkg").unwrap();
+        assert_eq!(seam.iter().collect::<Vec<_>>(), ["pkg.errors"]);
+        let g = read_python_across(&tree.0.join("pkg"), "_native", &seam).unwrap();
+        assert_eq!(edges(&g), ["pkg._native->pkg.errors", "pkg.errors->pkg._native", "pkg.x->pkg._native"]);
+        assert_eq!(circles(&g), [vec!["pkg._native".to_string(), "pkg.errors".into()]]);
+        let none = read_python_across(&tree.0.join("pkg"), "_native", &BTreeSet::new()).unwrap();
+        assert!(circles(&none).is_empty());
     }
 
     /// No circle anywhere in the house: every crate of the workspace, file

@@ -25,6 +25,7 @@ mod writer;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::add_classes(m)?;
     // The key variables, named once in io for the command line and Python.
     m.add("KEY_ENV_VARS", deathtensors_io::KEY_ENV_VARS.to_vec())?;
     m.add_class::<options::PyReadOptions>()?;

@@ -334,17 +334,30 @@ fn row_runs(shape: &[u64], strides: &[i64], item: usize) -> Option<(usize, usize
 /// Collects a dict of name to tensor (`tensors`), with per-tensor metadata
 /// from `metadata` (a dict of name to validated string dict), for the
 /// writers. numpy arrays and torch tensors are taken here (torch tensors
-/// that cannot be taken as they are through `_convert.torch_resolved`
-/// first); every other value through `_convert.to_buffer`, the one
+/// that cannot be taken as they are through `convert.torch_resolved`
+/// first); every other value through `convert.to_buffer`, the one
 /// conversion of odd values, which returns `(dtype, shape, buffer)` or
-/// raises.
+/// raises. `convert` is the caller's (`deathtensors._convert`, which
+/// calls this): the native module never imports the package.
 #[pyfunction]
-#[pyo3(signature = (tensors, metadata = None))]
-pub fn collect(py: Python<'_>, tensors: &Bound<'_, PyDict>, metadata: Option<&Bound<'_, PyDict>>) -> PyResult<Tensors> {
+#[pyo3(signature = (tensors, metadata = None, convert = None))]
+pub fn collect(
+    py: Python<'_>,
+    tensors: &Bound<'_, PyDict>,
+    metadata: Option<&Bound<'_, PyDict>>,
+    convert: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Tensors> {
     let modules = py.import("sys")?.getattr("modules")?;
     let ndarray = imported(&modules, "numpy").map(|m| m.getattr("ndarray")).transpose()?;
     let torch = Torch::imported(py, &modules)?;
-    let convert = py.import("deathtensors._convert")?;
+    let convert = |name: &str, value: &Bound<'_, PyAny>| {
+        convert.ok_or_else(|| {
+            let kind = value.get_type().name().map_or_else(|_| "?".to_string(), |n| n.to_string());
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "tensor {name:?}: a {kind} needs converting first (deathtensors._convert.collect does it)"
+            ))
+        })
+    };
     let mut out = Tensors::with_capacity(tensors.len());
     for (key, value) in tensors.iter() {
         let Ok(name) = key.downcast::<PyString>() else {
@@ -360,7 +373,8 @@ pub fn collect(py: Python<'_>, tensors: &Bound<'_, PyDict>, metadata: Option<&Bo
             match from_torch(&value, torch)? {
                 Some(taken) => Some(taken),
                 None => {
-                    let resolved = convert.call_method1(intern!(py, "torch_resolved"), (name, &value))?;
+                    let resolved =
+                        convert(name.to_str()?, &value)?.call_method1(intern!(py, "torch_resolved"), (name, &value))?;
                     let taken = from_torch(&resolved, torch)?;
                     Some(taken.ok_or_else(|| torch_refusal(name, &resolved))?)
                 }
@@ -377,7 +391,8 @@ pub fn collect(py: Python<'_>, tensors: &Bound<'_, PyDict>, metadata: Option<&Bo
                 out.sources.push(source);
             }
             None => {
-                let converted = convert.call_method1(intern!(py, "to_buffer"), (name.as_str(), &value))?;
+                let converted =
+                    convert(&name, &value)?.call_method1(intern!(py, "to_buffer"), (name.as_str(), &value))?;
                 let converted = converted.downcast::<PyTuple>()?;
                 let (dtype, shape, buf): (String, Vec<u64>, Bound<'_, PyAny>) = converted.extract()?;
                 out.push_buffer(name, &dtype, shape, &buf, meta)?;
@@ -399,16 +414,17 @@ fn torch_refusal(name: &Bound<'_, PyString>, t: &Bound<'_, PyAny>) -> PyErr {
 /// C-contiguous byte buffer, and per-tensor metadata.
 pub(crate) type Item<'py> = (String, String, Vec<u64>, Bound<'py, PyAny>, Option<Metadata>);
 
-/// The writers' `tensors` argument: a dict of name to tensor (collected
-/// here, with per-tensor `metadata`), what `_native.collect` made of one,
-/// or a list of items.
+/// The writers' `tensors` argument: a dict of name to numpy arrays and
+/// torch tensors (collected here, with per-tensor `metadata`), what
+/// `_native.collect` made of any dict (with the caller's converter), or a
+/// list of items.
 pub(crate) fn tensors_arg(tensors: &Bound<'_, PyAny>, metadata: Option<&Bound<'_, PyDict>>) -> PyResult<TensorsArg> {
     if let Ok(dict) = tensors.downcast::<PyDict>() {
-        return Ok(TensorsArg::Owned(collect(tensors.py(), dict, metadata)?));
+        return Ok(TensorsArg::Owned(collect(tensors.py(), dict, metadata, None)?));
     }
     if tensors.downcast::<PyMapping>().is_ok() {
         let dict = tensors.py().get_type::<PyDict>().call1((tensors,))?;
-        return Ok(TensorsArg::Owned(collect(tensors.py(), dict.downcast()?, metadata)?));
+        return Ok(TensorsArg::Owned(collect(tensors.py(), dict.downcast()?, metadata, None)?));
     }
     if metadata.is_some() {
         // Items carry their own metadata, and a collection has it already:

@@ -4,6 +4,7 @@ requirements that refuse downgrades, and tampering that never returns data."""
 
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -310,6 +311,28 @@ def test_sealed_files_without_their_key_are_not_taken_for_empty_ones(tmp_path, s
         dt.diff(a, b)
     with dt.open(a, keys=sym) as f:
         assert f.verify() is True and set(f.get_all_bytes()) == set(sample())
+
+
+def test_a_sealed_file_without_its_key_gets_one_verdict_from_python_and_the_cli(tmp_path, sym):
+    # A footer that matches, and tags that cannot be checked without the
+    # key: not "ok" for either front end (io's VerifyReport decides).
+    path = tmp_path / "sealed.dt"
+    dt.save(path, sample(), encrypt=sym, seal_header=True, checksum=True)
+    with dt.open(path) as f:
+        with pytest.raises(dt.NoKeyError):
+            f.verify()
+    r = subprocess.run([sys.executable, "-m", "deathtensors", "verify", str(path)], capture_output=True, text=True)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "no key given opens it" in r.stderr and "tags were not checked" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "deathtensors", "verify", "--json", str(path)], capture_output=True, text=True)
+    assert r.returncode == 1 and json.loads(r.stdout)["ok"] is False
+    # With the key, both say ok.
+    key = tmp_path / "team.jwk"
+    key.write_text(sym if isinstance(sym, str) else json.dumps(sym))
+    with dt.open(path, keys=sym) as f:
+        assert f.verify() is True
+    r = subprocess.run([sys.executable, "-m", "deathtensors", "verify", "--key", str(key), str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
 
 
 def test_sharded_verify_applies_keys_and_requirements(tmp_path, sym):

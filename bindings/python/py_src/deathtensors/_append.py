@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional, Tuple
 
-from . import _native
+from . import _convert, _native
 from ._file import PathLike, _check_metadata, _file_items, _tensor_metadata
 from ._legacy import expand_path
 
@@ -29,10 +29,9 @@ def append(
     checked = _tensor_metadata(tensors, metadata, "appended")
     _native.append(
         expand_path(path),
-        tensors,
+        _convert.collect(tensors, checked or None),
         _check_metadata("extra_global_metadata", extra_global_metadata),
         durable,
-        metadata=checked or None,
     )
 
 

@@ -366,7 +366,7 @@ class TensorBlob:
         collection's (no silent casts)."""
         self._check_writable()
         # One tensor, collected as every save collects its tensors.
-        collected = _native.collect({"rows": rows})
+        collected = _convert.collect({"rows": rows})
         dtype, shape = collected.dtype(0), collected.shape(0)
         if dtype != self._dtype:
             raise TypeError(f"Tensor dtype {_torch_name(dtype)} does not match blob dtype {self.dtype}!")

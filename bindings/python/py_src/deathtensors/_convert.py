@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import gc
 import os
@@ -24,11 +25,27 @@ def _is_numpy(x: Any) -> bool:
     return np is not None and isinstance(x, np.ndarray)
 
 
+def collect(tensors: Any, metadata: Optional[Dict[str, Dict[str, str]]] = None) -> Any:
+    """A dict (or mapping) of name to tensor, collected for the native
+    writers (``_native.collect``): numpy arrays and torch tensors taken
+    there, every other value converted here (:func:`to_buffer`,
+    :func:`torch_resolved`), with per-tensor ``metadata``. The native module
+    is handed this module to call back: it never imports the package."""
+    if not isinstance(tensors, collections.abc.Mapping):
+        # A list of items, or what this made already: the writers take them.
+        if metadata:
+            raise TypeError("metadata= goes with a dict of tensors")
+        return tensors
+    if not isinstance(tensors, dict):
+        tensors = dict(tensors)
+    return _native.collect(tensors, metadata, sys.modules[__name__])
+
+
 def to_buffer(name: str, value: Any) -> tuple[str, list[int], Any]:
     """(dtype name, shape, C-contiguous byte buffer) for a value to save.
 
     This is the one conversion every save path takes for values the native
-    collection (``_native.collect``, which takes numpy arrays in C order
+    collection (:func:`collect`, which takes numpy arrays in C order
     and every torch tensor, through :func:`torch_resolved` when not as it
     is) leaves: ``dt.save``, ``save_file``, ``save_sharded``, ``append``,
     ``TensorBlob.write``, the cryptotensors API and the safetensors
@@ -41,7 +58,7 @@ def to_buffer(name: str, value: Any) -> tuple[str, list[int], Any]:
     refused with an error naming them."""
     if _is_torch(value):
         # Taken natively, after torch_resolved when not as they are.
-        raise DeathTensorsError(f"tensor {name!r}: torch tensors are saved from a dict of tensors (_native.collect)")
+        raise DeathTensorsError(f"tensor {name!r}: torch tensors are saved from a dict of tensors (collect)")
     if _is_numpy(value):
         return _numpy_buffer(name, value)
     got = _frameworks.to_buffer(name, value)  # JAX, TensorFlow, Paddle, MLX

@@ -272,7 +272,7 @@ def save(
         durable=durable, format=format, alignment=alignment, encrypt=encrypt, sign=sign, cipher=cipher,
         chunk_size=chunk_size, seal_header=seal_header, drop_cache=drop_cache,
     )
-    _native_save(expand_path(path), tensors, options, metadata=checked or None)
+    _native_save(expand_path(path), _convert.collect(tensors, checked or None), options)
 
 
 def save_file(

@@ -16,7 +16,7 @@ import json
 import os
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 
-from . import _keys, _native, _remote
+from . import _convert, _keys, _native, _remote
 from ._file import DtFile, PathLike, ReadKeywords, _check_metadata, read_options, with_read_options, write_options
 from ._legacy import expand_path
 from ._native import ShardedIndex, save_sharded as _native_save_sharded
@@ -104,14 +104,15 @@ def save_sharded(
             global_metadata=global_metadata, checksum=checksum, durable=durable, compress=compress,
             compress_level=compress_level, alignment=alignment, drop_cache=drop_cache,
         )
-        shards = _native.save_sharded_legacy(path, tensors, int(max_shard_bytes), options, metadata=checked or None)
+        collected = _convert.collect(tensors, checked or None)
+        shards = _native.save_sharded_legacy(path, collected, int(max_shard_bytes), options)
         return [os.fspath(p) for p in shards]
     options = write_options(
         global_metadata=global_metadata, checksum=checksum and format == "deathtensors", durable=durable,
         format=format, encrypt=encrypt, sign=sign, cipher=cipher, chunk_size=chunk_size, seal_header=seal_header,
         compress=compress, compress_level=compress_level, alignment=alignment, drop_cache=drop_cache,
     )
-    _index, shards = _native_save_sharded(path, tensors, int(max_shard_bytes), options, metadata=checked or None)
+    _index, shards = _native_save_sharded(path, _convert.collect(tensors, checked or None), int(max_shard_bytes), options)
     return [os.fspath(p) for p in shards]
 
 

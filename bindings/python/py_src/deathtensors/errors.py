@@ -3,61 +3,41 @@
 Every error about a file's contents is a :class:`DeathTensorsError` (itself a
 ``ValueError``, as in deathtensors 0.3). Operating-system errors are the usual
 ``OSError`` subclasses: ``FileNotFoundError``, ``PermissionError``, ...
+
+The classes are made by the native module, which raises them (one place,
+in Rust); this module is where they are documented and found:
+
+- ``DeathTensorsError``: the base class.
+- ``FormatError``: the file is malformed or hostile (the message says what
+  and where).
+- ``IntegrityError``: a SHA-256 footer or a tensor digest does not match.
+- ``SignatureError`` (an ``IntegrityError``): a signature does not verify, or
+  a required signature or signer is missing.
+- ``DecryptionError``: a wrong key, or changed data or header; says where,
+  deliberately not why. ``NoKeyError`` (a ``DecryptionError``): no key given
+  is one of the file's recipients.
+- ``PolicyDeniedError``: the file's Rego policy refused access.
+- ``NotEncryptedError``: encryption was required and the file has none.
+- ``NoChecksumError``: a check was asked for and the file has no checksum
+  of that kind.
+- ``LockedError`` (also a ``BlockingIOError``): a collection is open for
+  writing elsewhere.
+- ``TensorNotFoundError`` (also a ``KeyError``): no tensor of that name.
 """
 
-
-class DeathTensorsError(ValueError):
-    """Base class of the errors of deathtensors."""
-
-
-class FormatError(DeathTensorsError):
-    """The file is malformed or hostile (the message says what and where)."""
-
-
-class IntegrityError(DeathTensorsError):
-    """A SHA-256 footer or a tensor digest does not match the file's bytes."""
-
-
-class DecryptionError(DeathTensorsError):
-    """An encrypted file or tensor could not be decrypted: a wrong key, or
-    data or a header that were changed. Says where, deliberately not why."""
-
-
-class NoKeyError(DecryptionError):
-    """The file is encrypted and no key given is one of its recipients (the
-    message lists them)."""
-
-
-class SignatureError(IntegrityError):
-    """A signature does not verify, or a required signature (or signer) is
-    missing."""
-
-
-class PolicyDeniedError(DeathTensorsError):
-    """An encrypted file's Rego policy (``__policy__``) refused access for
-    the ``policy_input`` given; its key was not used."""
-
-
-class NotEncryptedError(DeathTensorsError):
-    """Encryption was required (``require_encryption=True``) and the file is
-    not encrypted."""
-
-
-class NoChecksumError(DeathTensorsError):
-    """A check was asked for but the file carries no checksum of that kind."""
-
-
-class LockedError(DeathTensorsError, BlockingIOError):
-    """A collection is open for writing elsewhere (another process, thread
-    or handle): one writer at a time. The message names the lock file."""
-
-
-class TensorNotFoundError(DeathTensorsError, KeyError):
-    """No tensor of that name in the file."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
-
+from ._native import (
+    DeathTensorsError,
+    DecryptionError,
+    FormatError,
+    IntegrityError,
+    LockedError,
+    NoChecksumError,
+    NoKeyError,
+    NotEncryptedError,
+    PolicyDeniedError,
+    SignatureError,
+    TensorNotFoundError,
+)
 
 __all__ = [
     "DeathTensorsError",

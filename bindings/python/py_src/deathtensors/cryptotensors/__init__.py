@@ -38,7 +38,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional
 import json
 from typing import Union
 
-from .. import _keys, _native
+from .. import _convert, _keys, _native
 from .._file import DtFile
 from ..errors import DeathTensorsError
 from ..safetensors import SafetensorError, deserialize, serialize  # noqa: F401 - cryptotensors' names
@@ -191,7 +191,7 @@ def save_file(
     names to encrypt; default all), ``chunk_size`` and ``version`` ("1" or
     "2", the default). Without ``config`` it is a plain safetensors file."""
     config = _config(config)
-    items = tensors if isinstance(tensors, dict) else dict(tensors)
+    items = _convert.collect(tensors)
     meta = dict(metadata or {})
     if not config:
         options = _native.WriteOptions(global_metadata=meta or None, format="safetensors", alignment=1)
