@@ -30,19 +30,7 @@ from ._native import CREATED_BY, FORMAT_VERSION, MAGIC, __version__
 from ._schema import Schema
 from ._sharded import ShardedFile, ShardedReader, open_sharded, save_sharded
 from ._sparse import get_sparse, save_sparse
-from .errors import (
-    DecryptionError,
-    DeathTensorsError,
-    FormatError,
-    IntegrityError,
-    LockedError,
-    NoChecksumError,
-    NoKeyError,
-    NotEncryptedError,
-    PolicyDeniedError,
-    SignatureError,
-    TensorNotFoundError,
-)
+from .errors import *  # noqa: F403 - the exception classes, as errors.__all__ names them
 
 __author__ = library_author()
 

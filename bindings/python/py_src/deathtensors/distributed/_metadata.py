@@ -47,7 +47,7 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
-from .. import _native
+from .. import _dtypes, _native
 from ..errors import FormatError
 from . import _values
 
@@ -278,3 +278,67 @@ def parse(data: bytes, where: str, rank: Optional[int] = None) -> Document:
         version=doc.get("dcp_version"),
     )
     return Document(metadata, doc["save_id"], fmt, files)
+
+
+class HfFile(NamedTuple):
+    """One safetensors file of a checkpoint torch's
+    ``HuggingFaceStorageWriter`` wrote, as read from its header: its name,
+    where it is (for errors), its metadata and its tensors' ``(name, shape,
+    dtype code)``."""
+
+    name: str
+    where: str
+    metadata: Dict[str, str]
+    tensors: List[Tuple[str, List[int], str]]
+
+
+def hf_document(where: str, files: List[HfFile]) -> Document:
+    """The checkpoint metadata of ``files`` (a ``HuggingFaceStorageWriter``
+    checkpoint at ``where``): each tensor's chunks placed by the files'
+    ``DCP_SHARDING_INFO`` (``saved_offsets``), their cover checked as our
+    documents' are. Such files carry no digests: the document is
+    ``foreign``, its reads unchecked."""
+    state: Dict[str, Any] = {}
+    storage: Dict[Any, Any] = {}
+    covers: Dict[str, Any] = {}
+    for f in files:
+        sharding = None
+        if "DCP_SHARDING_INFO" in f.metadata:
+            try:
+                sharding = json.loads(f.metadata["DCP_SHARDING_INFO"])
+            except ValueError:
+                raise FormatError(f"{f.where}: DCP_SHARDING_INFO is not JSON") from None
+            if not isinstance(sharding, dict):
+                raise FormatError(f"{f.where}: DCP_SHARDING_INFO is not an object")
+        for key, shape, code in f.tensors:
+            # torch's name for it; none for a packed type (torch's float4 counts pairs).
+            dtype = getattr(torch, _dtypes.TORCH_NAMES.get(code, ""), None) if code in _dtypes.ITEMSIZE else None
+            if not isinstance(dtype, torch.dtype):
+                raise FormatError(f"{f.where}: tensor {key!r} has dtype {code}, which DCP does not load")
+            offsets = [0] * len(shape)
+            if sharding is not None and key in sharding:
+                info = sharding[key]
+                offsets = info.get("saved_offsets") if isinstance(info, dict) else None
+                if not isinstance(offsets, list) or len(offsets) != len(shape) or not all(type(o) is int and o >= 0 for o in offsets):
+                    raise FormatError(f"{f.where}: tensor {key!r}: saved_offsets must be {len(shape)} non-negative integers")
+            chunk = ChunkStorageMetadata(offsets=torch.Size(offsets), sizes=torch.Size(shape))
+            md = state.get(key)
+            if md is None:
+                md = state[key] = TensorStorageMetadata(TensorProperties(dtype=dtype), torch.Size([0] * len(shape)), [])
+            elif md.properties.dtype != dtype or len(md.size) != len(shape):
+                raise FormatError(f"{f.where}: tensor {key!r} differs in dtype or rank from its other chunks")
+            md.chunks.append(chunk)
+            md.size = torch.Size([max(a, o + s) for a, o, s in zip(md.size, offsets, shape)])
+            covers.setdefault(key, []).append((offsets, shape))
+            storage[MetadataIndex(key, offsets)] = ChunkInfo(
+                key, tuple(offsets), tuple(shape), dtype, f.name, max(1, shape[0] if shape else 1), None, key
+            )
+    if not state:
+        raise FileNotFoundError(f"no checkpoint at {where}: no {METADATA_NAME} and no tensors")
+    for key, chunks in covers.items():
+        itemsize = state[key].properties.dtype.itemsize
+        why = _native.check_chunk_cover(list(state[key].size), itemsize, chunks)
+        if why is not None:
+            raise FormatError(f"{where}: tensor {key!r}: {why}")
+    metadata = Metadata(state_dict_metadata=state, storage_data=storage, storage_meta=StorageMeta())
+    return Document(metadata, "", "safetensors", {f.name: {} for f in files}, foreign=True)

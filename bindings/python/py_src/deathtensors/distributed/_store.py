@@ -6,7 +6,7 @@ import os
 import tempfile
 from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
-from .. import _dtypes, _file, _native, _remote
+from .. import _file, _native, _remote
 from .._legacy import expand_path
 from ..errors import FormatError, IntegrityError
 from . import _metadata
@@ -435,67 +435,12 @@ def read_hf_document(store: Store, names: "list[str]") -> "_metadata.Document":
     wrote: safetensors files whose ``DCP_SHARDING_INFO`` metadata (JSON)
     gives each tensor's offsets, read from the headers by our reader. Such
     files carry no digests, so their reads are not checked."""
-    import json
-
-    import torch
-    from torch.distributed.checkpoint.metadata import (
-        ChunkStorageMetadata,
-        Metadata,
-        MetadataIndex,
-        StorageMeta,
-        TensorProperties,
-        TensorStorageMetadata,
-    )
-
-    state: Dict[str, Any] = {}
-    storage: Dict[Any, Any] = {}
-    covers: Dict[str, Any] = {}
+    files = []
     for name in names:
-        where = store.describe(name)
         reader = store.open_reader(name)
         try:
-            meta = reader.metadata() or {}
-            sharding = None
-            if "DCP_SHARDING_INFO" in meta:
-                try:
-                    sharding = json.loads(meta["DCP_SHARDING_INFO"])
-                except ValueError:
-                    raise FormatError(f"{where}: DCP_SHARDING_INFO is not JSON") from None
-                if not isinstance(sharding, dict):
-                    raise FormatError(f"{where}: DCP_SHARDING_INFO is not an object")
-            for key in reader.keys():
-                shape = list(reader.shape(key))
-                code = reader.dtype(key)
-                # torch's name for it; none for a packed type (torch's float4 counts pairs).
-                dtype = getattr(torch, _dtypes.TORCH_NAMES.get(code, ""), None) if code in _dtypes.ITEMSIZE else None
-                if not isinstance(dtype, torch.dtype):
-                    raise FormatError(f"{where}: tensor {key!r} has dtype {reader.dtype(key)}, which DCP does not load")
-                offsets = [0] * len(shape)
-                if sharding is not None and key in sharding:
-                    info = sharding[key]
-                    offsets = info.get("saved_offsets") if isinstance(info, dict) else None
-                    if not isinstance(offsets, list) or len(offsets) != len(shape) or not all(type(o) is int and o >= 0 for o in offsets):
-                        raise FormatError(f"{where}: tensor {key!r}: saved_offsets must be {len(shape)} non-negative integers")
-                chunk = ChunkStorageMetadata(offsets=torch.Size(offsets), sizes=torch.Size(shape))
-                md = state.get(key)
-                if md is None:
-                    md = state[key] = TensorStorageMetadata(TensorProperties(dtype=dtype), torch.Size([0] * len(shape)), [])
-                elif md.properties.dtype != dtype or len(md.size) != len(shape):
-                    raise FormatError(f"{where}: tensor {key!r} differs in dtype or rank from its other chunks")
-                md.chunks.append(chunk)
-                md.size = torch.Size([max(a, o + s) for a, o, s in zip(md.size, offsets, shape)])
-                covers.setdefault(key, []).append((offsets, shape))
-                storage[MetadataIndex(key, offsets)] = _metadata.ChunkInfo(
-                    key, tuple(offsets), tuple(shape), dtype, name, max(1, shape[0] if shape else 1), None, key
-                )
+            tensors = [(key, list(reader.shape(key)), reader.dtype(key)) for key in reader.keys()]
+            files.append(_metadata.HfFile(name, store.describe(name), reader.metadata() or {}, tensors))
         finally:
             reader.close()
-    if not state:
-        raise FileNotFoundError(f"no checkpoint at {store.describe('')}: no {METADATA_NAME} and no tensors")
-    for key, chunks in covers.items():
-        itemsize = state[key].properties.dtype.itemsize
-        why = _native.check_chunk_cover(list(state[key].size), itemsize, chunks)
-        if why is not None:
-            raise FormatError(f"{store.describe('')}: tensor {key!r}: {why}")
-    metadata = Metadata(state_dict_metadata=state, storage_data=storage, storage_meta=StorageMeta())
-    return _metadata.Document(metadata, "", "safetensors", {n: {} for n in names}, foreign=True)
+    return _metadata.hf_document(store.describe(""), files)
