@@ -359,10 +359,10 @@ fn apply_keys(
         options.encryption = Some(EncryptOptions { cipher, chunk_size, recipients, seal_header });
     }
     if let Some(ring) = sign {
-        if ring.inner.signing_keys().is_empty() {
-            return Err(error(py, "sign= holds no Ed25519 signing key (a JWK with \"d\")".into()));
-        }
-        options.signers = ring.inner.signing_keys().iter().map(|(_, k)| k.clone()).collect();
+        options.signers = ring.inner.signers().map_err(|e| match e.kind() {
+            ErrorKind::InvalidKey(why) => error(py, format!("sign= {why}")),
+            _ => crate::errors::to_py(py, e),
+        })?;
     }
     Ok(())
 }

@@ -155,17 +155,21 @@ pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::Success)
 }
 
-/// The signing keys of JWK files.
+/// io's refusal of a ring without a signing key, said of the file `f`.
+fn no_signer(f: &std::path::Path, e: deathtensors_io::Error) -> anyhow::Error {
+    match e.kind() {
+        deathtensors_io::ErrorKind::InvalidKey(why) => anyhow::anyhow!("{} {why}", f.display()),
+        _ => e.into(),
+    }
+}
+
+/// The signing keys of JWK files (io's rule: each holds one).
 fn signers(files: &[std::path::PathBuf]) -> anyhow::Result<Vec<Arc<SigningKey>>> {
     let mut out = Vec::new();
     for f in files {
         let mut ring = KeyRing::new();
         ring.add_jwk_file(f)?;
-        let keys = ring.signing_keys();
-        if keys.is_empty() {
-            bail!("{} holds no Ed25519 signing key (a JWK with \"d\")", f.display());
-        }
-        out.extend(keys.iter().map(|(_, k)| k.clone()));
+        out.extend(ring.signers().map_err(|e| no_signer(f, e))?);
     }
     Ok(out)
 }
@@ -284,8 +288,9 @@ fn encrypt_cryptotensors(args: &EncryptArgs, ctx: &RunContext) -> anyhow::Result
     };
     let mut signing = KeyRing::new();
     signing.add_jwk_file(sign_file)?;
+    signing.signers().map_err(|e| no_signer(sign_file, e))?;
     let Some((sign_kid, signer)) = signing.signing_keys().first().cloned() else {
-        bail!("{} holds no Ed25519 signing key (a JWK with \"d\")", sign_file.display());
+        unreachable!("signers() refused a ring without a signing key");
     };
     let asked = args.cipher.map(|c| match c {
         CipherArg::Aes256Gcm => CtAlg::Aes256Gcm,

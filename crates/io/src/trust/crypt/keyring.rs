@@ -292,6 +292,21 @@ impl KeyRing {
         &self.signing
     }
 
+    /// The signing keys of a ring given to sign with (`--sign`, `sign=`):
+    /// a ring that holds none is refused, with an `InvalidKey` error whose
+    /// message ("holds no Ed25519 signing key ...") the caller prefixes
+    /// with where the ring came from.
+    ///
+    /// # Errors
+    /// `InvalidKey` if the ring holds no signing key.
+    pub fn signers(&self) -> Result<Vec<Arc<SigningKey>>> {
+        if self.signing.is_empty() {
+            let why = "holds no Ed25519 signing key (a JWK with \"d\")".to_string();
+            return Err(Error::new(ErrorKind::InvalidKey(why), None, "cannot sign with"));
+        }
+        Ok(self.signing.iter().map(|(_, k)| k.clone()).collect())
+    }
+
     /// The Ed25519 public keys found (of signing keys too), with their ids.
     pub fn verifying_keys(&self) -> &[(Option<String>, VerifyingKey)] {
         &self.verifying
@@ -319,5 +334,20 @@ mod tests {
         );
         assert!(!text.contains("correct horse"));
         assert!(!text.contains(team.to_jwk()["k"].as_str().unwrap()));
+    }
+
+    #[test]
+    fn signers_refuses_a_ring_without_a_signing_key() {
+        let mut ring = KeyRing::new();
+        ring.add_symmetric(Arc::new(SymmetricKey::generate("team").unwrap()));
+        let signing = SigningKey::generate();
+        // The public half only: it verifies, it cannot sign.
+        ring.add_jwk_value(&signing.to_jwk(Some("pub"), false), None).unwrap();
+        let e = ring.signers().err().unwrap();
+        assert!(matches!(e.kind(), ErrorKind::InvalidKey(m) if m.contains("no Ed25519 signing key")), "{e}");
+        ring.add_jwk_value(&signing.to_jwk(Some("me"), true), None).unwrap();
+        let keys = ring.signers().unwrap();
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].verifying_key().fingerprint(), signing.verifying_key().fingerprint());
     }
 }
