@@ -54,10 +54,12 @@ impl PyReadOptions {
     /// `max_decompressed_len`, `max_kdf_work` and `max_header_len` cap
     /// untrusted work (None: io's defaults); `storage_options` (a dict) configure the store of a
     /// URL; `signed_model` (from `open_signed_model`) holds the file to a
-    /// verified model signature's commitments.
+    /// verified model signature's commitments; `map_tensors` (None: by
+    /// the file system) maps large tensors or reads them (io's
+    /// `ReadOptions::map_tensors`).
     #[new]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (*, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, max_kdf_work = None, storage_options = None, max_header_len = None, signed_model = None))]
+    #[pyo3(signature = (*, keys = None, trusted_signers = Vec::new(), require_signature = false, require_encryption = false, policy_input = None, max_decompressed_len = None, max_kdf_work = None, storage_options = None, max_header_len = None, signed_model = None, map_tensors = None))]
     fn new(
         py: Python<'_>,
         keys: Option<PyKeyRing>,
@@ -70,6 +72,7 @@ impl PyReadOptions {
         storage_options: Option<Bound<'_, PyAny>>,
         max_header_len: Option<u64>,
         signed_model: Option<PyRef<'_, crate::model_sign::PySignedModel>>,
+        map_tensors: Option<bool>,
     ) -> PyResult<PyReadOptions> {
         let policy_input = policy_input
             .map(|value| json_value(&value))
@@ -85,6 +88,7 @@ impl PyReadOptions {
             max_decompressed_len: max_decompressed_len.unwrap_or(defaults.max_decompressed_len),
             max_kdf_work: max_kdf_work.unwrap_or(defaults.max_kdf_work),
             signed_model: signed_model.map(|m| m.inner.clone()),
+            map_tensors,
             ..defaults
         };
         let read = match max_header_len {

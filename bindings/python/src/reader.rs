@@ -396,14 +396,16 @@ impl PyReader {
         Ok(self.get()?.checked_reads())
     }
 
-    /// Whether this file's tensors may be mapped, viewed where they sit in
-    /// the file: a local file (not a URL) whose bytes are the tensors' own
-    /// (neither compressed nor encrypted), read without per-read checks
-    /// (`checked_reads`). Whether a given tensor is then mapped depends on
-    /// its alignment (`TensorInfo.aligned`) and the caller's size threshold.
+    /// Whether this file's tensors are mapped, viewed where they sit in
+    /// the file (io's `Reader::maps_tensors`): a local file (not a URL)
+    /// whose bytes are the tensors' own (neither compressed nor encrypted),
+    /// read without per-read checks, on a local file system unless the
+    /// options' `map_tensors` says otherwise. Whether a given tensor is then
+    /// mapped depends on its alignment (`TensorInfo.aligned`) and the
+    /// caller's size threshold.
     fn maps_tensors(&self) -> PyResult<bool> {
         let r = self.get()?;
-        Ok(!(r.is_remote() || r.is_compressed() || r.is_encrypted() || r.checked_reads()))
+        Ok(r.maps_tensors())
     }
 
     fn is_sealed(&self) -> PyResult<bool> {

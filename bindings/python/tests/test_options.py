@@ -12,7 +12,8 @@ import deathtensors as dt
 from deathtensors import _native
 
 READ_KEYWORDS = ["keys", "trusted_signers", "require_signature", "require_encryption", "policy_input",
-                 "max_decompressed_len", "storage_options", "max_kdf_work", "max_header_len", "signed_model"]
+                 "max_decompressed_len", "storage_options", "max_kdf_work", "max_header_len", "signed_model",
+                 "map_tensors"]
 
 
 @pytest.mark.parametrize("f", [dt.open, dt.DtFile, dt.open_sharded])

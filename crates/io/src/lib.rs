@@ -47,6 +47,7 @@ pub use crate::fs::{
     atomic::write_file_atomic,
     huge_pages::{huge_pages_pay, HUGE_PAGE},
     mmap::PrivateMap,
+    mount::Mount,
     pread::ReadAt,
     sha_lanes::{sha256_many, sha256_views},
     staged::StagedFiles,

@@ -48,6 +48,14 @@ pub struct ReadOptions {
     /// ([`crate::open_signed_model`]): the file must be one of the model's,
     /// its head is checked on open and each tensor as it is read.
     pub signed_model: Option<std::sync::Arc<crate::ModelCommitments>>,
+    /// Whether whole tensors of a local file are mapped copy-on-write
+    /// (`Some(true)`) or read into memory the caller owns (`Some(false)`),
+    /// where the file allows a mapping at all ([`crate::Reader::maps_tensors`]);
+    /// `None` (the default) decides by the file system: mapped on a local
+    /// one, read with large parallel positioned reads on a network or
+    /// user-space one (NFS, SMB, Lustre, GPFS, Ceph, 9p, FUSE), where each
+    /// page fault of a mapping is a round trip.
+    pub map_tensors: Option<bool>,
 }
 
 impl ReadOptions {
@@ -98,6 +106,7 @@ impl Default for ReadOptions {
             policy_input: None,
             max_kdf_work: ReadOptions::DEFAULT_MAX_KDF_WORK,
             signed_model: None,
+            map_tensors: None,
         }
     }
 }

@@ -142,6 +142,7 @@ class ReadKeywords(TypedDict, total=False):
     max_kdf_work: Optional[int]
     max_header_len: Optional[int]
     signed_model: Any
+    map_tensors: Optional[bool]
 
 
 def read_options(
@@ -156,6 +157,7 @@ def read_options(
     max_kdf_work: Optional[int] = None,
     max_header_len: Optional[int] = None,
     signed_model: Any = None,
+    map_tensors: Optional[bool] = None,
 ) -> _native.ReadOptions:
     """The native read options of :func:`open`'s keywords (documented
     there), built once for a file or for every shard of a checkpoint.
@@ -171,6 +173,7 @@ def read_options(
         max_kdf_work=max_kdf_work,
         max_header_len=max_header_len,
         signed_model=None if signed_model is None else signed_model._native,
+        map_tensors=map_tensors,
     )
 
 
@@ -804,6 +807,12 @@ def open(path: PathLike, verify: bool = False, **options: Unpack[ReadKeywords]) 
     verified model signature: it must be one of the model's files, its
     header is checked on open and each tensor as it is read (a changed
     byte raises ``IntegrityError`` when its tensor is read).
+    ``map_tensors`` chooses how large tensors of a local file are loaded:
+    mapped copy-on-write (True) or read into memory the tensor owns
+    (False). By default (None) they are mapped on a local disk and read
+    with many parallel requests on a network or user-space file system
+    (NFS, SMB, Lustre, GPFS, Ceph, 9p, FUSE), where each page fault of a
+    mapping would be a round trip.
 
     ``path`` may be a URL: ``s3://``, ``gs://``, ``az://``, ``http(s)://``.
     Opening then reads the prefix and header with at most 2 ranged

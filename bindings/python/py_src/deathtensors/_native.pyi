@@ -77,6 +77,7 @@ class ReadOptions:
         storage_options: Optional[Mapping[str, Any]] = None,
         max_header_len: Optional[int] = None,
         signed_model: Optional[SignedModel] = None,
+        map_tensors: Optional[bool] = None,
     ) -> None: ...
 
 class SignedModel:

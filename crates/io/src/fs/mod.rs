@@ -3,7 +3,8 @@
 //! atomic (a file, or several together), durable and kind to the page
 //! cache. Nothing here knows a file format.
 //!
-//! Bottom to top, each using only those before it: `mmap`, `pread`,
+//! Bottom to top, each using only those before it: `mmap`, `mount` (the
+//! kind of file system a file is on), `pread`,
 //! `prefault`, `huge_pages`, `process` (whether a process of this host runs); `hash` (one stream, and the thread count),
 //! `strided` (bytes as writers take them), `sha_lanes` (many streams),
 //! `par` (jobs on all cores), `fork` (the header decoder's second thread);
@@ -16,6 +17,7 @@ pub(crate) mod fork;
 pub(crate) mod hash;
 pub(crate) mod huge_pages;
 pub(crate) mod mmap;
+pub(crate) mod mount;
 pub(crate) mod par;
 pub(crate) mod pread;
 pub(crate) mod prefault;

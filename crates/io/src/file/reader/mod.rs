@@ -23,6 +23,7 @@ use deathtensors_format::{Format, Head, Header, TensorInfo};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::mmap::Mmap;
+use crate::fs::mount::{mount_of, Mount};
 use crate::fs::pread::Source;
 use crate::options::ReadOptions;
 use crate::trust::access::Trust;
@@ -53,6 +54,8 @@ pub struct Reader {
     options: ReadOptions,
     /// Signatures, the tag table and the chunk cipher.
     trust: Trust,
+    /// The kind of file system the file is on, asked on first need.
+    mount: OnceLock<Mount>,
 }
 
 /// A tensor's description and where its bytes are in the file.
@@ -150,6 +153,24 @@ impl Reader {
     /// digest, when it has one, before it is returned.
     pub fn is_remote(&self) -> bool {
         matches!(self.file, Source::Other(_))
+    }
+
+    /// The kind of file system the file is on (`Local` for other sources),
+    /// asked once.
+    pub fn mount(&self) -> Mount {
+        *self.mount.get_or_init(|| self.file.file().map_or(Mount::Local, mount_of))
+    }
+
+    /// Whether whole tensors are best given as copy-on-write mappings of
+    /// the file rather than read into memory the caller owns: only for a
+    /// local, uncompressed, unencrypted file whose reads need no check, and
+    /// then as [`ReadOptions::map_tensors`] says (by default, on a local
+    /// file system; a network or user-space one is read in parallel).
+    pub fn maps_tensors(&self) -> bool {
+        if self.is_remote() || self.is_compressed() || self.is_encrypted() || self.checked_reads() {
+            return false;
+        }
+        self.options.map_tensors.unwrap_or_else(|| self.mount() == Mount::Local)
     }
 
     /// The tensor of this name, in O(1).

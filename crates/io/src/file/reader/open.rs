@@ -190,6 +190,7 @@ impl Reader {
             blob: OnceLock::new(),
             options,
             trust,
+            mount: OnceLock::new(),
         };
         if let Some(model) = signed_model {
             reader.commit_to(&model)?;
