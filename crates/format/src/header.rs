@@ -106,7 +106,15 @@ impl Header {
             Format::Deathtensors => limits.max_header_len,
             Format::Bintensors => {
                 let decoded = crate::bintensors::decode(json, limits)?;
-                return Header::build(Format::Bintensors, None, decoded.metadata, 1, decoded.tensors, None);
+                return Header::build(
+                    Format::Bintensors,
+                    None,
+                    decoded.metadata,
+                    1,
+                    decoded.tensors,
+                    None,
+                    &crate::Serial,
+                );
             }
         };
         if json.len() as u64 > cap {
@@ -120,15 +128,8 @@ impl Header {
         if raw.compression.is_some() && raw.encryption.is_some() {
             return Err(Error::new(ErrorKind::Unsupported { what: "compression with encryption" }));
         }
-        let header = Header::build_with(
-            raw.format,
-            raw.created_by,
-            raw.metadata,
-            alignment,
-            raw.tensors,
-            raw.compression,
-            fork,
-        )?;
+        let header =
+            Header::build(raw.format, raw.created_by, raw.metadata, alignment, raw.tensors, raw.compression, fork)?;
         match raw.encryption {
             Some(e) => header.with_encryption_within(e, limits),
             None => Ok(header),
@@ -153,7 +154,7 @@ impl Header {
     ) -> Result<Header> {
         let alignment = layout::check_alignment(alignment)?;
         let tensors = layout::plan(specs, alignment, limits)?;
-        Header::build(Format::Deathtensors, created_by, Some(global_metadata), alignment, tensors, None)
+        Header::build(Format::Deathtensors, created_by, Some(global_metadata), alignment, tensors, None, &crate::Serial)
     }
 
     /// Lays out a deathtensors v1 header of compressed tensors
@@ -197,7 +198,15 @@ impl Header {
         }
         let tensors = layout::plan_stored(specs, alignment, limits, &stored)?;
         let raw = RawCompression { compression, tensors: named };
-        Header::build(Format::Deathtensors, created_by, Some(global_metadata), alignment, tensors, Some(raw))
+        Header::build(
+            Format::Deathtensors,
+            created_by,
+            Some(global_metadata),
+            alignment,
+            tensors,
+            Some(raw),
+            &crate::Serial,
+        )
     }
 
     /// Lays out a safetensors header exactly as safetensors 0.8.0 does: tensors
@@ -218,7 +227,7 @@ impl Header {
             spec.sha256 = None;
         }
         let tensors = layout::plan(specs, 1, limits)?;
-        Header::build(Format::Safetensors, None, metadata, 1, tensors, None)
+        Header::build(Format::Safetensors, None, metadata, 1, tensors, None, &crate::Serial)
     }
 
     /// Lays out a bintensors 0.2 header exactly as bintensors 0.2 does:
@@ -244,23 +253,13 @@ impl Header {
             spec.sha256 = None;
         }
         let tensors = layout::plan(specs, 1, limits)?;
-        Header::build(Format::Bintensors, None, metadata, 1, tensors, None)
+        Header::build(Format::Bintensors, None, metadata, 1, tensors, None, &crate::Serial)
     }
 
+    /// The header of laid-out `tensors`, checked: the name index and the
+    /// layout check of a large header are made at once through `fork` (they
+    /// share nothing); `&crate::Serial` makes them one after the other.
     fn build(
-        format: Format,
-        created_by: Option<String>,
-        metadata: Option<Metadata>,
-        alignment: u64,
-        tensors: Vec<TensorInfo>,
-        compression: Option<RawCompression>,
-    ) -> Result<Header> {
-        Header::build_with(format, created_by, metadata, alignment, tensors, compression, &crate::Serial)
-    }
-
-    /// [`Header::build`], with the name index and the layout check of a
-    /// large header made at once through `fork` (they share nothing).
-    fn build_with(
         format: Format,
         created_by: Option<String>,
         metadata: Option<Metadata>,
