@@ -11,61 +11,14 @@
 //!
 //! `remote_bench [--size-mib N] [--tensor-mib N] [--runs N] [--ranks N]`
 
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use deathtensors_io::format::{Dtype, TensorSpec};
 use deathtensors_io::{save, ReadOptions, WriteOptions};
 use deathtensors_remote::{open, prefetch, RemoteOptions};
-
-struct Nginx(Child);
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn nginx(dir: &Path, root: &Path) -> Result<(Nginx, u16), String> {
-    let bin = ["/usr/sbin/nginx", "/usr/bin/nginx"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-        .ok_or("nginx is not installed (cargo xtask setup installs it)")?;
-    let port =
-        TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?.local_addr().map_err(|e| e.to_string())?.port();
-    let d = dir.display();
-    std::fs::create_dir_all(dir.join("tmp")).map_err(|e| e.to_string())?;
-    let conf = format!(
-        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log;\n\
-         events {{ worker_connections 1024; }}\n\
-         http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;\n\
-         client_body_temp_path {d}/tmp; proxy_temp_path {d}/tmp; fastcgi_temp_path {d}/tmp; uwsgi_temp_path {d}/tmp; scgi_temp_path {d}/tmp;\n\
-         server {{ listen 127.0.0.1:{port}; root {}; location / {{ }} }} }}\n",
-        root.display()
-    );
-    std::fs::write(dir.join("nginx.conf"), conf).map_err(|e| e.to_string())?;
-    let child = Command::new(bin)
-        .arg("-p")
-        .arg(dir)
-        .arg("-c")
-        .arg(dir.join("nginx.conf"))
-        .stdin(Stdio::null())
-        .spawn()
-        .map_err(|e| e.to_string())?;
-    let server = Nginx(child);
-    let start = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if start.elapsed() > Duration::from_secs(20) {
-            return Err("nginx did not start".into());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok((server, port))
-}
+use deathtensors_testkit::servers;
 
 fn arg(args: &[String], name: &str, default: u64) -> u64 {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -155,8 +108,9 @@ fn run(
     write(&root.join("model.dt"), count, tensor as usize, true)?;
     // A large head: 40,000 small tensors (a ~7 MiB header).
     write(&root.join("wide.dt"), 40_000, 64, true)?;
-    let (_server, port) = nginx(dir, root)?;
-    let url = |n: &str| format!("http://127.0.0.1:{port}/{n}");
+    // nginx serving `dir/www` (`root`), started as the tests start it.
+    let server = servers::nginx(dir).ok_or("nginx is not installed (cargo xtask setup installs it)")?;
+    let url = |n: &str| server.url(n);
     let file_len = std::fs::metadata(root.join("model.dt")).map_err(|e| e.to_string())?.len();
     println!(
         "file: {} MiB, {count} tensors of {} MiB, nginx on loopback, {runs} runs each\n",
@@ -164,7 +118,7 @@ fn run(
         tensor >> 20
     );
 
-    let nginx_pid = _server.0.id();
+    let nginx_pid = server.pid();
     // curl: the best single download of the same file.
     let curl = |pipeline: &str| -> Result<Run, String> {
         let nginx0 = cpu_seconds(nginx_pid);

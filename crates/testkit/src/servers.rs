@@ -77,6 +77,11 @@ impl Server {
     pub fn url(&self, name: &str) -> String {
         format!("http://127.0.0.1:{}/{name}", self.port)
     }
+
+    /// The server's process id (the remote benchmark reads its CPU time).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 /// Set by `cargo xtask test` and `ci` (their `cargo test --workspace`
