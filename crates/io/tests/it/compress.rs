@@ -7,6 +7,7 @@ use deathtensors_format::{
     Codec, Compression, Dtype, Flags, Head, Header, Limits, Metadata, TensorSpec, DEFAULT_COMPRESSION_CHUNK,
 };
 use deathtensors_io::{save, save_from, Compress, ErrorKind, Reader, WriteOptions};
+use deathtensors_testkit::bytes::noise;
 
 const MIB: usize = 1 << 20;
 
@@ -14,19 +15,6 @@ const MIB: usize = 1 << 20;
 /// byte, different per seed.
 fn smooth(seed: u8, len: usize) -> Vec<u8> {
     (0..len).map(|i| if i % 2 == 1 { 0x3c + (i / 4096 % 3) as u8 } else { (i as u8).wrapping_mul(seed | 1) }).collect()
-}
-
-/// Bytes that do not compress (xorshift).
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn options(compress: Compress, checksum: bool) -> WriteOptions {

@@ -30,17 +30,10 @@ pub fn scratch(name: &str) -> Scratch {
     Scratch::new("dt-remote", name)
 }
 
-/// Deterministic bytes: tensor `i`'s contents.
+/// Deterministic bytes: tensor `i`'s contents (noise, its seed spread so
+/// that neighbouring tensors differ).
 pub fn bytes(i: usize, len: usize) -> Vec<u8> {
-    let mut x = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    deathtensors_testkit::bytes::noise((i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15), len)
 }
 
 /// Writes a deathtensors file of `count` U8 tensors of `len` bytes each,
