@@ -70,6 +70,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parity::convert, m)?)?;
     m.add_function(wrap_pyfunction!(cli::cli_main, m)?)?;
     for f in [
+        wrap_pyfunction!(upload::is_url, m)?,
         wrap_pyfunction!(upload::remote_put, m)?,
         wrap_pyfunction!(upload::write_file_atomic, m)?,
         wrap_pyfunction!(upload::remote_upload, m)?,
@@ -108,6 +109,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FORMAT_VERSION", deathtensors_io::format::VERSION)?;
     m.add("DCP_METADATA_LIMIT", deathtensors_io::MAX_METADATA_BYTES)?;
     m.add("DCP_METADATA", deathtensors_io::DCP_METADATA)?;
+    m.add("DCP_VERSION", deathtensors_io::DCP_VERSION)?;
+    m.add("CT_DEFAULT_CHUNK_SIZE", deathtensors_io::format::CT_DEFAULT_CHUNK_SIZE)?;
     m.add("DCP_STALE_AFTER", deathtensors_io::DEFAULT_STALE_AFTER)?;
     m.add("URL_SCHEMES", deathtensors_remote::SCHEMES.to_vec())?;
     // Loads of at least this many bytes map the file (one constant, for

@@ -17,6 +17,13 @@ use crate::options::{remote_options, storage_pairs};
 type StorageOptions<'py> = Option<Bound<'py, PyAny>>;
 
 /// Puts `data` as the object at `url` (one request).
+/// Whether `location` is a URL of a store `deathtensors-remote` opens
+/// (its `is_url`, the one rule), not a local path.
+#[pyfunction]
+pub fn is_url(location: &str) -> bool {
+    deathtensors_remote::is_url(location)
+}
+
 #[pyfunction]
 #[pyo3(signature = (url, data, storage_options = None))]
 pub fn remote_put(py: Python<'_>, url: String, data: Vec<u8>, storage_options: StorageOptions<'_>) -> PyResult<()> {

@@ -9,6 +9,8 @@ MAGIC: bytes
 FORMAT_VERSION: int
 DCP_METADATA_LIMIT: int
 DCP_METADATA: str
+DCP_VERSION: int
+CT_DEFAULT_CHUNK_SIZE: int
 DCP_STALE_AFTER: float
 URL_SCHEMES: list[str]
 MAP_MIN: int
@@ -324,6 +326,7 @@ def save_cryptotensors(
 ) -> None: ...
 
 def cli_main(argv: Sequence[str]) -> int: ...
+def is_url(location: str) -> bool: ...
 def remote_put(url: str, data: bytes, storage_options: Optional[Mapping[str, Any]] = None) -> None: ...
 def write_file_atomic(path: os.PathLike[str] | str, data: bytes, durable: bool) -> None: ...
 def remote_upload(

@@ -12,7 +12,8 @@ SCHEMES = tuple(_native.URL_SCHEMES)
 
 
 def is_url(path: Union[str, "os.PathLike[str]"]) -> bool:
-    """Whether ``path`` is a URL of a remote store rather than a local path."""
-    return isinstance(path, str) and path.lower().startswith(SCHEMES) and len(path) > path.index("//") + 2
+    """Whether ``path`` is a URL of a remote store rather than a local path
+    (``deathtensors-remote``'s rule; a path-like object never is)."""
+    return isinstance(path, str) and _native.is_url(path)
 
 

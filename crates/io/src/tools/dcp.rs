@@ -25,7 +25,7 @@ pub use deathtensors_format::{
     rank_metadata_name, save_marker_name, DCP_METADATA,
 };
 pub use document::{
-    check_checkpoint_metadata, check_chunk_cover, check_rank_checkpoint_metadata, chunk_tiles, Tile,
+    check_checkpoint_metadata, check_chunk_cover, check_rank_checkpoint_metadata, chunk_tiles, Tile, DCP_VERSION,
     MAX_METADATA_BYTES, MAX_RANK, MAX_TILES,
 };
 pub use protocol::{

@@ -44,7 +44,7 @@ from ..errors import DeathTensorsError
 from ..safetensors import SafetensorError, deserialize, serialize  # noqa: F401 - cryptotensors' names
 from ..safetensors._open import safe_open as _safe_open
 
-DEFAULT_CHUNK_SIZE = 2 << 20
+DEFAULT_CHUNK_SIZE = _native.CT_DEFAULT_CHUNK_SIZE
 
 
 def _jwk(key: Any, kind: str) -> Any:

@@ -54,8 +54,8 @@ from . import _values
 #: The name of the metadata object, written last: a checkpoint exists once
 #: it does.
 METADATA_NAME = _native.DCP_METADATA
-#: The version of the document this module writes and reads.
-VERSION = 1
+#: The version of the document this module writes and reads (io's).
+VERSION = _native.DCP_VERSION
 EXTENSIONS = {"deathtensors": "dt", "safetensors": "safetensors"}
 
 

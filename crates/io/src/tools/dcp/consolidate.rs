@@ -174,7 +174,7 @@ fn read_document(source: &dyn CheckpointSource) -> Result<Document> {
             );
             return Err(Error::checkpoint(why, dir, DOING));
         }
-        let ranks = names.iter().any(|n| n.starts_with("rank-"));
+        let ranks = names.iter().any(|n| super::parse_rank_file_name(n).is_some());
         return Err(if ranks {
             let why = format!("incomplete checkpoint: rank files but no {DCP_METADATA} (a save that did not commit)");
             Error::checkpoint(why, dir, DOING)
