@@ -281,6 +281,20 @@ macro_rules! reject_non_string {
     };
 }
 
+/// Implements every non-object `visit_*` of a visitor as a `WrongType`
+/// error.
+macro_rules! reject_non_object {
+    ($what:expr, $expected:expr) => {
+        reject_others!($what, $expected; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
+        fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
+            Err(self.ctx.wrong_type($what, $expected))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
+            Err(self.ctx.wrong_type($what, $expected))
+        }
+    };
+}
+
 /// An object key, borrowed from the input when it has no escapes.
 enum Key<'de> {
     Borrowed(&'de str),
@@ -366,19 +380,7 @@ impl<'de> Visitor<'de> for Top<'_> {
         }
     }
 
-    fn visit_str<E: de::Error>(self, _: &str) -> core::result::Result<RawHeader, E> {
-        Err(self.ctx.wrong_type("header", "a JSON object"))
-    }
-
-    reject_others!("header", "a JSON object"; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64));
-
-    fn visit_unit<E: de::Error>(self) -> core::result::Result<RawHeader, E> {
-        Err(self.ctx.wrong_type("header", "a JSON object"))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<RawHeader, A::Error> {
-        Err(self.ctx.wrong_type("header", "a JSON object"))
-    }
+    reject_non_object!("header", "a JSON object");
 }
 
 fn duplicate<E: de::Error>(ctx: Ctx<'_>, within: &'static str, key: &str) -> E {
@@ -664,16 +666,7 @@ impl<'de> Visitor<'de> for TensorsSeed<'_> {
         }
         Ok(tensors)
     }
-    fn visit_str<E: de::Error>(self, _: &str) -> core::result::Result<Self::Value, E> {
-        Err(self.ctx.wrong_type("field \"tensors\"", "a JSON object"))
-    }
-    reject_others!("field \"tensors\"", "a JSON object"; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64));
-    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
-        Err(self.ctx.wrong_type("field \"tensors\"", "a JSON object"))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
-        Err(self.ctx.wrong_type("field \"tensors\"", "a JSON object"))
-    }
+    reject_non_object!("field \"tensors\"", "a JSON object");
 }
 
 type TensorFields = (Dtype, Vec<u64>, (u64, u64), Metadata, Option<[u8; 32]>);
@@ -752,16 +745,7 @@ impl<'de> Visitor<'de> for TensorSeed<'_> {
         };
         Ok((dtype, shape, offsets, metadata.unwrap_or_default(), sha256))
     }
-    fn visit_str<E: de::Error>(self, _: &str) -> core::result::Result<Self::Value, E> {
-        Err(self.ctx.wrong_type("tensor entry", "a JSON object"))
-    }
-    reject_others!("tensor entry", "a JSON object"; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64));
-    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
-        Err(self.ctx.wrong_type("tensor entry", "a JSON object"))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
-        Err(self.ctx.wrong_type("tensor entry", "a JSON object"))
-    }
+    reject_non_object!("tensor entry", "a JSON object");
 }
 
 /// Parses 64 lowercase hex digits.
@@ -1070,9 +1054,6 @@ struct CompressionSeed<'a> {
 
 seed_is_its_own_visitor!(CompressionSeed<'_> => crate::compression::RawCompression);
 
-const COMPRESSION_SECTION: ErrorKind =
-    ErrorKind::WrongType { what: "field \"compression\"", expected: "a JSON object" };
-
 impl<'de> Visitor<'de> for CompressionSeed<'_> {
     type Value = crate::compression::RawCompression;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -1127,13 +1108,7 @@ impl<'de> Visitor<'de> for CompressionSeed<'_> {
         compression.check().map_err(|e| ctx.fail(e))?;
         Ok(crate::compression::RawCompression { compression, tensors })
     }
-    reject_others!("field \"compression\"", "a JSON object"; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
-    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
-        Err(self.ctx.fail_kind(COMPRESSION_SECTION))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
-        Err(self.ctx.fail_kind(COMPRESSION_SECTION))
-    }
+    reject_non_object!("field \"compression\"", "a JSON object");
 }
 
 /// `compression.tensors`: tensor name → stored chunk lengths.
@@ -1176,13 +1151,7 @@ impl<'de> Visitor<'de> for ChunkTablesSeed<'_> {
         }
         Ok(out)
     }
-    reject_others!("field \"compression.tensors\"", "an object of integer arrays"; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
-    fn visit_unit<E: de::Error>(self) -> core::result::Result<Self::Value, E> {
-        Err(self.ctx.fail_kind(CHUNK_TABLES))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> core::result::Result<Self::Value, A::Error> {
-        Err(self.ctx.fail_kind(CHUNK_TABLES))
-    }
+    reject_non_object!("field \"compression.tensors\"", "an object of integer arrays");
 }
 
 /// One chunk table: stored lengths, charged to the section's budget.
