@@ -16,9 +16,8 @@ pub fn run(args: ConsolidateArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> 
         None => None,
         Some(FormatArg::Deathtensors) => Some(Format::Deathtensors),
         Some(FormatArg::Safetensors) => Some(Format::Safetensors),
-        Some(FormatArg::Bintensors) => {
-            anyhow::bail!("--format bintensors: consolidate writes deathtensors or safetensors")
-        }
+        // io refuses it, saying why.
+        Some(FormatArg::Bintensors) => Some(Format::Bintensors),
     };
     let options = ConsolidateOptions { max_shard_bytes: args.max_shard_bytes, format, ..ConsolidateOptions::default() };
     // io's errors name the checkpoint and what failed ("cannot consolidate").

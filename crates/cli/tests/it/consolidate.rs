@@ -179,3 +179,16 @@ fn consolidate_reads_a_checkpoint_over_http() {
     let url = format!("http://127.0.0.1:{}/ckpt", server.port);
     assert!(consolidated(&url, &dir, "http.dt", &[]) == local);
 }
+
+#[test]
+fn consolidate_refuses_bintensors_naming_the_formats_it_writes() {
+    let dir = Scratch::new("consolidate-bt");
+    let ckpt = checkpoint(&dir);
+    let out = dir.path("model.bt");
+    let r = check(
+        ["consolidate".as_ref(), ckpt.as_os_str(), out.as_os_str(), "--format".as_ref(), "bintensors".as_ref()],
+        2,
+    );
+    crate::assert_one_error_line(&r, &["deathtensors or safetensors, not bintensors"]);
+    assert!(!out.exists(), "nothing is written");
+}

@@ -226,6 +226,10 @@ pub fn consolidate_from(
     out: &Path,
     options: &ConsolidateOptions,
 ) -> Result<Vec<PathBuf>> {
+    if options.format == Some(Format::Bintensors) {
+        let why = "a checkpoint consolidates to deathtensors or safetensors, not bintensors".to_string();
+        return Err(Error::input(why, out, DOING));
+    }
     let doc = read_document(source)?;
     // The rank files must hold every tensor's bytes: checked before any
     // buffer is allocated, so a hostile size cannot ask for more memory
