@@ -347,21 +347,25 @@ fn apply_keys(
     chunk_size: u64,
     seal_header: bool,
 ) -> PyResult<()> {
-    if seal_header && encrypt.is_none() {
-        return Err(error(py, "seal_header=True needs encrypt= (the header is sealed for its recipients)".into()));
-    }
-    if let Some(ring) = encrypt {
-        let cipher = Cipher::from_name(cipher)
-            .ok_or_else(|| error(py, format!("unknown cipher {cipher:?}: use 'AES-256-GCM' or 'CHACHA20-POLY1305'")))?;
-        let recipients = ring.inner.encrypt_to(Argon2Params::DEFAULT).map_err(|e| {
+    let parsed = Cipher::from_name(cipher);
+    let recipients = match encrypt {
+        Some(ring) => Some(ring.inner.encrypt_to(Argon2Params::DEFAULT).map_err(|e| {
             let why = match e.kind() {
                 ErrorKind::InvalidKey(m) | ErrorKind::InvalidInput(m) => m.clone(),
                 _ => e.to_string(),
             };
             error(py, format!("encrypt=: {why}"))
-        })?;
-        options.encryption = Some(EncryptOptions { cipher, chunk_size, recipients, seal_header });
-    }
+        })?),
+        None => None,
+    };
+    let cipher = match (&recipients, parsed) {
+        (Some(_), None) => {
+            return Err(error(py, format!("unknown cipher {cipher:?}: use 'AES-256-GCM' or 'CHACHA20-POLY1305'")))
+        }
+        (_, parsed) => parsed.unwrap_or(Cipher::Aes256Gcm),
+    };
+    options.encryption =
+        EncryptOptions::requested(recipients, cipher, chunk_size, seal_header).map_err(|m| error(py, m))?;
     if let Some(ring) = sign {
         options.signers = ring.inner.signers().map_err(|e| match e.kind() {
             ErrorKind::InvalidKey(why) => error(py, format!("sign= {why}")),

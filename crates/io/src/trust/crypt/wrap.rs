@@ -31,6 +31,27 @@ impl EncryptOptions {
     pub fn new(recipients: Vec<RecipientKey>) -> EncryptOptions {
         EncryptOptions { cipher: Cipher::Aes256Gcm, chunk_size: DEFAULT_CHUNK_SIZE, recipients, seal_header: false }
     }
+
+    /// The encryption a save asked for, from its parts as front ends take
+    /// them: `None` without recipients (not encrypted).
+    ///
+    /// # Errors
+    /// A message for `seal_header` without recipients: a header is sealed
+    /// for the file's recipients, and a file without any has none.
+    pub fn requested(
+        recipients: Option<Vec<RecipientKey>>,
+        cipher: Cipher,
+        chunk_size: u64,
+        seal_header: bool,
+    ) -> std::result::Result<Option<EncryptOptions>, String> {
+        match recipients {
+            Some(recipients) => Ok(Some(EncryptOptions { cipher, chunk_size, recipients, seal_header })),
+            None if seal_header => {
+                Err("seal_header=True needs encrypt= (the header is sealed for its recipients)".to_string())
+            }
+            None => Ok(None),
+        }
+    }
 }
 
 /// A file's 32-byte data key; wiped when dropped.
