@@ -206,5 +206,8 @@ pub fn pytest(marker: Option<&str>) -> Result<(), String> {
     if let Some(m) = marker {
         cmd.args(["-m", m]);
     }
+    // A missing server or tool fails the run, naming it (conftest.py's
+    // `missing`), as in the Rust tests.
+    cmd.env("DEATHTENSORS_REQUIRE_SERVERS", "1");
     exec(cmd.arg(root().join("bindings/python/tests")))
 }

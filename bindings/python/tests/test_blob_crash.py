@@ -466,7 +466,9 @@ COMMIT_SYSCALLS = ["pwrite64", "copy_file_range", "ftruncate", "linkat", "fdatas
 def strace_or_skip():
     strace = shutil.which("strace")
     if strace is None:
-        pytest.skip("strace is not installed")
+        from conftest import missing
+
+        missing("strace is not installed (cargo xtask setup installs it with apt-get)")
     r = subprocess.run([strace, "-qq", "-o", "/dev/null", "true"], capture_output=True)
     if r.returncode != 0:
         pytest.skip(f"strace cannot trace here: {r.stderr.decode().strip()}")
