@@ -264,3 +264,27 @@ fn hostile_tiles_are_refused() {
     let err = consolidate(&ckpt, &out, &ConsolidateOptions::default()).unwrap_err();
     assert!(err.to_string().contains("on a chunk of 2 or more dimensions"), "{err}");
 }
+
+/// A consolidation into shards that fails on a later shard leaves nothing:
+/// every shard is staged and renamed into place with the index, or none is.
+#[test]
+fn a_failed_sharded_consolidation_leaves_no_shard() {
+    let dir = scratch("dcp-hf-fail");
+    let ckpt = dir.join("ckpt");
+    std::fs::create_dir(&ckpt).unwrap();
+    write_checkpoint(&ckpt, false);
+    // "w", the second shard's tensor ("s" and "v" are the first's), is
+    // damaged: a byte of its block w@5,0 in rank 1's file is flipped.
+    let file = ckpt.join(format!("rank-00001-{SAVE_ID}.dt"));
+    let at = deathtensors_io::Reader::open(&file).unwrap().tensor("w@5,0").unwrap().file_offset as usize;
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[at] ^= 0x10;
+    std::fs::write(&file, &bytes).unwrap();
+    let out = dir.join("hf");
+    std::fs::create_dir(&out).unwrap();
+    let options = ConsolidateOptions { max_shard_bytes: 100, ..Default::default() };
+    let err = consolidate(&ckpt, &out, &options).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::TensorDigestMismatch { .. }), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

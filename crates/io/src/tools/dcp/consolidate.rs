@@ -13,6 +13,7 @@ use super::source::{CheckpointDir, CheckpointSource};
 use crate::error::{Error, ErrorKind, Result};
 use crate::file::reader::Reader;
 use crate::file::writer::save;
+use crate::fs::staged::StagedFiles;
 use crate::options::WriteOptions;
 use deathtensors_format::DCP_METADATA;
 
@@ -283,26 +284,48 @@ pub fn consolidate_from(
         }
         size += n;
     }
+    let created = !out.exists();
     std::fs::create_dir_all(out).map_err(|e| Error::io(e, out, DOING))?;
-    let mut written = Vec::new();
-    let mut weight_map = Map::new();
-    let mut total = 0;
-    for (k, group) in groups.iter().enumerate() {
-        let name = format!("model-{:05}-of-{:05}.safetensors", k + 1, groups.len());
-        let mut meta = Metadata::new();
-        meta.insert("format".into(), "pt".into());
-        total += write_shard(&out.join(&name), group, &doc, &mut files, Format::Safetensors, meta, durable)?;
-        for fqn in group {
-            weight_map.insert((*fqn).clone(), Value::String(name.clone()));
+    // Every shard and the index are staged, and renamed into place
+    // together, the index last: a run that fails leaves none of them (and
+    // no directory it made), and an older checkpoint there stays whole.
+    let mut staged = StagedFiles::new(durable);
+    let written = (|| {
+        let mut written = Vec::new();
+        let mut weight_map = Map::new();
+        let mut total = 0;
+        for (k, group) in groups.iter().enumerate() {
+            let name = format!("model-{:05}-of-{:05}.safetensors", k + 1, groups.len());
+            let mut meta = Metadata::new();
+            meta.insert("format".into(), "pt".into());
+            let target = out.join(&name);
+            total += staged
+                .write(&target, |at| write_shard(at, group, &doc, &mut files, Format::Safetensors, meta, durable))?;
+            for fqn in group {
+                weight_map.insert((*fqn).clone(), Value::String(name.clone()));
+            }
+            written.push(target);
         }
-        written.push(out.join(&name));
+        let index = serde_json::json!({"metadata": {"total_size": total}, "weight_map": weight_map});
+        let path = out.join("model.safetensors.index.json");
+        let text = serde_json::to_string_pretty(&index).map_err(|e| Error::input(e.to_string(), &path, DOING))?;
+        staged.write(&path, |at| {
+            crate::fs::atomic::write_file(at, text.as_bytes(), durable).map_err(|e| Error::io(e, at, DOING))
+        })?;
+        written.push(path);
+        Ok(written)
+    })();
+    match written {
+        Ok(written) => staged.commit().map(|()| written),
+        Err(e) => {
+            drop(staged);
+            if created {
+                // Empty now: only what this run staged was in it.
+                let _ = std::fs::remove_dir(out);
+            }
+            Err(e)
+        }
     }
-    let index = serde_json::json!({"metadata": {"total_size": total}, "weight_map": weight_map});
-    let path = out.join("model.safetensors.index.json");
-    let text = serde_json::to_string_pretty(&index).map_err(|e| Error::input(e.to_string(), &path, DOING))?;
-    crate::fs::atomic::write_file(&path, text.as_bytes(), durable).map_err(|e| Error::io(e, &path, DOING))?;
-    written.push(path);
-    Ok(written)
 }
 
 /// Assembles the tensors `names` and saves them to `path`; returns their
