@@ -136,25 +136,42 @@ pub fn convert_collection(src: &Collection, output: &Path, block_rows: Option<u6
         layout = deathtensors_format::RowLayout::new(layout.dtype, layout.shape, b)
             .map_err(|e| Error::format(e, output, doing))?;
     }
-    let copy = || -> Result<u64> {
-        let mut dst = Collection::create(output, layout, CollectionOptions::default())?;
+    // Nothing half-made stays behind: the directory was empty (or not
+    // there), so every file in it is this conversion's.
+    let clean = || {
+        if let Ok(entries) = std::fs::read_dir(output) {
+            for e in entries.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        if !existed {
+            let _ = std::fs::remove_dir(output);
+        }
+    };
+    let mut dst = match Collection::create(output, layout, CollectionOptions::default()) {
+        Ok(dst) => dst,
+        Err(e) => {
+            clean();
+            return Err(e);
+        }
+    };
+    let copy = |dst: &mut Collection| -> Result<u64> {
         dst.extend_rows(src)?;
         dst.set_metadata(src.metadata().clone())?;
         dst.flush()?;
         Ok(dst.rows())
     };
-    let result = copy();
+    let result = copy(&mut dst);
     if result.is_err() {
-        // Nothing half-made stays behind.
-        if existed {
-            if let Ok(entries) = std::fs::read_dir(output) {
-                for e in entries.flatten() {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        } else {
-            let _ = std::fs::remove_dir_all(output);
-        }
+        // Removed by the writer, while it holds the lock (the collections'
+        // rule: only the writer removes files), its lock file last.
+        clean();
+    }
+    drop(dst);
+    if result.is_err() {
+        // Where an open file cannot be removed (Windows), the lock file
+        // goes once its handle is closed.
+        clean();
     }
     result
 }
