@@ -69,16 +69,7 @@ pub fn diff(
     atol: Option<f64>,
     rtol: Option<f64>,
 ) -> PyResult<PyDiff> {
-    let compare = match (atol, rtol) {
-        (None, None) => Compare::Exact,
-        (atol, rtol) => {
-            let (atol, rtol) = (atol.unwrap_or(0.0), rtol.unwrap_or(0.0));
-            if !(atol >= 0.0 && rtol >= 0.0) {
-                return Err(crate::errors::error(py, "atol and rtol must be non-negative numbers".into()));
-            }
-            Compare::Close { atol, rtol }
-        }
-    };
+    let compare = Compare::tolerances(atol, rtol).map_err(|m| crate::errors::error(py, m))?;
     let (ra, rb) = (a.get()?, b.get()?);
     let d = py.allow_threads(|| deathtensors_io::diff(&*ra, &*rb, compare, |_| {})).py(py)?;
     Ok(PyDiff {

@@ -2,7 +2,6 @@
 
 use std::io::Write;
 
-use anyhow::bail;
 use deathtensors_io::format::TensorInfo;
 use deathtensors_io::{diff, values, Compare, MetadataChange};
 use serde_json::{json, Value};
@@ -29,16 +28,8 @@ fn describe_change(c: &MetadataChange) -> String {
 }
 
 pub fn run(args: DiffArgs, ctx: &RunContext) -> anyhow::Result<ExitCode> {
-    let compare = match (args.atol, args.rtol) {
-        (None, None) => Compare::Exact,
-        (atol, rtol) => {
-            let (atol, rtol) = (atol.unwrap_or(0.0), rtol.unwrap_or(0.0));
-            if !(atol >= 0.0 && rtol >= 0.0) {
-                bail!("--atol and --rtol must be non-negative numbers");
-            }
-            Compare::Close { atol, rtol }
-        }
-    };
+    // io's rule; the flags' names said here.
+    let compare = Compare::tolerances(args.atol, args.rtol).map_err(|m| anyhow::anyhow!("--atol/--rtol: {m}"))?;
     // Files or sharded checkpoints, either side.
     let a = Input::open(ctx, &args.a)?;
     let b = Input::open(ctx, &args.b)?;

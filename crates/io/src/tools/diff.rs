@@ -34,6 +34,24 @@ pub enum Compare {
 }
 
 impl Compare {
+    /// The comparison of the tolerances a caller gave: `Exact` without
+    /// either, else `Close` with the other one 0.
+    ///
+    /// # Errors
+    /// A message for a tolerance that is negative or not a number.
+    pub fn tolerances(atol: Option<f64>, rtol: Option<f64>) -> std::result::Result<Compare, String> {
+        if atol.is_none() && rtol.is_none() {
+            return Ok(Compare::Exact);
+        }
+        let (atol, rtol) = (atol.unwrap_or(0.0), rtol.unwrap_or(0.0));
+        if !(atol >= 0.0 && rtol >= 0.0) {
+            return Err(format!("atol and rtol must be non-negative numbers, got atol={atol}, rtol={rtol}"));
+        }
+        Ok(Compare::Close { atol, rtol })
+    }
+}
+
+impl Compare {
     fn close(self, a: f64, b: f64) -> bool {
         match self {
             Compare::Exact => a.to_bits() == b.to_bits(),
