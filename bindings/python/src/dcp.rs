@@ -114,6 +114,8 @@ pub fn dtype_table(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         row.set_item("carrier", n.carrier)?;
         row.set_item("itemsize", n.byte_width())?;
         row.set_item("exotic", n.is_exotic())?;
+        // Whether a safetensors file can hold it (format's `Format::holds`).
+        row.set_item("safetensors", deathtensors_io::format::Format::Safetensors.holds(n.dtype))?;
         table.set_item(n.dtype.name(), row)?;
     }
     Ok(table)

@@ -43,6 +43,21 @@ pub(crate) fn dtype_index(dtype: Dtype) -> Option<u8> {
     DTYPES.iter().position(|&d| d == dtype).map(|i| i as u8)
 }
 
+// Here, beside bintensors' table, which it reads: `tensor.rs` (below this
+// module) defines `Format`.
+impl crate::tensor::Format {
+    /// Whether files of this format can hold tensors of `dtype`: ours hold
+    /// every dtype, safetensors 0.8 all but complex128 (its readers refuse
+    /// the file), bintensors those of its table.
+    pub fn holds(self, dtype: Dtype) -> bool {
+        match self {
+            crate::tensor::Format::Deathtensors => true,
+            crate::tensor::Format::Safetensors => dtype != Dtype::C128,
+            crate::tensor::Format::Bintensors => dtype_index(dtype).is_some(),
+        }
+    }
+}
+
 /// The header pads with this byte to a multiple of [`PAD_TO`].
 const PAD: u8 = b' ';
 const PAD_TO: usize = 8;

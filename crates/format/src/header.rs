@@ -4,7 +4,7 @@ use crate::compression::{ChunkTable, Compression, RawCompression};
 use crate::crypt::Encryption;
 use crate::index::Index;
 use crate::tensor::{Format, Metadata, TensorInfo, TensorSpec};
-use crate::{de, layout, Dtype, Error, ErrorKind, Limits, Result};
+use crate::{de, layout, Error, ErrorKind, Limits, Result};
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -283,8 +283,8 @@ impl Header {
         // report, not the overlap of its two entries' byte ranges.
         if format == Format::Safetensors {
             // safetensors 0.8 has no complex128: its readers refuse the file.
-            if let Some(t) = tensors.iter().find(|t| t.dtype == Dtype::C128) {
-                return Err(Error::new(ErrorKind::UnknownDtype("C128".into())).with_tensor(&t.name));
+            if let Some(t) = tensors.iter().find(|t| !format.holds(t.dtype)) {
+                return Err(Error::new(ErrorKind::UnknownDtype(t.dtype.name().into())).with_tensor(&t.name));
             }
         }
         let data_len = match format {

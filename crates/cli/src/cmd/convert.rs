@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::bail;
-use deathtensors_io::format::{Dtype, Format, Header, Limits, TensorInfo, TensorSpec, DEFAULT_ALIGNMENT};
+use deathtensors_io::format::{Format, Header, Limits, TensorInfo, TensorSpec, DEFAULT_ALIGNMENT};
 use deathtensors_io::WriteOptions;
 
 use crate::args::{ConvertArgs, FormatArg};
@@ -234,7 +234,7 @@ pub fn run_with(args: ConvertArgs, decrypt: bool, ctx: &RunContext) -> anyhow::R
             if args.alignment.is_some() {
                 bail!("--alignment: safetensors files pack their tensors with no alignment; convert to deathtensors");
             }
-            if let Some(t) = header.tensors().iter().find(|t| t.dtype == Dtype::C128) {
+            if let Some(t) = header.tensors().iter().find(|t| !Format::Safetensors.holds(t.dtype)) {
                 bail!(
                     "cannot convert {} to safetensors: tensor {:?} is C128 (complex128), which safetensors cannot \
                      store; keep it in deathtensors",

@@ -12,7 +12,7 @@ from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
 from .. import _file, _native
 from .._legacy import expand_path
-from . import _store
+from . import _metadata, _store
 from ._metadata import METADATA_NAME, ChunkInfo
 from ._storage import read_block
 
@@ -129,8 +129,8 @@ def _write_sharded(
         name = f"model-{k:05d}-of-{len(groups):05d}.safetensors"
         shard = {fqn: _assemble(store, doc, tensors[fqn], chunks.get(fqn, []), readers) for fqn in group}
         for fqn, t in shard.items():
-            if t.dtype == torch.complex128:
-                raise TypeError(f"tensor {fqn!r} is complex128, which safetensors cannot hold; consolidate to a .dt file")
+            if t.dtype in _metadata.SAFETENSORS_LACKS:
+                raise TypeError(f"tensor {fqn!r} is {t.dtype}, which safetensors cannot hold; consolidate to a .dt file")
         _file.save(os.path.join(out, name), shard, global_metadata={"format": "pt"}, format="safetensors")
         total += sum(t.numel() * t.element_size() for t in shard.values())
         weight_map.update({fqn: name for fqn in group})

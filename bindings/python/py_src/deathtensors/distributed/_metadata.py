@@ -54,6 +54,14 @@ from . import _values
 #: The name of the metadata object, written last: a checkpoint exists once
 #: it does.
 METADATA_NAME = _native.DCP_METADATA
+#: torch dtypes a safetensors file cannot hold (format's `Format::holds`,
+#: the dtype table's "safetensors" column): stored as bytes in a rank file,
+#: refused in a consolidated one.
+SAFETENSORS_LACKS = frozenset(
+    getattr(torch, row["torch"])
+    for row in _dtypes.TABLE.values()
+    if not row["safetensors"] and row["torch"] and isinstance(getattr(torch, row["torch"], None), torch.dtype)
+)
 #: The version of the document this module writes and reads (io's).
 VERSION = _native.DCP_VERSION
 EXTENSIONS = {"deathtensors": "dt", "safetensors": "safetensors"}

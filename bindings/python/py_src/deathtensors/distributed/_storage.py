@@ -446,7 +446,7 @@ class StorageWriter(dcp_storage.StorageWriter, BlockingAsyncStager):
 
 
 #: dtypes safetensors has no name for: their blocks are stored as bytes.
-_SAFETENSORS_LACKS = {torch.complex128}
+_SAFETENSORS_LACKS = _metadata.SAFETENSORS_LACKS
 
 
 def _tiling(t: torch.Tensor, block_bytes: int, tiles: int) -> Tuple[int, Optional[int]]:

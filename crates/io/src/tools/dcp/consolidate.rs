@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use deathtensors_format::{Dtype, Format, Metadata, TensorSpec};
+use deathtensors_format::{Format, Metadata, TensorSpec};
 use serde_json::{Map, Value};
 
 use super::document::{parse, tile_block_name, Document, Tensor, MAX_METADATA_BYTES};
@@ -342,7 +342,7 @@ fn write_shard(
     let mut data = Vec::with_capacity(names.len());
     for fqn in names {
         let t = &doc.tensors[*fqn];
-        if format == Format::Safetensors && t.dtype == Dtype::C128 {
+        if !format.holds(t.dtype) {
             return Err(Error::input(
                 format!("tensor {fqn:?} is complex128, which safetensors cannot hold; consolidate to a .dt file"),
                 path,
