@@ -121,6 +121,20 @@ pub fn dtype_table(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(table)
 }
 
+/// Why the rank file `name`, open as `reader`, is not the one the
+/// checkpoint's metadata names (rank `rank`, `size` bytes): io's
+/// `check_rank_file`, the check `consolidate` makes too; `None` when it is.
+#[pyfunction]
+pub fn check_rank_file(
+    reader: PyRef<'_, crate::reader::PyReader>,
+    name: &str,
+    rank: u64,
+    size: u64,
+) -> PyResult<Option<String>> {
+    let r = reader.get()?;
+    Ok(deathtensors_io::check_rank_file(&r, name, rank, size).err())
+}
+
 /// Why the chunks `(offsets, sizes)` of a tensor of `size`, elements of
 /// `itemsize` bytes, do not add up to it without overlapping; `None` when
 /// they do.

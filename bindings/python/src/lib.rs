@@ -84,6 +84,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(dcp::parse_rank_file_name, m)?,
         wrap_pyfunction!(dcp::dtype_table, m)?,
         wrap_pyfunction!(dcp::check_chunk_cover, m)?,
+        wrap_pyfunction!(dcp::check_rank_file, m)?,
         wrap_pyfunction!(dcp::block_name, m)?,
         wrap_pyfunction!(dcp::rank_file_name, m)?,
         wrap_pyfunction!(dcp::rank_metadata_name, m)?,

@@ -653,7 +653,7 @@ def test_missing_and_foreign_rank_files(tmp_path):
     other = _small(tmp_path, "other", value=1.0)
     (other_file,) = [n for n in os.listdir(other) if n.startswith("rank-")]
     os.replace(other / other_file, path / rank_file)
-    with fails(f"{rank_file} belongs to another checkpoint"):
+    with fails(f"{rank_file}: rank file belongs to another checkpoint"):
         _load_small(path)
     os.unlink(path / rank_file)
     with fails(f"rank file .*{rank_file} is missing"):

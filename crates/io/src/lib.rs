@@ -85,10 +85,11 @@ pub use crate::tools::{
     copy::{copy_tensors, COPY_CHUNK},
     dcp::{
         after_commit_files, block_name, check_checkpoint_metadata, check_chunk_cover, check_rank_checkpoint_metadata,
-        chunk_tiles, consolidate, consolidate_from, metadata_documents, parse_rank_file_name, parse_rank_metadata_name,
-        parse_save_marker_name, rank_file_name, rank_metadata_name, save_marker_name, uncommitted_files, CheckpointDir,
-        CheckpointSource, ConsolidateOptions, SaveCaller, SaveListing, SaveMarker, Tile, DCP_METADATA, DCP_VERSION,
-        DEFAULT_MAX_SHARD_BYTES, DEFAULT_STALE_AFTER, MAX_METADATA_BYTES, MAX_RANK, MAX_TILES,
+        check_rank_file, chunk_tiles, consolidate, consolidate_from, metadata_documents, parse_rank_file_name,
+        parse_rank_metadata_name, parse_save_marker_name, rank_file_name, rank_metadata_name, save_marker_name,
+        uncommitted_files, CheckpointDir, CheckpointSource, ConsolidateOptions, SaveCaller, SaveListing, SaveMarker,
+        Tile, DCP_METADATA, DCP_VERSION, DEFAULT_MAX_SHARD_BYTES, DEFAULT_STALE_AFTER, MAX_METADATA_BYTES, MAX_RANK,
+        MAX_TILES,
     },
     diff::{diff, Compare, Diff, MetadataChange, ValueDiff},
     model_sign::{

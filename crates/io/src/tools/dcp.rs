@@ -19,7 +19,7 @@ mod document;
 mod protocol;
 mod source;
 
-pub use consolidate::{consolidate, consolidate_from, ConsolidateOptions, DEFAULT_MAX_SHARD_BYTES};
+pub use consolidate::{check_rank_file, consolidate, consolidate_from, ConsolidateOptions, DEFAULT_MAX_SHARD_BYTES};
 pub use deathtensors_format::{
     block_name, parse_rank_file_name, parse_rank_metadata_name, parse_save_marker_name, rank_file_name,
     rank_metadata_name, save_marker_name, DCP_METADATA,

@@ -241,20 +241,11 @@ class Store:
             ) from None
         try:
             if doc is not None and not doc.foreign:
+                # io's check, as consolidate's: its size, its save id and rank.
                 expected = doc.files[name]
-                size = self.size(name)
-                if size != expected["size"]:
-                    raise IntegrityError(f"rank file {where} is {size} bytes, the checkpoint metadata says {expected['size']}")
-                meta = reader.metadata() or {}
-                # The file's own id is in its name: the save's, or one its
-                # rank chose (docs/DISTRIBUTED.md, plan caching).
-                parsed = _metadata.parse_rank_file_name(name)
-                file_id = parsed[1] if parsed else doc.save_id
-                if meta.get("dcp.save_id") != file_id or meta.get("dcp.rank") != str(expected["rank"]):
-                    raise IntegrityError(
-                        f"rank file {where} belongs to another checkpoint (save id {meta.get('dcp.save_id')!r}, "
-                        f"rank {meta.get('dcp.rank')!r}; expected {file_id!r}, rank {expected['rank']})"
-                    )
+                why = _native.check_rank_file(reader, name, expected["rank"], expected["size"])
+                if why is not None:
+                    raise IntegrityError(f"{where}: {why}")
             yield RankFile(reader, where)
         finally:
             reader.close()

@@ -58,26 +58,7 @@ impl RankFiles<'_> {
             let path = self.path(name);
             let reader = self.source.open(name)?;
             let (rank, size) = self.doc.files[name];
-            let actual = reader.file_len();
-            if actual != size {
-                return Err(Error::checkpoint(
-                    format!("rank file is {actual} bytes, the checkpoint metadata says {size}"),
-                    &path,
-                    DOING,
-                ));
-            }
-            let meta = reader.header().metadata();
-            let field = |k: &str| meta.and_then(|m| m.get(k)).map(String::as_str);
-            // The file's own id is in its name (normally the save's: see
-            // `document.rs`), and so is its rank.
-            let id = super::parse_rank_file_name(name).map_or("", |(_, id)| id);
-            if field("dcp.save_id") != Some(id) || field("dcp.rank") != Some(&rank.to_string()) {
-                return Err(Error::checkpoint(
-                    format!("rank file belongs to another checkpoint (expected save id {id}, rank {rank})"),
-                    &path,
-                    DOING,
-                ));
-            }
+            check_rank_file(&reader, name, rank, size).map_err(|why| Error::checkpoint(why, &path, DOING))?;
             self.open.insert(name.to_string(), reader);
         }
         Ok(&self.open[name])
@@ -326,6 +307,31 @@ pub fn consolidate_from(
             Err(e)
         }
     }
+}
+
+/// Whether the rank file `name`, open as `reader`, is the one a
+/// checkpoint's metadata names: `size` bytes long, and written by rank
+/// `rank` for the save id in its name (normally the save's; a rank may
+/// name its files with an id of its own: docs/DISTRIBUTED.md). The one
+/// check of a rank file, for `consolidate` and Python's `StorageReader`.
+///
+/// # Errors
+/// What differs, in words.
+pub fn check_rank_file(reader: &Reader, name: &str, rank: u64, size: u64) -> std::result::Result<(), String> {
+    let actual = reader.file_len();
+    if actual != size {
+        return Err(format!("rank file is {actual} bytes, the checkpoint metadata says {size}"));
+    }
+    let meta = reader.header().metadata();
+    let field = |k: &str| meta.and_then(|m| m.get(k)).map(String::as_str);
+    let id = super::parse_rank_file_name(name).map_or("", |(_, id)| id);
+    let (got_id, got_rank) = (field("dcp.save_id"), field("dcp.rank"));
+    if got_id != Some(id) || got_rank != Some(&rank.to_string()) {
+        return Err(format!(
+            "rank file belongs to another checkpoint (save id {got_id:?}, rank {got_rank:?}; expected save id {id}, rank {rank})"
+        ));
+    }
+    Ok(())
 }
 
 /// Assembles the tensors `names` and saves them to `path`; returns their
