@@ -38,6 +38,14 @@ fn cut(bytes: &[u8], cols: u64, offsets: [u64; 2], sizes: [u64; 2]) -> Vec<u8> {
     out
 }
 
+/// A checkpoint written into `dir/ckpt` ([`write_checkpoint`]).
+fn checkpoint_in(dir: &Path, tiled: bool) -> std::path::PathBuf {
+    let ckpt = dir.join("ckpt");
+    std::fs::create_dir(&ckpt).unwrap();
+    write_checkpoint(&ckpt, tiled);
+    ckpt
+}
+
 /// Writes the checkpoint to `dir`: two rank files and `deathtensors.json`;
 /// with `tiled`, also `t` [6, 5, 2], one chunk on rank 1 in tiles of 4 rows
 /// and 2 columns (the last ones shorter and narrower).
@@ -112,9 +120,7 @@ fn assert_full(path: &Path, names: &[&str]) {
 #[test]
 fn one_file_holds_every_full_tensor_and_the_values() {
     let dir = scratch("dcp-one");
-    let ckpt = dir.join("ckpt");
-    std::fs::create_dir(&ckpt).unwrap();
-    write_checkpoint(&ckpt, false);
+    let ckpt = checkpoint_in(&dir, false);
     let out = dir.join("model.dt");
     assert_eq!(consolidate(&ckpt, &out, &ConsolidateOptions::default()).unwrap(), std::slice::from_ref(&out));
     assert_full(&out, &["w", "v", "s"]);
@@ -130,9 +136,7 @@ fn one_file_holds_every_full_tensor_and_the_values() {
 #[test]
 fn a_directory_gets_hugging_face_shards_and_an_index() {
     let dir = scratch("dcp-hf");
-    let ckpt = dir.join("ckpt");
-    std::fs::create_dir(&ckpt).unwrap();
-    write_checkpoint(&ckpt, false);
+    let ckpt = checkpoint_in(&dir, false);
     let out = dir.join("hf");
     std::fs::create_dir(&out).unwrap();
     // 96 bytes a matrix, 4 the scalar: "s" and "v" share a shard, "w" not.
@@ -163,9 +167,7 @@ fn refused(ckpt: &Path, out: &Path, message: &str) {
 #[test]
 fn incomplete_hostile_and_damaged_checkpoints_are_refused() {
     let dir = scratch("dcp-bad");
-    let ckpt = dir.join("ckpt");
-    std::fs::create_dir(&ckpt).unwrap();
-    write_checkpoint(&ckpt, false);
+    let ckpt = checkpoint_in(&dir, false);
     let out = dir.join("out.dt");
     let doc = std::fs::read(ckpt.join("deathtensors.json")).unwrap();
     for (bytes, message) in [
@@ -213,9 +215,7 @@ fn incomplete_hostile_and_damaged_checkpoints_are_refused() {
 #[test]
 fn column_tiles_are_put_together() {
     let dir = scratch("dcp-tiles");
-    let ckpt = dir.join("ckpt");
-    std::fs::create_dir(&ckpt).unwrap();
-    write_checkpoint(&ckpt, true);
+    let ckpt = checkpoint_in(&dir, true);
     let out = dir.join("model.dt");
     consolidate(&ckpt, &out, &ConsolidateOptions::default()).unwrap();
     assert_full(&out, &["w", "v", "s", "t"]);
@@ -224,9 +224,7 @@ fn column_tiles_are_put_together() {
 #[test]
 fn hostile_tiles_are_refused() {
     let dir = scratch("dcp-bad-tiles");
-    let ckpt = dir.join("ckpt");
-    std::fs::create_dir(&ckpt).unwrap();
-    write_checkpoint(&ckpt, true);
+    let ckpt = checkpoint_in(&dir, true);
     let out = dir.join("out.dt");
     let text = String::from_utf8(std::fs::read(ckpt.join("deathtensors.json")).unwrap()).unwrap();
     let tiled = r#""cols":2,"file":"rank-00001-0123456789abcdef.dt","offsets":[0,0,0],"rows":4"#;
@@ -270,9 +268,7 @@ fn hostile_tiles_are_refused() {
 #[test]
 fn a_failed_sharded_consolidation_leaves_no_shard() {
     let dir = scratch("dcp-hf-fail");
-    let ckpt = dir.join("ckpt");
-    std::fs::create_dir(&ckpt).unwrap();
-    write_checkpoint(&ckpt, false);
+    let ckpt = checkpoint_in(&dir, false);
     // "w", the second shard's tensor ("s" and "v" are the first's), is
     // damaged: a byte of its block w@5,0 in rank 1's file is flipped.
     let file = ckpt.join(format!("rank-00001-{SAVE_ID}.dt"));
