@@ -210,7 +210,7 @@ impl Header {
     }
 
     /// Lays out a safetensors header exactly as safetensors 0.8.0 does: tensors
-    /// sorted by descending dtype (in [`Dtype`]'s order), then by name, packed
+    /// sorted by descending dtype (in [`Dtype`](crate::Dtype)'s order), then by name, packed
     /// with no padding. Per-tensor metadata and digests are not representable
     /// in safetensors and are dropped.
     ///
@@ -232,7 +232,7 @@ impl Header {
 
     /// Lays out a bintensors 0.2 header exactly as bintensors 0.2 does:
     /// tensors sorted by descending dtype (bintensors numbers its 15 dtypes
-    /// in [`Dtype`]'s order), then by name, packed with no padding.
+    /// in [`Dtype`](crate::Dtype)'s order), then by name, packed with no padding.
     /// `metadata` `None` and `Some` of an empty map are different files, as
     /// in bintensors. Per-tensor metadata and digests are dropped.
     ///
